@@ -1,0 +1,1 @@
+//! Inputs to the controller: Kubernetes watchers and the REST northbound.

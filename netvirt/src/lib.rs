@@ -1,0 +1,1 @@
+//! Services to desired OpenFlow state: model, desired flows and groups, plan and apply.

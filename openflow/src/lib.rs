@@ -1,0 +1,1 @@
+//! OpenFlow 1.3 codec with the Open vSwitch (Nicira and ONF) extensions, and the switch session.
