@@ -1,1 +1,26 @@
-//! Sandbox placeholder
+//! A private, real Open vSwitch for tests, with network namespaces as hosts.
+//!
+//! A [`Sandbox`] is one node: its own `ovsdb-server` (in the test's network namespace, reached
+//! over a unix socket in the sandbox's temp dir, and optionally over `ptcp` on loopback) and its
+//! own `ovs-vswitchd` with the userspace datapath, running inside a network namespace of its own
+//! (the node's host stack). Bridges, their tap devices, and the host ends of the veth pairs all
+//! live in that node namespace, so sandboxes never touch the machine's own links and can run in
+//! parallel. Each [`Host`] is a further namespace whose `eth0` is attached to a bridge.
+//!
+//! Everything is torn down on drop, including during a panic. A sandbox left behind by a test
+//! process that was killed is reaped by the next [`Sandbox::start`].
+//!
+//! See `shared/notes/ovs-userspace.md` for why each setting is needed.
+
+mod cmd;
+mod error;
+mod host;
+mod netns;
+pub mod recipe;
+mod sandbox;
+
+pub use cmd::wait_for;
+pub use error::SandboxError;
+pub use host::{Attempt, Host, HostSpec, Process, probe_binary, tally};
+pub use netns::{NETNS_PREFIX, leftover_namespaces};
+pub use sandbox::{Sandbox, SandboxOptions};

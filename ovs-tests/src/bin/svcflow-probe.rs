@@ -1,0 +1,204 @@
+//! A tiny server and client for traffic tests, run inside sandbox hosts.
+//!
+//! ```text
+//! svcflow-probe serve NAME [tcp:PORT | udp:PORT]...
+//!     Answers every TCP connection with a minimal HTTP/1.0 response whose body is NAME,
+//!     and every UDP datagram with NAME. Prints `ready` once all sockets are bound.
+//! svcflow-probe connect tcp|udp IP:PORT [--count N] [--timeout-ms T] [--src-port P] [--gap-ms G]
+//!     Makes N attempts and prints one line per attempt: `ok NAME` (the backend that
+//!     answered), `err refused`, `err timeout` or `err OTHER`.
+//! ```
+//! The TCP side speaks just enough HTTP that `curl` can be a client as well.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::Duration;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("serve") => serve(&args[1..]),
+        Some("connect") => connect(&args[1..]),
+        _ => Err(USAGE.to_string()),
+    };
+    if let Err(message) = result {
+        eprintln!("svcflow-probe: {message}");
+        std::process::exit(2);
+    }
+}
+
+const USAGE: &str = "usage: svcflow-probe serve NAME [tcp:PORT|udp:PORT]... | \
+                     svcflow-probe connect tcp|udp IP:PORT [--count N] [--timeout-ms T] \
+                     [--src-port P] [--gap-ms G]";
+
+fn serve(args: &[String]) -> Result<(), String> {
+    let (name, listens) = args.split_first().ok_or(USAGE)?;
+    if listens.is_empty() {
+        return Err(USAGE.to_string());
+    }
+    let mut threads = Vec::new();
+    for listen in listens {
+        let (proto, port) = listen.split_once(':').ok_or(USAGE)?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("bad port in `{listen}`"))?;
+        let name = name.clone();
+        match proto {
+            "tcp" => {
+                let listener = TcpListener::bind(("0.0.0.0", port))
+                    .map_err(|e| format!("bind tcp:{port}: {e}"))?;
+                threads.push(std::thread::spawn(move || serve_tcp(listener, &name)));
+            }
+            "udp" => {
+                let socket = UdpSocket::bind(("0.0.0.0", port))
+                    .map_err(|e| format!("bind udp:{port}: {e}"))?;
+                threads.push(std::thread::spawn(move || serve_udp(socket, &name)));
+            }
+            _ => return Err(format!("unknown protocol in `{listen}`")),
+        }
+    }
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    for thread in threads {
+        let _ = thread.join();
+    }
+    Ok(())
+}
+
+fn serve_tcp(listener: TcpListener, name: &str) {
+    for stream in listener.incoming().flatten() {
+        let name = name.to_string();
+        std::thread::spawn(move || answer_tcp(stream, &name));
+    }
+}
+
+fn answer_tcp(mut stream: TcpStream, name: &str) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    // Read the request head, if the client sends one, before answering.
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = format!("{name}\n");
+    let response = format!(
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes());
+}
+
+fn serve_udp(socket: UdpSocket, name: &str) {
+    let mut buf = [0u8; 2048];
+    while let Ok((_, peer)) = socket.recv_from(&mut buf) {
+        let _ = socket.send_to(name.as_bytes(), peer);
+    }
+}
+
+struct ConnectOptions {
+    udp: bool,
+    target: SocketAddr,
+    count: u32,
+    timeout: Duration,
+    src_port: u16,
+    gap: Duration,
+}
+
+fn parse_connect(args: &[String]) -> Result<ConnectOptions, String> {
+    let [proto, target, rest @ ..] = args else {
+        return Err(USAGE.to_string());
+    };
+    let udp = match proto.as_str() {
+        "tcp" => false,
+        "udp" => true,
+        other => return Err(format!("unknown protocol `{other}`")),
+    };
+    let target: SocketAddr = target
+        .parse()
+        .map_err(|_| format!("bad address `{target}`"))?;
+    let mut options = ConnectOptions {
+        udp,
+        target,
+        count: 1,
+        timeout: Duration::from_millis(2000),
+        src_port: 0,
+        gap: Duration::ZERO,
+    };
+    let mut rest = rest.iter();
+    while let Some(flag) = rest.next() {
+        let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number: u64 = value.parse().map_err(|_| format!("bad value for {flag}"))?;
+        match flag.as_str() {
+            "--count" => options.count = u32::try_from(number).map_err(|_| "count too large")?,
+            "--timeout-ms" => options.timeout = Duration::from_millis(number),
+            "--src-port" => options.src_port = u16::try_from(number).map_err(|_| "bad port")?,
+            "--gap-ms" => options.gap = Duration::from_millis(number),
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    Ok(options)
+}
+
+fn connect(args: &[String]) -> Result<(), String> {
+    let options = parse_connect(args)?;
+    let mut out = std::io::stdout().lock();
+    // One UDP socket for all attempts keeps the 5-tuple fixed, as a long-lived client would.
+    let udp_socket = if options.udp {
+        let socket = UdpSocket::bind(("0.0.0.0", options.src_port)).map_err(|e| e.to_string())?;
+        socket
+            .set_read_timeout(Some(options.timeout))
+            .map_err(|e| e.to_string())?;
+        Some(socket)
+    } else {
+        None
+    };
+    for attempt in 0..options.count {
+        if attempt > 0 && !options.gap.is_zero() {
+            std::thread::sleep(options.gap);
+        }
+        let outcome = match &udp_socket {
+            Some(socket) => udp_attempt(socket, options.target),
+            None => tcp_attempt(options.target, options.timeout),
+        };
+        let line = match outcome {
+            Ok(name) => format!("ok {name}"),
+            Err(e) => format!("err {}", describe(&e)),
+        };
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn tcp_attempt(target: SocketAddr, timeout: Duration) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&target, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.trim())
+        .ok_or_else(|| std::io::Error::new(ErrorKind::InvalidData, "no HTTP body"))?;
+    Ok(body.to_string())
+}
+
+fn udp_attempt(socket: &UdpSocket, target: SocketAddr) -> std::io::Result<String> {
+    socket.send_to(b"probe", target)?;
+    let mut buf = [0u8; 2048];
+    let (n, _) = socket.recv_from(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf[..n]).trim().to_string())
+}
+
+fn describe(e: &std::io::Error) -> String {
+    match e.kind() {
+        ErrorKind::ConnectionRefused => "refused".to_string(),
+        ErrorKind::TimedOut | ErrorKind::WouldBlock => "timeout".to_string(),
+        ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => "unreachable".to_string(),
+        ErrorKind::ConnectionReset => "reset".to_string(),
+        _ => e.to_string().replace(' ', "_"),
+    }
+}

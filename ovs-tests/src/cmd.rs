@@ -1,0 +1,153 @@
+//! Running the OVS and iproute2 tools, with timeouts and errors that say what failed.
+
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::SandboxError;
+
+/// How long any one helper command may run before it is killed.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `argv` to completion and returns its stdout, or an error carrying its stderr.
+pub fn run(argv: &[&str]) -> Result<String, SandboxError> {
+    run_env(argv, &[])
+}
+
+/// Like [`run`], with extra environment variables.
+pub fn run_env(argv: &[&str], env: &[(&str, &str)]) -> Result<String, SandboxError> {
+    let output = output_env(argv, env)?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(SandboxError::Command {
+            command: argv.join(" "),
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// Runs `argv` and returns its whole output, whatever its exit status.
+pub fn output_env(argv: &[&str], env: &[(&str, &str)]) -> Result<Output, SandboxError> {
+    let (program, args) = argv.split_first().ok_or(SandboxError::EmptyCommand)?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = command.spawn().map_err(|source| SandboxError::Spawn {
+        program: (*program).to_string(),
+        source,
+    })?;
+    wait_output(child, COMMAND_TIMEOUT, &argv.join(" "))
+}
+
+/// Waits for a child with piped stdout and stderr, killing it after `timeout`.
+pub fn wait_output(
+    mut child: Child,
+    timeout: Duration,
+    what: &str,
+) -> Result<Output, SandboxError> {
+    // Drain the pipes on threads so a chatty child cannot block on a full pipe.
+    let stdout = child.stdout.take().map(drain);
+    let stderr = child.stderr.take().map(drain);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(SandboxError::Io)? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(SandboxError::Timeout {
+                what: what.to_string(),
+                after: timeout,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let join = |handle: Option<std::thread::JoinHandle<Vec<u8>>>| {
+        handle.and_then(|h| h.join().ok()).unwrap_or_default()
+    };
+    Ok(Output {
+        status,
+        stdout: join(stdout),
+        stderr: join(stderr),
+    })
+}
+
+fn drain<R: Read + Send + 'static>(mut reader: R) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = reader.read_to_end(&mut buf);
+        buf
+    })
+}
+
+/// Polls `probe` every 20 ms until it returns `Some`, or fails after `timeout`.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> Result<T, SandboxError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return Ok(value);
+        }
+        if Instant::now() >= deadline {
+            return Err(SandboxError::Timeout {
+                what: what.to_string(),
+                after: timeout,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Checks that `program` is on `PATH`.
+pub fn require_program(program: &str, package: &str) -> Result<(), SandboxError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    require_program_in(program, package, &path)
+}
+
+fn require_program_in(
+    program: &str,
+    package: &str,
+    path: impl AsRef<std::ffi::OsStr>,
+) -> Result<(), SandboxError> {
+    let found = std::env::split_paths(&path).any(|dir| dir.join(program).is_file());
+    if found {
+        Ok(())
+    } else {
+        Err(SandboxError::Missing {
+            program: program.to_string(),
+            package: package.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_names_the_package_to_install() {
+        let err =
+            require_program_in("ovs-vswitchd", "openvswitch-switch", "/nonexistent").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`ovs-vswitchd` is not installed"), "{text}");
+        assert!(
+            text.contains("apt-get install -y openvswitch-switch"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_present_program_is_found() {
+        require_program_in("sh", "dash", "/nonexistent:/bin:/usr/bin").unwrap();
+    }
+}
