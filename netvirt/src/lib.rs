@@ -1,1 +1,5 @@
 //! Services to desired OpenFlow state: model, desired flows and groups, plan and apply.
+//!
+//! `model` is plain data fed by the inputs. Everything here is pure: no sockets, no clock.
+
+pub mod model;

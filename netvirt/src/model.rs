@@ -1,0 +1,369 @@
+//! The service model: what the inputs (REST northbound, Kubernetes) say the cluster holds.
+//!
+//! It is plain data with no Kubernetes types. Collections are ordered maps so that the same
+//! model always yields the same desired state, byte for byte.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+/// Everything the controller knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Model {
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, Node>,
+    /// Namespaces by name.
+    pub namespaces: BTreeMap<String, Namespace>,
+    /// Pod interfaces by uid.
+    pub pods: BTreeMap<String, PodInterface>,
+    /// Services by namespace/name.
+    pub services: BTreeMap<ServiceKey, Service>,
+    /// Endpoints of each service, by the service's namespace/name.
+    pub endpoints: BTreeMap<ServiceKey, Vec<Endpoint>>,
+}
+
+/// A node: one Open vSwitch with its `br-int`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Node name.
+    pub name: String,
+    /// The node's own addresses (internal and external). NodePorts answer on each.
+    pub ips: Vec<IpAddr>,
+    /// The range pods on this node take their addresses from.
+    pub pod_cidr: Option<IpNet>,
+    /// Node labels, used by topology-aware routing.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A namespace and the ELAN (L2 broadcast domain) it maps to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    /// Namespace name.
+    pub name: String,
+    /// ELAN id, unique per namespace.
+    pub elan: u32,
+}
+
+/// One interface of a pod, bound to an OVS interface by `iface_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInterface {
+    /// Unique id of the interface.
+    pub uid: String,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// Its addresses.
+    pub ips: Vec<IpAddr>,
+    /// Its MAC address.
+    pub mac: Option<MacAddr>,
+    /// The node it runs on.
+    pub node: String,
+    /// The `external_ids:iface-id` of the OVS Interface it is attached to.
+    pub iface_id: String,
+}
+
+/// A 48-bit Ethernet address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl std::fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [a, b, c, d, e, g] = self.0;
+        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
+    }
+}
+
+impl std::str::FromStr for MacAddr {
+    type Err = ModelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad =
+            || ModelError::invalid("mac", s, "expected six hex octets like 0a:58:0a:f4:00:01");
+        let mut octets = [0u8; 6];
+        let mut parts = s.split(':');
+        for octet in &mut octets {
+            let part = parts.next().ok_or_else(bad)?;
+            if part.len() != 2 {
+                return Err(bad());
+            }
+            *octet = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(Self(octets))
+    }
+}
+
+/// A service's identity: namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServiceKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ServiceKey {
+    /// `namespace/name`.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    /// Namespace and name.
+    pub key: ServiceKey,
+    /// Unique id.
+    pub uid: String,
+    /// The Kubernetes service type.
+    pub kind: ServiceType,
+    /// Cluster IPs (one per family).
+    pub cluster_ips: Vec<IpAddr>,
+    /// Ports.
+    pub ports: Vec<ServicePort>,
+    /// `spec.externalIPs`.
+    pub external_ips: Vec<IpAddr>,
+    /// `status.loadBalancer.ingress` IPs.
+    pub lb_ingress_ips: Vec<IpAddr>,
+    /// Session affinity.
+    pub session_affinity: SessionAffinity,
+    /// `externalTrafficPolicy`.
+    pub external_traffic_policy: TrafficPolicy,
+    /// `internalTrafficPolicy`.
+    pub internal_traffic_policy: TrafficPolicy,
+}
+
+/// Kubernetes service types that svcflow programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum ServiceType {
+    /// Reachable on its cluster IPs.
+    #[default]
+    ClusterIp,
+    /// Also on a port of every node address.
+    NodePort,
+    /// Also on the load balancer's ingress IPs.
+    LoadBalancer,
+}
+
+/// One port of a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePort {
+    /// Port name; may be empty for a single-port service.
+    pub name: String,
+    /// L4 protocol.
+    pub protocol: Protocol,
+    /// The port on the service addresses.
+    pub port: u16,
+    /// The port on the endpoints.
+    pub target_port: TargetPort,
+    /// The node port, if any.
+    pub node_port: Option<u16>,
+}
+
+/// Where a service port forwards to on its endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetPort {
+    /// A port number.
+    Number(u16),
+    /// A named container port, resolved through the endpoints' named ports.
+    Name(String),
+}
+
+/// L4 protocols a service port may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Protocol {
+    /// TCP.
+    #[default]
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+impl Protocol {
+    /// The IP protocol number.
+    pub fn ip_proto(self) -> u8 {
+        match self {
+            Self::Tcp => 6,
+            Self::Udp => 17,
+            Self::Sctp => 132,
+        }
+    }
+
+    /// The `ovs-ofctl` keyword for IPv4 (`tcp`, `udp`, `sctp`).
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Self::Tcp => "tcp",
+            Self::Udp => "udp",
+            Self::Sctp => "sctp",
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = ModelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "TCP" => Ok(Self::Tcp),
+            "UDP" => Ok(Self::Udp),
+            "SCTP" => Ok(Self::Sctp),
+            _ => Err(ModelError::invalid(
+                "protocol",
+                s,
+                "expected TCP, UDP or SCTP",
+            )),
+        }
+    }
+}
+
+/// Session affinity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionAffinity {
+    /// Every new connection is balanced on its own.
+    #[default]
+    None,
+    /// Connections from one client IP stick to one endpoint for `timeout_seconds`.
+    ClientIp {
+        /// Stickiness timeout, 1 to 86,400 s.
+        timeout_seconds: u32,
+    },
+}
+
+/// `externalTrafficPolicy` / `internalTrafficPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrafficPolicy {
+    /// Any endpoint in the cluster.
+    #[default]
+    Cluster,
+    /// Only endpoints on the receiving node.
+    Local,
+}
+
+/// One endpoint of a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Its address.
+    pub address: IpAddr,
+    /// Named ports it serves (name, protocol, port); the name may be empty.
+    pub ports: Vec<EndpointPort>,
+    /// The node it runs on, if known.
+    pub node: Option<String>,
+    /// Conditions.
+    pub conditions: EndpointConditions,
+    /// Topology zone.
+    pub zone: Option<String>,
+    /// Relative weight; `None` takes the default (local or remote weight).
+    pub weight: Option<u16>,
+}
+
+/// A port an endpoint serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPort {
+    /// The port's name, matching a service port's name.
+    pub name: String,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Port number.
+    pub port: u16,
+}
+
+/// `EndpointSlice` endpoint conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointConditions {
+    /// Ready for new connections.
+    pub ready: bool,
+    /// Serving (may be terminating).
+    pub serving: bool,
+    /// Terminating.
+    pub terminating: bool,
+}
+
+impl Default for EndpointConditions {
+    fn default() -> Self {
+        Self {
+            ready: true,
+            serving: true,
+            terminating: false,
+        }
+    }
+}
+
+/// A model value that is not valid; names the field, as REST errors must.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelError {
+    /// The field, e.g. `service-ports[0].port`.
+    pub field: String,
+    /// The offending value.
+    pub value: String,
+    /// What was expected.
+    pub reason: String,
+}
+
+impl ModelError {
+    /// A new error for `field` holding `value`.
+    pub fn invalid(field: &str, value: &str, reason: &str) -> Self {
+        Self {
+            field: field.to_string(),
+            value: value.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: invalid value `{}`: {}",
+            self.field, self.value, self.reason
+        )
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_addresses_parse_and_print_like_ovs() {
+        let mac: MacAddr = "0A:58:0a:f4:00:01".parse().unwrap();
+        assert_eq!(mac.0, [0x0a, 0x58, 0x0a, 0xf4, 0x00, 0x01]);
+        assert_eq!(mac.to_string(), "0a:58:0a:f4:00:01");
+        for bad in [
+            "",
+            "0a:58:0a:f4:00",
+            "0a:58:0a:f4:00:01:02",
+            "0a:58:0a:f4:00:1",
+            "zz:58:0a:f4:00:01",
+        ] {
+            let err = bad.parse::<MacAddr>().unwrap_err();
+            assert_eq!(err.field, "mac", "{bad}");
+        }
+    }
+
+    #[test]
+    fn protocols_parse_case_insensitively_and_reject_others() {
+        assert_eq!("tcp".parse::<Protocol>().unwrap(), Protocol::Tcp);
+        assert_eq!("UDP".parse::<Protocol>().unwrap(), Protocol::Udp);
+        assert_eq!("Sctp".parse::<Protocol>().unwrap().ip_proto(), 132);
+        assert_eq!("icmp".parse::<Protocol>().unwrap_err().field, "protocol");
+    }
+}
