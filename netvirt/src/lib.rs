@@ -2,4 +2,7 @@
 //!
 //! `model` is plain data fed by the inputs. Everything here is pure: no sockets, no clock.
 
+pub mod config;
+pub mod ids;
 pub mod model;
+pub mod resolve;
