@@ -1,0 +1,239 @@
+//! Command-line interface.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use ipnet::Ipv4Net;
+
+use crate::config::{
+    ConfigError, FileConfig, RunConfig, parse_log_level, parse_ovsdb_remote, parse_port_range,
+};
+
+/// svcflow: an OpenFlow controller that replaces kube-proxy and iptables on Open vSwitch.
+#[derive(Debug, Parser)]
+#[command(name = "svcflow", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller daemon. Flags override the TOML file given with --config.
+    Run(RunArgs),
+}
+
+/// `svcflow run` flags. Each has a key of the same name in the TOML file.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// TOML file with any of the settings below, in kebab-case (e.g. `rest-listen = "127.0.0.1:8181"`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address switches connect to over OpenFlow [default: 127.0.0.1:6653].
+    #[arg(long, value_name = "ADDR")]
+    pub openflow_listen: Option<SocketAddr>,
+    /// An OVSDB server to dial, as NODE=unix:PATH or NODE=tcp:IP:PORT; repeat once per node.
+    #[arg(long = "ovsdb-remote", value_name = "NODE=REMOTE")]
+    pub ovsdb_remotes: Vec<String>,
+    /// Listen for node ovsdb-servers pointed here with `ovs-vsctl set-manager tcp:ADDR` (passive mode).
+    #[arg(long, value_name = "ADDR")]
+    pub ovsdb_manager_listen: Option<SocketAddr>,
+    /// Address of the REST northbound [default: 127.0.0.1:8181].
+    #[arg(long, value_name = "ADDR")]
+    pub rest_listen: Option<SocketAddr>,
+    /// File of REST credentials (`basic USER PASSWORD` or `bearer TOKEN` lines). Without it auth
+    /// is off, which is allowed only when the REST address is loopback.
+    #[arg(long, value_name = "FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// The service CIDR, routed from each node's host into br-int [default: 10.96.0.0/12].
+    #[arg(long, value_name = "CIDR")]
+    pub service_cidr: Option<Ipv4Net>,
+    /// MAC address of the virtual gateway that pods route through [default: 0a:58:0a:f4:00:01].
+    #[arg(long, value_name = "MAC")]
+    pub gateway_mac: Option<String>,
+    /// Virtual IP that a pod reaching itself through a service is SNATed to [default: 169.254.0.253].
+    #[arg(long, value_name = "IP")]
+    pub loopback_ip: Option<Ipv4Addr>,
+    /// Allowed NodePort range, LOW-HIGH [default: 30000-32767].
+    #[arg(long, value_name = "LOW-HIGH")]
+    pub node_port_range: Option<String>,
+    /// Bucket weight of an endpoint on the node itself; remote endpoints weigh 1 [default: 1].
+    #[arg(long, value_name = "N")]
+    pub local_endpoint_weight: Option<u16>,
+    /// Directory for durable state (the REST model's write-ahead log) [default: /var/lib/svcflow].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Log level: error, warn, info, debug or trace [default: info].
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Validate the configuration, print it, and exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+impl RunArgs {
+    /// Merges defaults, the file (if any) and the flags, and validates the result.
+    pub fn resolve(&self) -> Result<RunConfig, ConfigError> {
+        let file = match &self.config {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
+        self.merge(file)
+    }
+
+    fn merge(&self, file: FileConfig) -> Result<RunConfig, ConfigError> {
+        let defaults = netvirt::config::Config::default();
+        let mut pipeline = defaults.clone();
+        if let Some(cidr) = self.service_cidr.or(file.service_cidr) {
+            pipeline.service_cidr = cidr;
+        }
+        if let Some(mac) = self.gateway_mac.as_ref().or(file.gateway_mac.as_ref()) {
+            pipeline.gateway_mac = mac.parse().map_err(|e: netvirt::model::ModelError| {
+                ConfigError(format!("gateway mac: {e}"))
+            })?;
+        }
+        if let Some(ip) = self.loopback_ip.or(file.loopback_ip) {
+            pipeline.loopback_ip = ip;
+        }
+        if let Some(range) = self
+            .node_port_range
+            .as_ref()
+            .or(file.node_port_range.as_ref())
+        {
+            pipeline.node_port_range = parse_port_range(range)?;
+        }
+        if let Some(weight) = self.local_endpoint_weight.or(file.local_endpoint_weight) {
+            if weight == 0 {
+                return Err(ConfigError(
+                    "local endpoint weight must be at least 1".into(),
+                ));
+            }
+            pipeline.local_endpoint_weight = weight;
+        }
+        let remotes = if self.ovsdb_remotes.is_empty() {
+            file.ovsdb_remotes.unwrap_or_default()
+        } else {
+            self.ovsdb_remotes.clone()
+        };
+        let ovsdb_remotes = remotes
+            .iter()
+            .map(|r| parse_ovsdb_remote(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rest_listen = self
+            .rest_listen
+            .or(file.rest_listen)
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8181)));
+        let auth_file = self.auth_file.clone().or(file.auth_file);
+        if auth_file.is_none() && !rest_listen.ip().is_loopback() {
+            return Err(ConfigError(format!(
+                "REST auth is off but the REST address {rest_listen} is not loopback; \
+                 give --auth-file or listen on 127.0.0.1"
+            )));
+        }
+        let log_level = parse_log_level(
+            self.log_level
+                .as_deref()
+                .or(file.log_level.as_deref())
+                .unwrap_or("info"),
+        )?;
+        Ok(RunConfig {
+            openflow_listen: self
+                .openflow_listen
+                .or(file.openflow_listen)
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 6653))),
+            ovsdb_remotes,
+            ovsdb_manager_listen: self.ovsdb_manager_listen.or(file.ovsdb_manager_listen),
+            rest_listen,
+            auth_file,
+            pipeline,
+            state_dir: self
+                .state_dir
+                .clone()
+                .or(file.state_dir)
+                .unwrap_or_else(|| PathBuf::from("/var/lib/svcflow")),
+            log_level,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(argv: &[&str]) -> RunArgs {
+        let mut full = vec!["svcflow", "run"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).unwrap().command {
+            Command::Run(args) => args,
+        }
+    }
+
+    #[test]
+    fn defaults_bind_loopback_with_auth_off() {
+        let config = run_args(&[]).merge(FileConfig::default()).unwrap();
+        assert_eq!(config.openflow_listen.to_string(), "127.0.0.1:6653");
+        assert_eq!(config.rest_listen.to_string(), "127.0.0.1:8181");
+        assert_eq!(config.pipeline, netvirt::config::Config::default());
+        assert_eq!(config.log_level, "info");
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file: FileConfig = toml::from_str(
+            "rest-listen = \"127.0.0.1:9000\"\nnode-port-range = \"31000-31010\"\n\
+             ovsdb-remotes = [\"n1=unix:/run/db.sock\"]\nlocal-endpoint-weight = 4\n",
+        )
+        .unwrap();
+        let config = run_args(&[
+            "--rest-listen",
+            "127.0.0.2:8000",
+            "--ovsdb-remote",
+            "n2=tcp:127.0.0.1:6640",
+        ])
+        .merge(file)
+        .unwrap();
+        assert_eq!(config.rest_listen.to_string(), "127.0.0.2:8000");
+        assert_eq!(config.pipeline.node_port_range, (31000, 31010));
+        assert_eq!(config.pipeline.local_endpoint_weight, 4);
+        assert_eq!(config.ovsdb_remotes.len(), 1);
+        assert_eq!(config.ovsdb_remotes[0].node, "n2");
+    }
+
+    #[test]
+    fn auth_may_be_off_only_on_loopback() {
+        let err = run_args(&["--rest-listen", "0.0.0.0:8181"])
+            .merge(FileConfig::default())
+            .unwrap_err();
+        assert!(err.0.contains("not loopback"), "{err}");
+        run_args(&[
+            "--rest-listen",
+            "0.0.0.0:8181",
+            "--auth-file",
+            "/etc/svcflow/auth",
+        ])
+        .merge(FileConfig::default())
+        .unwrap();
+    }
+
+    #[test]
+    fn bad_values_name_what_is_wrong() {
+        let cases: [(&[&str], &str); 5] = [
+            (&["--node-port-range", "32767-30000"], "node port range"),
+            (
+                &["--ovsdb-remote", "n1=ssl:1.2.3.4:6640"],
+                "unix:PATH or tcp:IP:PORT",
+            ),
+            (&["--ovsdb-remote", "unix:/x"], "NODE=unix:PATH"),
+            (&["--gateway-mac", "0a:58"], "gateway mac"),
+            (&["--log-level", "loud"], "log level"),
+        ];
+        for (argv, wanted) in cases {
+            let err = run_args(argv).merge(FileConfig::default()).unwrap_err();
+            assert!(err.0.contains(wanted), "{argv:?}: {err}");
+        }
+        assert!(toml::from_str::<FileConfig>("no-such-key = 1").is_err());
+    }
+}

@@ -1,0 +1,142 @@
+//! `svcflow run` configuration: a TOML file, overridden by command-line flags.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use ipnet::Ipv4Net;
+use serde::Deserialize;
+
+/// Everything `svcflow run` needs, after the file and the flags are merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunConfig {
+    /// Where switches connect over OpenFlow.
+    pub openflow_listen: SocketAddr,
+    /// OVSDB servers svcflow dials, one per node: `unix:PATH` or `tcp:IP:PORT`.
+    pub ovsdb_remotes: Vec<OvsdbRemote>,
+    /// Where node `ovsdb-server`s pointed at svcflow with `set-manager` connect, if anywhere.
+    pub ovsdb_manager_listen: Option<SocketAddr>,
+    /// The REST northbound.
+    pub rest_listen: SocketAddr,
+    /// The file holding REST credentials, if auth is on.
+    pub auth_file: Option<PathBuf>,
+    /// Pipeline settings.
+    pub pipeline: netvirt::config::Config,
+    /// Durable state lives here.
+    pub state_dir: PathBuf,
+    /// `error`, `warn`, `info`, `debug` or `trace`.
+    pub log_level: String,
+}
+
+/// An OVSDB server to dial, and the node it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OvsdbRemote {
+    /// The node's name, as in the model.
+    pub node: String,
+    /// `unix:PATH` or `tcp:IP:PORT`.
+    pub target: String,
+}
+
+/// The TOML file's shape. Every key is optional; flags override it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FileConfig {
+    /// See [`RunConfig::openflow_listen`].
+    pub openflow_listen: Option<SocketAddr>,
+    /// `NODE=REMOTE` entries.
+    pub ovsdb_remotes: Option<Vec<String>>,
+    /// See [`RunConfig::ovsdb_manager_listen`].
+    pub ovsdb_manager_listen: Option<SocketAddr>,
+    /// See [`RunConfig::rest_listen`].
+    pub rest_listen: Option<SocketAddr>,
+    /// See [`RunConfig::auth_file`].
+    pub auth_file: Option<PathBuf>,
+    /// Service CIDR.
+    pub service_cidr: Option<Ipv4Net>,
+    /// Virtual gateway MAC.
+    pub gateway_mac: Option<String>,
+    /// Hairpin loopback IP.
+    pub loopback_ip: Option<Ipv4Addr>,
+    /// `LOW-HIGH`.
+    pub node_port_range: Option<String>,
+    /// Weight of local endpoints.
+    pub local_endpoint_weight: Option<u16>,
+    /// State directory.
+    pub state_dir: Option<PathBuf>,
+    /// Log level.
+    pub log_level: Option<String>,
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl FileConfig {
+    /// Reads and parses a TOML file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+    }
+}
+
+/// Parses `NODE=REMOTE`, where REMOTE is `unix:PATH` or `tcp:IP:PORT`.
+pub fn parse_ovsdb_remote(text: &str) -> Result<OvsdbRemote, ConfigError> {
+    let (node, target) = text.split_once('=').ok_or_else(|| {
+        ConfigError(format!(
+            "ovsdb remote `{text}`: expected NODE=unix:PATH or NODE=tcp:IP:PORT"
+        ))
+    })?;
+    if node.is_empty() {
+        return Err(ConfigError(format!(
+            "ovsdb remote `{text}`: empty node name"
+        )));
+    }
+    let valid = match target.split_once(':') {
+        Some(("unix", path)) => !path.is_empty(),
+        Some(("tcp", addr)) => addr.parse::<SocketAddr>().is_ok(),
+        _ => false,
+    };
+    if !valid {
+        return Err(ConfigError(format!(
+            "ovsdb remote `{text}`: expected unix:PATH or tcp:IP:PORT after `{node}=`"
+        )));
+    }
+    Ok(OvsdbRemote {
+        node: node.to_string(),
+        target: target.to_string(),
+    })
+}
+
+/// Parses `LOW-HIGH`.
+pub fn parse_port_range(text: &str) -> Result<(u16, u16), ConfigError> {
+    let bad = || {
+        ConfigError(format!(
+            "node port range `{text}`: expected LOW-HIGH, e.g. 30000-32767"
+        ))
+    };
+    let (low, high) = text.split_once('-').ok_or_else(bad)?;
+    let low: u16 = low.trim().parse().map_err(|_| bad())?;
+    let high: u16 = high.trim().parse().map_err(|_| bad())?;
+    if low == 0 || low > high {
+        return Err(bad());
+    }
+    Ok((low, high))
+}
+
+/// Checks the log level name.
+pub fn parse_log_level(text: &str) -> Result<String, ConfigError> {
+    match text {
+        "error" | "warn" | "info" | "debug" | "trace" => Ok(text.to_string()),
+        _ => Err(ConfigError(format!(
+            "log level `{text}`: expected error, warn, info, debug or trace"
+        ))),
+    }
+}
