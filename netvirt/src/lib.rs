@@ -6,4 +6,5 @@ pub mod config;
 pub mod ids;
 pub mod model;
 pub mod plan;
+pub mod reject;
 pub mod resolve;
