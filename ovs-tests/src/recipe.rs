@@ -2,7 +2,7 @@
 //! svcflow's pipeline grows from. It proves that a select group of `ct(commit,nat(dst=…))`
 //! buckets spreads connections, before any controller code is involved.
 
-use crate::Host;
+use crate::{Host, Sandbox, SandboxError};
 
 /// The conntrack zone the recipe uses.
 pub const ZONE: u16 = 1;
@@ -62,5 +62,19 @@ impl StaticService<'_> {
             )
         }));
         flows
+    }
+
+    /// Installs the group and the flows (delivering to `hosts`) on `bridge`.
+    pub fn install(&self, sb: &Sandbox, bridge: &str, hosts: &[&Host]) -> Result<(), SandboxError> {
+        let groups = self.groups();
+        let flows = self.flows(hosts);
+        sb.add_groups(
+            bridge,
+            &groups.iter().map(String::as_str).collect::<Vec<_>>(),
+        )?;
+        sb.add_flows(
+            bridge,
+            &flows.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
     }
 }

@@ -426,15 +426,27 @@ impl Sandbox {
         Ok(host)
     }
 
-    /// Adds an internal port (a tap in the node namespace), brings it up and returns its name.
+    /// Adds an internal port (a tap in the node namespace) and brings it up.
     pub fn add_internal_port(
         &self,
         bridge: &str,
         name: &str,
         ofport: u16,
     ) -> Result<(), SandboxError> {
+        self.add_internal_port_with(bridge, name, ofport, &[])
+    }
+
+    /// Adds an internal port with extra Interface columns (e.g. `mac="0a:58:00:00:00:02"`).
+    pub fn add_internal_port_with(
+        &self,
+        bridge: &str,
+        name: &str,
+        ofport: u16,
+        columns: &[&str],
+    ) -> Result<(), SandboxError> {
         check_ifname(name)?;
-        self.vsctl(&[
+        let ofport_request = format!("ofport_request={ofport}");
+        let mut args = vec![
             "add-port",
             bridge,
             name,
@@ -443,8 +455,10 @@ impl Sandbox {
             "interface",
             name,
             "type=internal",
-            &format!("ofport_request={ofport}"),
-        ])?;
+            &ofport_request,
+        ];
+        args.extend_from_slice(columns);
+        self.vsctl(&args)?;
         self.node(&["ip", "link", "set", "dev", name, "up"])?;
         Ok(())
     }
@@ -467,6 +481,15 @@ impl Sandbox {
     /// Installs groups from `ovs-ofctl` text, one per entry, in one bundle.
     pub fn add_groups(&self, bridge: &str, groups: &[&str]) -> Result<(), SandboxError> {
         self.ofctl_file("add-groups", bridge, &groups.join("\n"))
+    }
+
+    /// Runs an `ovs-ofctl bundle` file (lines such as `flow add …`, `group delete …`) as one
+    /// atomic bundle.
+    pub fn ofctl_bundle(&self, bridge: &str, lines: &[String]) -> Result<(), SandboxError> {
+        let file = self.dir.join("bundle.txt");
+        std::fs::write(&file, format!("{}\n", lines.join("\n")))?;
+        let file = file.to_string_lossy().into_owned();
+        self.ofctl("bundle", bridge, &[&file]).map(|_| ())
     }
 
     fn ofctl_file(&self, subcommand: &str, bridge: &str, text: &str) -> Result<(), SandboxError> {

@@ -3,12 +3,26 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use ovs_tests::recipe::StaticService;
-use ovs_tests::{HostSpec, Sandbox, leftover_namespaces, tally};
+use ovs_tests::{Host, HostSpec, Sandbox, leftover_namespaces, tally};
 
 const BR: &str = "br-int";
 
 fn sandbox() -> Sandbox {
     Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"))
+}
+
+/// A bridge with hosts `a` (10.0.0.1, port 1) and `b` (10.0.0.2, port 2).
+fn two_hosts(sb: &mut Sandbox) -> (Host, Host) {
+    sb.add_bridge(BR).unwrap();
+    let a = sb.add_host(
+        BR,
+        HostSpec::new("a", "10.0.0.1/24", "02:00:00:00:00:01", 1),
+    );
+    let b = sb.add_host(
+        BR,
+        HostSpec::new("b", "10.0.0.2/24", "02:00:00:00:00:02", 2),
+    );
+    (a.unwrap(), b.unwrap())
 }
 
 fn probe_env() {
@@ -23,19 +37,7 @@ fn probe_env() {
 fn two_hosts_ping_and_connect_through_normal() {
     probe_env();
     let mut sb = sandbox();
-    sb.add_bridge(BR).unwrap();
-    let a = sb
-        .add_host(
-            BR,
-            HostSpec::new("a", "10.0.0.1/24", "02:00:00:00:00:01", 1),
-        )
-        .unwrap();
-    let b = sb
-        .add_host(
-            BR,
-            HostSpec::new("b", "10.0.0.2/24", "02:00:00:00:00:02", 2),
-        )
-        .unwrap();
+    let (a, b) = two_hosts(&mut sb);
 
     // Fail mode is secure: with no flow at all, nothing passes.
     let silent = a.output(&["ping", "-c", "1", "-W", "1", b.ip()]).unwrap();
@@ -97,12 +99,7 @@ fn select_group_with_ct_nat_spreads_connections_across_backends() {
         backends: vec![&b1, &b2],
         target_port: 8080,
     };
-    let groups = service.groups();
-    let flows = service.flows(&[&client, &b1, &b2]);
-    sb.add_groups(BR, &groups.iter().map(String::as_str).collect::<Vec<_>>())
-        .unwrap();
-    sb.add_flows(BR, &flows.iter().map(String::as_str).collect::<Vec<_>>())
-        .unwrap();
+    service.install(&sb, BR, &[&client, &b1, &b2]).unwrap();
 
     let _s1 = b1.serve("b1", &["tcp:8080"]).unwrap();
     let _s2 = b2.serve("b2", &["tcp:8080"]).unwrap();
@@ -238,19 +235,7 @@ fn a_panicking_test_still_tears_its_sandbox_down() {
 fn vswitchd_restart_loses_flows_but_keeps_ports() {
     probe_env();
     let mut sb = sandbox();
-    sb.add_bridge(BR).unwrap();
-    let a = sb
-        .add_host(
-            BR,
-            HostSpec::new("a", "10.0.0.1/24", "02:00:00:00:00:01", 1),
-        )
-        .unwrap();
-    let b = sb
-        .add_host(
-            BR,
-            HostSpec::new("b", "10.0.0.2/24", "02:00:00:00:00:02", 2),
-        )
-        .unwrap();
+    let (a, b) = two_hosts(&mut sb);
     sb.add_flows(BR, &["priority=0,actions=NORMAL"]).unwrap();
     assert!(
         a.run(&["ping", "-c", "1", "-W", "2", b.ip()])

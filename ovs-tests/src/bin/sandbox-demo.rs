@@ -61,10 +61,7 @@ fn run() -> Result<(), SandboxError> {
         backends: vec![&b1, &b2],
         target_port: 8080,
     };
-    let groups = service.groups();
-    let flows = service.flows(&[&client, &b1, &b2]);
-    sb.add_groups(BR, &groups.iter().map(String::as_str).collect::<Vec<_>>())?;
-    sb.add_flows(BR, &flows.iter().map(String::as_str).collect::<Vec<_>>())?;
+    service.install(&sb, BR, &[&client, &b1, &b2])?;
 
     println!("== 40 connections from client to VIP 10.96.0.10:80");
     let attempts = client.connect("tcp", "10.96.0.10:80", 40, &[])?;
