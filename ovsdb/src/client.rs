@@ -1,0 +1,732 @@
+//! A thin tokio driver around [`Session`]: active `unix:PATH` / `tcp:IP:PORT` with reconnect
+//! and backoff, and passive `ptcp:PORT[:IP]` (a node's ovsdb-server pointed at us with
+//! `ovs-vsctl set-manager tcp:CONTROLLER:6640`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::datum::Uuid;
+use crate::monitor::{MonitorRequest, TableUpdates};
+use crate::ops::{OpResult, Operation};
+use crate::replica::Replica;
+use crate::schema::DatabaseSchema;
+use crate::session::{
+    Event, Reply, RequestError, RequestId, Session, SessionConfig, SessionError, UpdateKind,
+};
+
+/// Where to connect (active mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remote {
+    /// `unix:PATH`
+    Unix(PathBuf),
+    /// `tcp:IP:PORT` (IPv6 as `tcp:[::1]:PORT`)
+    Tcp(SocketAddr),
+}
+
+/// A remote or listen address that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad OVSDB address {0:?}")]
+pub struct AddrError(pub String);
+
+impl FromStr for Remote {
+    type Err = AddrError;
+    fn from_str(s: &str) -> Result<Self, AddrError> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err(AddrError(s.into()));
+            }
+            Ok(Remote::Unix(PathBuf::from(p)))
+        } else if let Some(a) = s.strip_prefix("tcp:") {
+            a.parse().map(Remote::Tcp).map_err(|_| AddrError(s.into()))
+        } else {
+            Err(AddrError(s.into()))
+        }
+    }
+}
+
+/// Parses a passive address `ptcp:PORT[:IP]` (IP defaults to 0.0.0.0).
+pub fn parse_passive(s: &str) -> Result<SocketAddr, AddrError> {
+    let rest = s.strip_prefix("ptcp:").ok_or_else(|| AddrError(s.into()))?;
+    let (port, ip) = match rest.split_once(':') {
+        Some((p, ip)) => (
+            p,
+            ip.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<IpAddr>()
+                .ok(),
+        ),
+        None => (rest, Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED))),
+    };
+    let port: u16 = port.parse().map_err(|_| AddrError(s.into()))?;
+    let ip = ip.ok_or_else(|| AddrError(s.into()))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Driver settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub session: SessionConfig,
+    /// First reconnect delay (active mode); doubles per failure up to `backoff_max`.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// Timeout for one connect attempt.
+    pub connect_timeout: Duration,
+    /// Bytes queued for a peer that does not read before the session is closed.
+    pub max_send_backlog: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            session: SessionConfig::default(),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(8),
+            connect_timeout: Duration::from_secs(5),
+            max_send_backlog: 128 << 20,
+        }
+    }
+}
+
+/// Errors from [`Client`] calls.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Request(#[from] RequestError),
+    #[error("unexpected reply {0:?}")]
+    UnexpectedReply(Box<Reply>),
+    #[error("I/O: {0}")]
+    Io(#[from] io::Error),
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    /// The typed transaction error, if that is what this is.
+    pub fn transact(&self) -> Option<&crate::ops::TransactError> {
+        match self {
+            Error::Request(RequestError::Transact(e)) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Something that happened on the connection.
+#[derive(Debug, Clone)]
+pub enum ClientEvent {
+    /// (Re)connected. Monitors and locks are being re-established.
+    Connected,
+    /// The connection closed; active clients reconnect with backoff.
+    Disconnected(SessionError),
+    /// All monitors and locks are back after a reconnect.
+    Resynced,
+    /// A monitor update (already applied to the monitor's replica, if it has one).
+    Update {
+        monitor: String,
+        kind: UpdateKind,
+        updates: Arc<TableUpdates>,
+    },
+    Locked(String),
+    Stolen(String),
+}
+
+/// Receives [`ClientEvent`]s. The channel is unbounded: either drain it or drop it (events are
+/// then discarded). Replicas are updated by the driver whether or not anyone reads it.
+pub type Events = mpsc::UnboundedReceiver<ClientEvent>;
+
+enum Call {
+    ListDbs,
+    GetSchema(String),
+    Transact(String, Vec<Operation>),
+    Monitor {
+        db: String,
+        key: String,
+        requests: BTreeMap<String, MonitorRequest>,
+        replica: Option<ReplicaHandle>,
+    },
+    MonitorCancel(String),
+    Lock(String),
+    Steal(String),
+    Unlock(String),
+    Echo(Value),
+}
+
+enum Command {
+    Call(
+        Call,
+        oneshot::Sender<Result<Reply, RequestError>>,
+        Option<u64>,
+    ),
+    Cancel(u64),
+    Shutdown,
+}
+
+/// A handle to a connection driver. Cheap to clone; the driver stops when every handle is
+/// dropped or [`Client::shutdown`] is called.
+#[derive(Clone)]
+pub struct Client {
+    cmd: mpsc::UnboundedSender<Command>,
+    tokens: Arc<AtomicU64>,
+}
+
+/// A `transact` in flight that can be cancelled (RFC 7047 §4.1.4).
+pub struct PendingTransact {
+    client: Client,
+    token: u64,
+    rx: oneshot::Receiver<Result<Reply, RequestError>>,
+}
+
+impl PendingTransact {
+    /// Asks the server to cancel the transaction; [`PendingTransact::result`] then returns the
+    /// server's error (`canceled`) unless the transaction already completed.
+    pub fn cancel(&self) {
+        let _ = self.client.cmd.send(Command::Cancel(self.token));
+    }
+
+    /// Waits for the outcome.
+    pub async fn result(self) -> Result<Vec<OpResult>, Error> {
+        match self.rx.await.map_err(|_| RequestError::Disconnected)?? {
+            Reply::Transact(r) => Ok(r),
+            r => Err(Error::UnexpectedReply(Box::new(r))),
+        }
+    }
+}
+
+/// A replica kept up to date by the driver. Updates are applied in stream order, before any
+/// later reply is delivered, so after a `transact` returns its own effects are visible.
+#[derive(Clone, Debug)]
+pub struct ReplicaHandle {
+    inner: Arc<RwLock<Replica>>,
+    generation: Arc<watch::Sender<u64>>,
+}
+
+impl ReplicaHandle {
+    fn new(schema: DatabaseSchema) -> Self {
+        ReplicaHandle {
+            inner: Arc::new(RwLock::new(Replica::new(schema))),
+            generation: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Read access to the current state (no I/O). Do not hold it across an await.
+    pub fn read(&self) -> RwLockReadGuard<'_, Replica> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn apply(&self, kind: UpdateKind, updates: &TableUpdates) {
+        let g = {
+            let mut r = self.inner.write().unwrap_or_else(|e| e.into_inner());
+            r.apply(kind, updates);
+            r.generation()
+        };
+        self.generation.send_replace(g);
+    }
+
+    /// Waits until `f` returns `Some` for the replica, or `timeout` passes.
+    pub async fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut f: impl FnMut(&Replica) -> Option<T>,
+    ) -> Result<T, Error> {
+        let mut rx = self.generation.subscribe();
+        let fut = async {
+            loop {
+                if let Some(v) = f(&self.read()) {
+                    return Ok(v);
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Error::Other("replica closed".into()));
+                }
+            }
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| Error::Timeout)?
+    }
+}
+
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+async fn connect(remote: &Remote, timeout: Duration) -> io::Result<Box<dyn Stream>> {
+    let fut = async {
+        Ok::<Box<dyn Stream>, io::Error>(match remote {
+            Remote::Unix(p) => Box::new(UnixStream::connect(p).await?),
+            Remote::Tcp(a) => {
+                let s = TcpStream::connect(a).await?;
+                s.set_nodelay(true)?;
+                Box::new(s)
+            }
+        })
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+}
+
+impl Client {
+    /// Connects to `remote` (`unix:PATH` or `tcp:IP:PORT`) and keeps reconnecting with backoff
+    /// after a disconnect. Fails if the first attempt fails.
+    pub async fn connect(remote: &str, config: ClientConfig) -> Result<(Client, Events), Error> {
+        let remote: Remote = remote
+            .parse()
+            .map_err(|e: AddrError| Error::Other(e.to_string()))?;
+        let stream = connect(&remote, config.connect_timeout).await?;
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let mut d = Driver::new(&config, cmd_rx, ev_tx);
+        tokio::spawn(async move {
+            let mut stream = Some(stream);
+            let mut backoff = config.backoff_min;
+            loop {
+                if let Some(s) = stream.take() {
+                    backoff = config.backoff_min;
+                    d.emit(ClientEvent::Connected);
+                    if d.serve(s).await == Served::Shutdown {
+                        return;
+                    }
+                }
+                if d.idle(backoff).await == Served::Shutdown {
+                    return;
+                }
+                backoff = (backoff * 2).min(config.backoff_max);
+                if let Ok(s) = connect(&remote, config.connect_timeout).await {
+                    d.session.reset(Instant::now());
+                    stream = Some(s);
+                }
+            }
+        });
+        Ok((Client::from_sender(cmd_tx), ev_rx))
+    }
+
+    /// Runs a session over an already connected stream, without reconnecting.
+    pub fn from_stream<S>(stream: S, config: ClientConfig) -> (Client, Events)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let mut d = Driver::new(&config, cmd_rx, ev_tx);
+        tokio::spawn(async move {
+            d.emit(ClientEvent::Connected);
+            let _ = d.serve(Box::new(stream)).await;
+        });
+        (Client::from_sender(cmd_tx), ev_rx)
+    }
+
+    fn from_sender(cmd: mpsc::UnboundedSender<Command>) -> Client {
+        Client {
+            cmd,
+            tokens: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    async fn call(&self, c: Call) -> Result<Reply, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::Call(c, tx, None))
+            .map_err(|_| RequestError::Disconnected)?;
+        Ok(rx.await.map_err(|_| RequestError::Disconnected)??)
+    }
+
+    /// `list_dbs` (RFC 7047 §4.1.1).
+    pub async fn list_dbs(&self) -> Result<Vec<String>, Error> {
+        match self.call(Call::ListDbs).await? {
+            Reply::Dbs(d) => Ok(d),
+            r => Err(Error::UnexpectedReply(Box::new(r))),
+        }
+    }
+
+    /// `get_schema` (§4.1.2).
+    pub async fn get_schema(&self, db: &str) -> Result<DatabaseSchema, Error> {
+        match self.call(Call::GetSchema(db.into())).await? {
+            Reply::Schema(s) => Ok(*s),
+            r => Err(Error::UnexpectedReply(Box::new(r))),
+        }
+    }
+
+    /// `transact` (§4.1.3). A failed operation gives a typed [`crate::TransactError`].
+    pub async fn transact(&self, db: &str, ops: Vec<Operation>) -> Result<Vec<OpResult>, Error> {
+        match self.call(Call::Transact(db.into(), ops)).await? {
+            Reply::Transact(r) => Ok(r),
+            r => Err(Error::UnexpectedReply(Box::new(r))),
+        }
+    }
+
+    /// Starts a `transact` that can be cancelled with [`PendingTransact::cancel`].
+    pub fn start_transact(&self, db: &str, ops: Vec<Operation>) -> PendingTransact {
+        let (tx, rx) = oneshot::channel();
+        let token = self.tokens.fetch_add(1, Ordering::Relaxed);
+        // If the driver is gone, `tx` is dropped and `result` reports Disconnected.
+        let _ = self.cmd.send(Command::Call(
+            Call::Transact(db.into(), ops),
+            tx,
+            Some(token),
+        ));
+        PendingTransact {
+            client: self.clone(),
+            token,
+            rx,
+        }
+    }
+
+    /// Starts monitor `key` (§4.1.5; `monitor_cond_since` → `monitor_cond` → `monitor`).
+    /// Updates arrive as [`ClientEvent::Update`]. Re-established after reconnects.
+    pub async fn monitor(
+        &self,
+        db: &str,
+        key: &str,
+        requests: BTreeMap<String, MonitorRequest>,
+    ) -> Result<(), Error> {
+        let c = Call::Monitor {
+            db: db.into(),
+            key: key.into(),
+            requests,
+            replica: None,
+        };
+        self.call(c).await.map(|_| ())
+    }
+
+    /// Starts monitor `key` feeding a [`Replica`] (fetches the schema first).
+    pub async fn replica(
+        &self,
+        db: &str,
+        key: &str,
+        requests: BTreeMap<String, MonitorRequest>,
+    ) -> Result<ReplicaHandle, Error> {
+        let schema = self.get_schema(db).await?;
+        let h = ReplicaHandle::new(schema);
+        let c = Call::Monitor {
+            db: db.into(),
+            key: key.into(),
+            requests,
+            replica: Some(h.clone()),
+        };
+        self.call(c).await?;
+        Ok(h)
+    }
+
+    /// `monitor_cancel` (§4.1.7).
+    pub async fn monitor_cancel(&self, key: &str) -> Result<(), Error> {
+        self.call(Call::MonitorCancel(key.into())).await.map(|_| ())
+    }
+
+    /// `lock` (§4.1.8): whether it was granted at once ([`ClientEvent::Locked`] follows otherwise).
+    pub async fn lock(&self, name: &str) -> Result<bool, Error> {
+        match self.call(Call::Lock(name.into())).await? {
+            Reply::Lock { locked } => Ok(locked),
+            r => Err(Error::UnexpectedReply(Box::new(r))),
+        }
+    }
+
+    /// `steal` (§4.1.9).
+    pub async fn steal(&self, name: &str) -> Result<bool, Error> {
+        match self.call(Call::Steal(name.into())).await? {
+            Reply::Lock { locked } => Ok(locked),
+            r => Err(Error::UnexpectedReply(Box::new(r))),
+        }
+    }
+
+    /// `unlock` (§4.1.10).
+    pub async fn unlock(&self, name: &str) -> Result<(), Error> {
+        self.call(Call::Unlock(name.into())).await.map(|_| ())
+    }
+
+    /// `echo` (§4.1.11).
+    pub async fn echo(&self, params: Value) -> Result<Value, Error> {
+        match self.call(Call::Echo(params)).await? {
+            Reply::Echo(v) => Ok(v),
+            r => Err(Error::UnexpectedReply(Box::new(r))),
+        }
+    }
+
+    /// Stops the driver and closes the connection.
+    pub fn shutdown(&self) {
+        let _ = self.cmd.send(Command::Shutdown);
+    }
+
+    /// Whether the driver has stopped.
+    pub fn is_closed(&self) -> bool {
+        self.cmd.is_closed()
+    }
+}
+
+/// Accepts connections from ovsdb-servers (passive mode, `ptcp:PORT[:IP]`).
+pub struct Listener {
+    inner: TcpListener,
+    config: ClientConfig,
+}
+
+impl Listener {
+    /// Listens on `ptcp:PORT[:IP]`.
+    pub async fn bind(addr: &str, config: ClientConfig) -> Result<Listener, Error> {
+        let a = parse_passive(addr).map_err(|e| Error::Other(e.to_string()))?;
+        Ok(Listener {
+            inner: TcpListener::bind(a).await?,
+            config,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    /// Waits for the next ovsdb-server to connect. The client lives as long as that
+    /// connection; the server reconnects on its own and shows up here again.
+    pub async fn accept(&self) -> Result<(Client, Events, SocketAddr), Error> {
+        let (s, peer) = self.inner.accept().await?;
+        s.set_nodelay(true)?;
+        let (c, e) = Client::from_stream(s, self.config.clone());
+        Ok((c, e, peer))
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Served {
+    Closed,
+    Shutdown,
+}
+
+struct Driver {
+    session: Session,
+    cmd_rx: mpsc::UnboundedReceiver<Command>,
+    ev_tx: mpsc::UnboundedSender<ClientEvent>,
+    max_send_backlog: usize,
+    calls: HashMap<RequestId, oneshot::Sender<Result<Reply, RequestError>>>,
+    /// Client-side cancel tokens of transactions in flight.
+    tokens: HashMap<u64, RequestId>,
+    replicas: HashMap<String, ReplicaHandle>,
+}
+
+impl Driver {
+    fn new(
+        config: &ClientConfig,
+        cmd_rx: mpsc::UnboundedReceiver<Command>,
+        ev_tx: mpsc::UnboundedSender<ClientEvent>,
+    ) -> Driver {
+        Driver {
+            session: Session::new(config.session.clone(), Instant::now()),
+            cmd_rx,
+            ev_tx,
+            max_send_backlog: config.max_send_backlog,
+            calls: HashMap::new(),
+            tokens: HashMap::new(),
+            replicas: HashMap::new(),
+        }
+    }
+
+    fn emit(&self, e: ClientEvent) {
+        let _ = self.ev_tx.send(e);
+    }
+
+    fn command(&mut self, cmd: Command) -> Option<Served> {
+        match cmd {
+            Command::Shutdown => return Some(Served::Shutdown),
+            Command::Call(c, tx, token) => {
+                let id = self.issue(c, tx);
+                if let Some(t) = token {
+                    self.tokens.insert(t, id);
+                }
+            }
+            Command::Cancel(t) => {
+                if let Some(id) = self.tokens.get(&t) {
+                    self.session.cancel(*id);
+                }
+            }
+        }
+        None
+    }
+
+    fn issue(&mut self, c: Call, tx: oneshot::Sender<Result<Reply, RequestError>>) -> RequestId {
+        let s = &mut self.session;
+        let id = match c {
+            Call::ListDbs => s.list_dbs(),
+            Call::GetSchema(db) => s.get_schema(&db),
+            Call::Transact(db, ops) => s.transact(&db, ops),
+            Call::Monitor {
+                db,
+                key,
+                requests,
+                replica,
+            } => {
+                if let Some(r) = replica {
+                    self.replicas.insert(key.clone(), r);
+                }
+                s.monitor(&db, &key, requests)
+            }
+            Call::MonitorCancel(key) => {
+                self.replicas.remove(&key);
+                s.monitor_cancel(&key)
+            }
+            Call::Lock(n) => s.lock(&n),
+            Call::Steal(n) => s.steal(&n),
+            Call::Unlock(n) => s.unlock(&n),
+            Call::Echo(v) => s.echo(v),
+        };
+        self.calls.insert(id, tx);
+        id
+    }
+
+    fn dispatch(&mut self) {
+        while let Some(ev) = self.session.poll_event() {
+            match ev {
+                Event::Reply { id, result } => {
+                    if !self.tokens.is_empty() {
+                        self.tokens.retain(|_, r| *r != id);
+                    }
+                    if let Some(tx) = self.calls.remove(&id) {
+                        let _ = tx.send(result);
+                    }
+                }
+                Event::Update {
+                    monitor,
+                    kind,
+                    updates,
+                } => {
+                    if let Some(r) = self.replicas.get(&monitor) {
+                        r.apply(kind, &updates);
+                    }
+                    self.emit(ClientEvent::Update {
+                        monitor,
+                        kind,
+                        updates: Arc::new(updates),
+                    });
+                }
+                Event::Locked(n) => self.emit(ClientEvent::Locked(n)),
+                Event::Stolen(n) => self.emit(ClientEvent::Stolen(n)),
+                Event::Resynced => self.emit(ClientEvent::Resynced),
+                Event::Closed(e) => self.emit(ClientEvent::Disconnected(e)),
+            }
+        }
+    }
+
+    /// Handles commands while disconnected, for `wait`.
+    async fn idle(&mut self, wait: Duration) -> Served {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return Served::Closed,
+                cmd = self.cmd_rx.recv() => {
+                    let Some(cmd) = cmd else { return Served::Shutdown };
+                    if let Some(s) = self.command(cmd) {
+                        return s;
+                    }
+                    let _ = self.session.poll_transmit();
+                    self.dispatch();
+                }
+            }
+        }
+    }
+
+    async fn serve(&mut self, stream: Box<dyn Stream>) -> Served {
+        let (mut rd, mut wr) = tokio::io::split(stream);
+        let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let backlog = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let wbacklog = backlog.clone();
+        // Writes go through their own task so a slow reader never stalls our reads.
+        let mut writer = tokio::spawn(async move {
+            while let Some(b) = wrx.recv().await {
+                if wr.write_all(&b).await.is_err() {
+                    return;
+                }
+                wbacklog.fetch_sub(b.len(), Ordering::Relaxed);
+            }
+            let _ = wr.shutdown().await;
+        });
+        let mut buf = vec![0u8; 64 * 1024];
+        let result = loop {
+            while let Some(b) = self.session.poll_transmit() {
+                let queued = backlog.fetch_add(b.len(), Ordering::Relaxed) + b.len();
+                let _ = wtx.send(b);
+                if queued > self.max_send_backlog {
+                    self.session.abort(SessionError::SendBacklog(queued));
+                }
+            }
+            self.dispatch();
+            if self.session.is_closed() {
+                break Served::Closed;
+            }
+            let timeout = self
+                .session
+                .poll_timeout()
+                .map(tokio::time::Instant::from_std);
+            tokio::select! {
+                r = rd.read(&mut buf) => match r {
+                    Ok(0) => self.session.handle_eof(),
+                    Ok(n) => { let _ = self.session.handle_bytes(&buf[..n], Instant::now()); }
+                    Err(_) => self.session.close_local(),
+                },
+                cmd = self.cmd_rx.recv() => {
+                    if cmd.is_none_or(|c| self.command(c).is_some()) {
+                        self.session.close_local();
+                        self.dispatch();
+                        break Served::Shutdown;
+                    }
+                }
+                _ = async { match timeout { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                    self.session.handle_timeout(Instant::now());
+                }
+                _ = &mut writer => self.session.close_local(),
+            }
+        };
+        drop(wtx);
+        writer.abort();
+        result
+    }
+}
+
+/// The uuid of an inserted row in a transact result.
+pub fn inserted(results: &[OpResult], index: usize) -> Option<Uuid> {
+    results.get(index).and_then(OpResult::uuid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_addresses() {
+        assert_eq!(
+            "unix:/a/b".parse::<Remote>(),
+            Ok(Remote::Unix("/a/b".into()))
+        );
+        assert_eq!(
+            "tcp:127.0.0.1:6640".parse::<Remote>(),
+            Ok(Remote::Tcp("127.0.0.1:6640".parse().unwrap()))
+        );
+        assert_eq!(
+            "tcp:[::1]:6640".parse::<Remote>(),
+            Ok(Remote::Tcp("[::1]:6640".parse().unwrap()))
+        );
+        assert!("tcp:1.2.3.4".parse::<Remote>().is_err());
+        assert!("ssl:1.2.3.4:1".parse::<Remote>().is_err());
+        assert!("unix:".parse::<Remote>().is_err());
+        assert_eq!(
+            parse_passive("ptcp:6640"),
+            Ok("0.0.0.0:6640".parse().unwrap())
+        );
+        assert_eq!(
+            parse_passive("ptcp:0:127.0.0.1"),
+            Ok("127.0.0.1:0".parse().unwrap())
+        );
+        assert_eq!(
+            parse_passive("ptcp:6640:[::1]"),
+            Ok("[::1]:6640".parse().unwrap())
+        );
+        assert!(parse_passive("ptcp:x").is_err());
+        assert!(parse_passive("tcp:1").is_err());
+    }
+}
