@@ -4,7 +4,6 @@
 //! `OVSDB_BENCH_PORTS=N` sets the port count.
 #![allow(clippy::unwrap_used)] // benchmark harness, not an input path
 
-#[path = "../tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -79,6 +79,10 @@ pub struct Interface {
     pub ofport_request: Option<i64>,
     pub external_ids: BTreeMap<String, String>,
     pub error: Option<String>,
+    /// The MAC requested for the interface (`mac` column), if any.
+    pub mac: Option<String>,
+    /// The MAC the interface actually has (`mac_in_use`), once ovs-vswitchd has set it.
+    pub mac_in_use: Option<String>,
 }
 
 /// A Controller row.
@@ -150,6 +154,8 @@ impl Interface {
             ofport_request: integer(r, "ofport_request"),
             external_ids: smap(r, "external_ids"),
             error: string(r, "error"),
+            mac: string(r, "mac"),
+            mac_in_use: string(r, "mac_in_use"),
         }
     }
 }
@@ -283,6 +289,8 @@ pub fn monitor_requests() -> BTreeMap<String, MonitorRequest> {
                 "ofport_request",
                 "external_ids",
                 "error",
+                "mac",
+                "mac_in_use",
             ]),
         ),
         (
@@ -607,6 +615,8 @@ pub struct PortSpec {
     pub port_external_ids: BTreeMap<String, String>,
     /// Keys to set in the Interface's `external_ids`.
     pub iface_external_ids: BTreeMap<String, String>,
+    /// A fixed MAC for the interface (`mac` column; honoured for internal ports).
+    pub mac: Option<String>,
 }
 
 impl PortSpec {
@@ -618,6 +628,7 @@ impl PortSpec {
             ofport_request: None,
             port_external_ids: BTreeMap::new(),
             iface_external_ids: BTreeMap::new(),
+            mac: None,
         }
     }
     fn all_options(&self) -> BTreeMap<String, String> {
@@ -649,6 +660,9 @@ pub fn add_port_ops_named(
         ]);
         if let Some(o) = spec.ofport_request {
             ir.insert("ofport_request".into(), Datum::integer(o));
+        }
+        if let Some(mac) = &spec.mac {
+            ir.insert("mac".into(), Datum::string(mac));
         }
         return Ok(vec![
             Operation::insert_named("Interface", ir, &ifn),
@@ -687,6 +701,12 @@ pub fn add_port_ops_named(
         }
         if i.options != options {
             upd.insert("options".into(), datum_smap(&options));
+        }
+        if spec.mac.is_some() && i.mac != spec.mac {
+            upd.insert(
+                "mac".into(),
+                spec.mac.as_deref().map(Datum::string).unwrap_or_default(),
+            );
         }
         if spec.ofport_request.is_some() && i.ofport_request != spec.ofport_request {
             upd.insert(

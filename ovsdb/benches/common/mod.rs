@@ -1,4 +1,5 @@
-//! A private ovsdb-server (and optionally ovs-vswitchd in a fresh network namespace) per test.
+//! A private ovsdb-server (and optionally ovs-vswitchd in a fresh network namespace) for the
+//! benchmark. (Tests against a real OVS live in the `ovs-tests` crate, on its `Sandbox`.)
 //! Nothing global is touched; every process is stopped by pid on drop.
 #![allow(dead_code)]
 

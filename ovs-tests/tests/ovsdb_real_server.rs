@@ -1,13 +1,12 @@
-//! Tests against a real, private ovsdb-server (and ovs-vswitchd where ofports matter).
+//! The OVSDB client against a real, private `ovsdb-server` (and the sandbox's `ovs-vswitchd`,
+//! where ofports matter), each test in its own [`Sandbox`].
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{OvsdbServer, Vswitchd};
+use ovs_tests::{Sandbox, SandboxOptions};
 use ovsdb::client::{Client, ClientConfig, ClientEvent, Events, Listener};
 use ovsdb::monitor::MonitorRequest;
 use ovsdb::vswitch::{
@@ -46,10 +45,38 @@ fn smap(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A sandbox whose `ovsdb-server` also listens on loopback TCP. Fails (never skips) with the
+/// sandbox's message, e.g. which package to install, if Open vSwitch is missing.
+fn sandbox() -> Sandbox {
+    Sandbox::start_with(SandboxOptions { ovsdb_tcp: true })
+        .unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"))
+}
+
+/// The sandbox's OVSDB unix socket remote.
+fn unix_remote(sb: &Sandbox) -> String {
+    sb.db_remote()
+}
+
+/// The sandbox's OVSDB loopback TCP remote.
+fn tcp_remote(sb: &Sandbox) -> String {
+    let port = sb
+        .ovsdb_tcp_port()
+        .expect("the sandbox was started with ovsdb_tcp");
+    format!("tcp:127.0.0.1:{port}")
+}
+
+/// `ovs-vsctl --no-wait ARGS` against the sandbox's database; panics if it fails.
+fn vsctl(sb: &Sandbox, args: &[&str]) -> String {
+    let mut argv = vec!["--no-wait"];
+    argv.extend_from_slice(args);
+    sb.vsctl(&argv)
+        .unwrap_or_else(|e| panic!("ovs-vsctl {}: {e}", args.join(" ")))
+}
+
 #[tokio::test]
 async fn basic_requests_over_unix_and_tcp() {
-    let srv = OvsdbServer::start();
-    for remote in [srv.unix_remote(), srv.tcp_remote()] {
+    let sb = sandbox();
+    for remote in [unix_remote(&sb), tcp_remote(&sb)] {
         let (c, _ev) = Client::connect(&remote, cfg()).await.unwrap();
         assert!(
             c.list_dbs()
@@ -71,8 +98,8 @@ async fn basic_requests_over_unix_and_tcp() {
 
 #[tokio::test]
 async fn bridge_with_internal_port_and_external_ids() {
-    let srv = OvsdbServer::start();
-    let (vs, _ev) = VSwitch::connect(&srv.unix_remote(), cfg()).await.unwrap();
+    let sb = sandbox();
+    let (vs, _ev) = VSwitch::connect(&unix_remote(&sb), cfg()).await.unwrap();
     let mut spec = BridgeSpec::new("br-test");
     spec.datapath_type = Some("netdev".into());
     spec.fail_mode = Some(FailMode::Secure);
@@ -103,48 +130,51 @@ async fn bridge_with_internal_port_and_external_ids() {
     assert_eq!(vs.replica.read().bridge_ports("br-test").len(), 2);
 
     // Verify with ovs-vsctl.
-    assert_eq!(srv.vsctl(&["list-br"]).trim(), "br-test");
-    let ports = srv.vsctl(&["list-ports", "br-test"]);
+    assert_eq!(vsctl(&sb, &["list-br"]).trim(), "br-test");
+    let ports = vsctl(&sb, &["list-ports", "br-test"]);
     assert_eq!(ports.trim(), "svc-gw");
     assert_eq!(
-        srv.vsctl(&["get", "Interface", "svc-gw", "type"]).trim(),
+        vsctl(&sb, &["get", "Interface", "svc-gw", "type"]).trim(),
         "internal"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Port", "svc-gw", "external_ids:role"])
-            .trim(),
+        vsctl(&sb, &["get", "Port", "svc-gw", "external_ids:role"]).trim(),
         "gateway"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Interface", "svc-gw", "external_ids:iface-id"])
-            .trim(),
+        vsctl(
+            &sb,
+            &["get", "Interface", "svc-gw", "external_ids:iface-id"]
+        )
+        .trim(),
         "gw0"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Bridge", "br-test", "fail_mode"]).trim(),
+        vsctl(&sb, &["get", "Bridge", "br-test", "fail_mode"]).trim(),
         "secure"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Bridge", "br-test", "protocols"]).trim(),
+        vsctl(&sb, &["get", "Bridge", "br-test", "protocols"]).trim(),
         "[OpenFlow13]"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Bridge", "br-test", "other_config:datapath-id"])
-            .trim(),
+        vsctl(
+            &sb,
+            &["get", "Bridge", "br-test", "other_config:datapath-id"]
+        )
+        .trim(),
         "\"00000000000000ab\""
     );
     assert_eq!(
-        srv.vsctl(&["get", "Bridge", "br-test", "external_ids:owner"])
-            .trim(),
+        vsctl(&sb, &["get", "Bridge", "br-test", "external_ids:owner"]).trim(),
         "svcflow"
     );
     assert_eq!(
-        srv.vsctl(&["get-controller", "br-test"]).trim(),
+        vsctl(&sb, &["get-controller", "br-test"]).trim(),
         "tcp:127.0.0.1:6653"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Controller", "br-test", "connection_mode"])
-            .trim(),
+        vsctl(&sb, &["get", "Controller", "br-test", "connection_mode"]).trim(),
         "out-of-band"
     );
 
@@ -163,7 +193,7 @@ async fn bridge_with_internal_port_and_external_ids() {
             .unwrap();
         let table = t.as_str();
         assert_eq!(
-            srv.vsctl(&["get", table, name, "external_ids:k"]).trim(),
+            vsctl(&sb, &["get", table, name, "external_ids:k"]).trim(),
             "v2"
         );
         vs.set_external_ids(t, name, &BTreeMap::new(), &["k"])
@@ -206,22 +236,20 @@ async fn bridge_with_internal_port_and_external_ids() {
     .await
     .unwrap();
     assert_eq!(
-        srv.vsctl(&["get", "Interface", "patch0", "options:peer"])
-            .trim(),
+        vsctl(&sb, &["get", "Interface", "patch0", "options:peer"]).trim(),
         "patch1"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Interface", "vx0", "type"]).trim(),
+        vsctl(&sb, &["get", "Interface", "vx0", "type"]).trim(),
         "vxlan"
     );
     assert_eq!(
-        srv.vsctl(&["get", "Interface", "gnv0", "options:remote_ip"])
-            .trim(),
+        vsctl(&sb, &["get", "Interface", "gnv0", "options:remote_ip"]).trim(),
         "\"192.0.2.9\""
     );
     assert_eq!(vs.del_port("br-test", "vx0").await.unwrap(), 1);
     assert_eq!(vs.del_port("br-test", "vx0").await.unwrap(), 0);
-    assert!(!srv.vsctl(&["list-ports", "br-test"]).contains("vx0"));
+    assert!(!vsctl(&sb, &["list-ports", "br-test"]).contains("vx0"));
     assert!(
         vs.replica.read().port("vx0").is_none(),
         "garbage-collected row left the replica"
@@ -230,33 +258,39 @@ async fn bridge_with_internal_port_and_external_ids() {
 
 #[tokio::test]
 async fn monitor_sees_vsctl_changes() {
-    let srv = OvsdbServer::start();
-    let (vs, mut ev) = VSwitch::connect(&srv.tcp_remote(), cfg()).await.unwrap();
-    srv.vsctl(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "Bridge",
-        "br0",
-        "external_ids:a=1",
-        "fail_mode=secure",
-    ]);
+    let sb = sandbox();
+    let (vs, mut ev) = VSwitch::connect(&tcp_remote(&sb), cfg()).await.unwrap();
+    vsctl(
+        &sb,
+        &[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "Bridge",
+            "br0",
+            "external_ids:a=1",
+            "fail_mode=secure",
+        ],
+    );
     let b = vs.replica.wait_for(T, |r| r.bridge("br0")).await.unwrap();
     assert_eq!(b.external_ids["a"], "1");
     assert_eq!(b.fail_mode.as_deref(), Some("secure"));
-    srv.vsctl(&[
-        "set",
-        "Bridge",
-        "br0",
-        "external_ids:a=2",
-        "external_ids:b=3",
-        "--",
-        "clear",
-        "Bridge",
-        "br0",
-        "fail_mode",
-    ]);
+    vsctl(
+        &sb,
+        &[
+            "set",
+            "Bridge",
+            "br0",
+            "external_ids:a=2",
+            "external_ids:b=3",
+            "--",
+            "clear",
+            "Bridge",
+            "br0",
+            "fail_mode",
+        ],
+    );
     vs.replica
         .wait_for(T, |r| {
             r.bridge("br0").filter(|b| {
@@ -265,21 +299,24 @@ async fn monitor_sees_vsctl_changes() {
         })
         .await
         .unwrap();
-    srv.vsctl(&[
-        "add-port",
-        "br0",
-        "p1",
-        "--",
-        "set",
-        "Interface",
-        "p1",
-        "type=internal",
-    ]);
+    vsctl(
+        &sb,
+        &[
+            "add-port",
+            "br0",
+            "p1",
+            "--",
+            "set",
+            "Interface",
+            "p1",
+            "type=internal",
+        ],
+    );
     vs.replica
         .wait_for(T, |r| r.interface("p1").filter(|i| i.kind == "internal"))
         .await
         .unwrap();
-    srv.vsctl(&["del-br", "br0"]);
+    vsctl(&sb, &["del-br", "br0"]);
     vs.replica
         .wait_for(T, |r| r.bridge("br0").is_none().then_some(()))
         .await
@@ -295,7 +332,7 @@ async fn monitor_sees_vsctl_changes() {
         .monitor("Open_vSwitch", "plain", reqs)
         .await
         .unwrap();
-    srv.vsctl(&["add-br", "br9"]);
+    vsctl(&sb, &["add-br", "br9"]);
     next_event(
         &mut ev,
         |e| matches!(e, ClientEvent::Update { monitor, .. } if monitor == "plain"),
@@ -306,9 +343,9 @@ async fn monitor_sees_vsctl_changes() {
 
 #[tokio::test]
 async fn failed_wait_rejects_whole_transaction() {
-    let srv = OvsdbServer::start();
-    let (c, _ev) = Client::connect(&srv.unix_remote(), cfg()).await.unwrap();
-    srv.vsctl(&["add-br", "br0"]);
+    let sb = sandbox();
+    let (c, _ev) = Client::connect(&unix_remote(&sb), cfg()).await.unwrap();
+    vsctl(&sb, &["add-br", "br0"]);
     let row: Row = [("name".to_owned(), Datum::string("br-new"))]
         .into_iter()
         .collect();
@@ -342,7 +379,7 @@ async fn failed_wait_rejects_whole_transaction() {
         ),
         "{te:?}"
     );
-    assert_eq!(srv.vsctl(&["list-br"]).trim(), "br0", "nothing changed");
+    assert_eq!(vsctl(&sb, &["list-br"]).trim(), "br0", "nothing changed");
 
     // Referential integrity: a Port not referenced by any Bridge is fine (GC), but a dangling
     // strong reference is not.
@@ -412,16 +449,16 @@ async fn failed_wait_rejects_whole_transaction() {
 
 #[tokio::test]
 async fn survives_server_restart_and_resyncs() {
-    let mut srv = OvsdbServer::start();
-    for remote in [srv.unix_remote(), srv.tcp_remote()] {
+    let mut sb = sandbox();
+    for remote in [unix_remote(&sb), tcp_remote(&sb)] {
         let (vs, mut ev) = VSwitch::connect(&remote, cfg()).await.unwrap();
         assert!(vs.client.lock("survivor").await.unwrap());
-        srv.vsctl(&["--may-exist", "add-br", "before"]);
+        vsctl(&sb, &["--may-exist", "add-br", "before"]);
         vs.replica
             .wait_for(T, |r| r.bridge("before"))
             .await
             .unwrap();
-        srv.restart();
+        sb.restart_ovsdb().unwrap();
         next_event(&mut ev, |e| matches!(e, ClientEvent::Disconnected(_))).await;
         // Calls while disconnected fail fast or succeed after reconnecting; never hang.
         let _ = tokio::time::timeout(T, vs.client.list_dbs())
@@ -438,10 +475,10 @@ async fn survives_server_restart_and_resyncs() {
             )
             .await
             .unwrap();
-        srv.vsctl(&["--may-exist", "add-br", "after"]);
+        vsctl(&sb, &["--may-exist", "add-br", "after"]);
         vs.replica.wait_for(T, |r| r.bridge("after")).await.unwrap();
         assert!(vs.replica.read().bridge("before").is_some());
-        srv.vsctl(&["del-br", "after"]);
+        vsctl(&sb, &["del-br", "after"]);
         vs.replica
             .wait_for(T, |r| r.bridge("after").is_none().then_some(()))
             .await
@@ -452,10 +489,10 @@ async fn survives_server_restart_and_resyncs() {
 
 #[tokio::test]
 async fn passive_mode_accepts_manager_connection() {
-    let srv = OvsdbServer::start();
+    let sb = sandbox();
     let l = Listener::bind("ptcp:0:127.0.0.1", cfg()).await.unwrap();
     let port = l.local_addr().unwrap().port();
-    srv.vsctl(&["set-manager", &format!("tcp:127.0.0.1:{port}")]);
+    vsctl(&sb, &["set-manager", &format!("tcp:127.0.0.1:{port}")]);
     let (client, _ev, peer) = tokio::time::timeout(T, l.accept())
         .await
         .expect("server connected")
@@ -465,7 +502,7 @@ async fn passive_mode_accepts_manager_connection() {
     vs.ensure_bridge(&BridgeSpec::new("br-passive"))
         .await
         .unwrap();
-    assert_eq!(srv.vsctl(&["list-br"]).trim(), "br-passive");
+    assert_eq!(vsctl(&sb, &["list-br"]).trim(), "br-passive");
     let m = vs
         .replica
         .wait_for(T, |r| r.managers().into_iter().find(|m| m.is_connected))
@@ -474,8 +511,8 @@ async fn passive_mode_accepts_manager_connection() {
     assert_eq!(m.target, format!("tcp:127.0.0.1:{port}"));
 
     // The server reconnects to us after a restart; the new connection is a new client.
-    let mut srv = srv;
-    srv.restart();
+    let mut sb = sb;
+    sb.restart_ovsdb().unwrap();
     let (client, mut ev, _) = tokio::time::timeout(Duration::from_secs(30), l.accept())
         .await
         .expect("server reconnected")
@@ -495,9 +532,9 @@ async fn passive_mode_accepts_manager_connection() {
 
 #[tokio::test]
 async fn lock_steal_unlock() {
-    let srv = OvsdbServer::start();
-    let (a, mut aev) = Client::connect(&srv.unix_remote(), cfg()).await.unwrap();
-    let (b, mut bev) = Client::connect(&srv.unix_remote(), cfg()).await.unwrap();
+    let sb = sandbox();
+    let (a, mut aev) = Client::connect(&unix_remote(&sb), cfg()).await.unwrap();
+    let (b, mut bev) = Client::connect(&unix_remote(&sb), cfg()).await.unwrap();
     assert!(a.lock("leader").await.unwrap());
     assert!(!b.lock("leader").await.unwrap());
     // assert op works for the holder only
@@ -539,9 +576,9 @@ async fn lock_steal_unlock() {
 
 #[tokio::test]
 async fn wait_for_ofport_with_vswitchd() {
-    let srv = OvsdbServer::start();
-    let _vsd = Vswitchd::start(&srv);
-    let (vs, _ev) = VSwitch::connect(&srv.unix_remote(), cfg()).await.unwrap();
+    let sb = sandbox();
+    // Every sandbox runs ovs-vswitchd, which assigns the ofports.
+    let (vs, _ev) = VSwitch::connect(&unix_remote(&sb), cfg()).await.unwrap();
     let mut spec = BridgeSpec::new("br-of");
     spec.datapath_type = Some("netdev".into());
     vs.ensure_bridge(&spec).await.unwrap();
@@ -554,7 +591,7 @@ async fn wait_for_ofport_with_vswitchd() {
     assert!(local > 0);
     // The replica agrees with vsctl.
     assert_eq!(
-        srv.vsctl(&["get", "Interface", "of-int", "ofport"]).trim(),
+        vsctl(&sb, &["get", "Interface", "of-int", "ofport"]).trim(),
         "42"
     );
     // cur_cfg tracks vswitchd
@@ -564,8 +601,8 @@ async fn wait_for_ofport_with_vswitchd() {
 
 #[tokio::test]
 async fn cancel_blocked_transaction() {
-    let srv = OvsdbServer::start();
-    let (c, _ev) = Client::connect(&srv.unix_remote(), cfg()).await.unwrap();
+    let sb = sandbox();
+    let (c, _ev) = Client::connect(&unix_remote(&sb), cfg()).await.unwrap();
     // A wait that blocks for up to 60 s: the (empty) selection never equals one row.
     let row: Row = [("name".to_owned(), Datum::string("never"))]
         .into_iter()
