@@ -16,6 +16,8 @@ pub struct Config {
     pub gateway_mac: MacAddr,
     /// The virtual loopback IP that hairpin traffic is SNATed to.
     pub loopback_ip: Ipv4Addr,
+    /// The address of the service-gateway port on the node's host side.
+    pub gateway_host_ip: Ipv4Addr,
     /// The conntrack zone in which every connection is committed and services are DNATed.
     pub service_zone: u16,
     /// The conntrack zone of hairpin SNAT.
@@ -32,6 +34,7 @@ impl Default for Config {
             service_cidr: Ipv4Net::new(Ipv4Addr::new(10, 96, 0, 0), 12).unwrap_or_default(),
             gateway_mac: MacAddr([0x0a, 0x58, 0x0a, 0xf4, 0x00, 0x01]),
             loopback_ip: Ipv4Addr::new(169, 254, 0, 253),
+            gateway_host_ip: Ipv4Addr::new(169, 254, 0, 1),
             service_zone: 65000,
             hairpin_zone: 65001,
             local_endpoint_weight: 1,

@@ -1,0 +1,258 @@
+//! The store made durable: every change is logged to the WAL, and fsynced, before it is
+//! applied and acknowledged; opening replays the log.
+//!
+//! Records are JSON: `{"effects":{"seq":N,"effects":[…]}}` for a change, and
+//! `{"snapshot":{"seq":N,"store":{…}}}` for a compacted state. Sequence numbers must follow
+//! each other; a gap, an undecodable record or a replayed state that fails validation under
+//! the current configuration is a startup error, and the log is never emptied to get past it.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::RequestError;
+use super::store::{Change, Effect, Rules, Store, Touched};
+use super::wal::{Torn, Wal, WalError};
+
+/// The log's file name in the state directory.
+pub const WAL_FILE: &str = "rest.wal";
+/// The lock file that keeps a second process off the state directory.
+pub const LOCK_FILE: &str = "rest.lock";
+/// Compact once the log holds this many records.
+pub const COMPACT_AT: u64 = 1024;
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Record {
+    Effects { seq: u64, effects: Vec<Effect> },
+    Snapshot { seq: u64, store: Store },
+}
+
+/// Why the durable state could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The state directory could not be created.
+    #[error("state directory {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Another process (or northbound) has the state directory open.
+    #[error(
+        "state directory {0} is in use by another svcflow process (lock held on its rest.lock)"
+    )]
+    Locked(PathBuf),
+    /// The log could not be read, or is corrupt.
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    /// A record is intact (its checksum matches) but cannot be understood.
+    #[error("{path}: record {index}: {reason}; refusing to start (the file was left as it is)")]
+    Record {
+        /// The log.
+        path: PathBuf,
+        /// The record's position, from 0.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The stored state breaks a rule of the current configuration (e.g. a narrower node
+    /// port range).
+    #[error(
+        "{path}: the stored state is not valid under the current configuration: {error}; \
+         fix the configuration or the offending object (the file was left as it is)"
+    )]
+    Invalid {
+        /// The log.
+        path: PathBuf,
+        /// The first rule broken.
+        error: RequestError,
+    },
+}
+
+/// Takes the state directory's lock, so that two processes never append to one log.
+fn lock_dir(dir: &Path) -> Result<std::fs::File, OpenError> {
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| OpenError::Dir {
+            path: path.clone(),
+            source,
+        })?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(OpenError::Locked(dir.to_path_buf())),
+        Err(e) => Err(OpenError::Dir {
+            path,
+            source: e.into(),
+        }),
+    }
+}
+
+/// Why a change was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The request is invalid; nothing changed.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// Logging failed; nothing changed, but the server should report a 500.
+    #[error(transparent)]
+    Wal(#[from] WalError),
+}
+
+/// A [`Store`] backed by a write-ahead log.
+#[derive(Debug)]
+pub struct DurableStore {
+    /// Held open, with an exclusive `flock`, for as long as the store is.
+    _lock: std::fs::File,
+    store: Store,
+    wal: Wal,
+    rules: Rules,
+    seq: u64,
+    torn: Option<Torn>,
+}
+
+impl DurableStore {
+    /// Opens (or creates) the state in `dir` and replays it.
+    pub fn open(dir: &Path, rules: Rules) -> Result<Self, OpenError> {
+        let dir_err = |source| OpenError::Dir {
+            path: dir.to_path_buf(),
+            source,
+        };
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(dir_err)?;
+            // Make the new directory's entry durable before the log inside it.
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::File::open(parent)
+                    .and_then(|d| d.sync_all())
+                    .map_err(dir_err)?;
+            }
+        }
+        let lock = lock_dir(dir)?;
+        let path = dir.join(WAL_FILE);
+        let opened = Wal::open(&path)?;
+        let mut store = Store::default();
+        let mut seq = 0;
+        for (index, payload) in opened.records.iter().enumerate() {
+            let bad = |reason: String| OpenError::Record {
+                path: path.clone(),
+                index,
+                reason,
+            };
+            let record: Record =
+                serde_json::from_slice(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
+            match record {
+                Record::Snapshot {
+                    seq: s,
+                    store: snap,
+                } => {
+                    if index > 0 && s < seq {
+                        return Err(bad(format!("snapshot sequence {s} goes back from {seq}")));
+                    }
+                    store = snap;
+                    seq = s;
+                }
+                Record::Effects { seq: s, effects } => {
+                    if index > 0 && s != seq + 1 {
+                        return Err(bad(format!(
+                            "sequence {s} does not follow {seq}: a record is missing"
+                        )));
+                    }
+                    store.apply_effects(&effects);
+                    seq = s;
+                }
+            }
+        }
+        store
+            .check(&rules, &Touched::default())
+            .map_err(|error| OpenError::Invalid {
+                path: path.clone(),
+                error,
+            })?;
+        let mut durable = Self {
+            _lock: lock,
+            store,
+            wal: opened.wal,
+            rules,
+            seq,
+            torn: opened.torn,
+        };
+        if durable.wal.records() > COMPACT_AT {
+            durable.compact()?;
+        }
+        Ok(durable)
+    }
+
+    /// Validates, logs and applies `change`. On `Ok` the change is on disk.
+    pub fn apply(&mut self, change: Change) -> Result<&Store, ApplyError> {
+        let applied = self.store.apply(change, &self.rules)?;
+        let seq = self.seq + 1;
+        let record = Record::Effects {
+            seq,
+            effects: applied.effects,
+        };
+        let logged = serde_json::to_vec(&record)
+            .map_err(|e| WalError::Io {
+                path: self.wal.path().to_path_buf(),
+                op: "encode record",
+                source: e.into(),
+            })
+            .and_then(|payload| self.wal.append(&payload));
+        if let Err(e) = logged {
+            // Not durable, so not applied either.
+            self.store.revert(applied.undo);
+            return Err(e.into());
+        }
+        self.seq = seq;
+        if self.wal.records() > COMPACT_AT {
+            // The change is already durable; a failed compaction only delays the next one.
+            if let Err(e) = self.compact() {
+                tracing::warn!("compacting {}: {e}", self.wal.path().display());
+            }
+        }
+        Ok(&self.store)
+    }
+
+    /// Rewrites the log as one snapshot of the current state.
+    pub fn compact(&mut self) -> Result<(), WalError> {
+        let payload = serde_json::to_vec(&Record::Snapshot {
+            seq: self.seq,
+            store: self.store.clone(),
+        })
+        .map_err(|e| WalError::Io {
+            path: self.wal.path().to_path_buf(),
+            op: "encode snapshot",
+            source: e.into(),
+        })?;
+        self.wal.rewrite(&[payload])
+    }
+
+    /// The current state.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// How many changes the log holds, snapshots included; the sequence number of the last.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The rules changes are checked against.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// The torn final record removed when opening, if any.
+    pub fn torn(&self) -> Option<&Torn> {
+        self.torn.as_ref()
+    }
+
+    /// The log.
+    pub fn wal(&self) -> &Wal {
+        &self.wal
+    }
+}

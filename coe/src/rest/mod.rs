@@ -1,0 +1,30 @@
+//! The REST northbound: OpenDaylight COE's RESTCONF API, driving svcflow.
+//!
+//! Pure layers: [`types`] (the validated objects), [`parse`] (COE JSON → objects),
+//! [`store`] (atomic, validated changes), [`to_model`] (store → [`netvirt::model::Model`]).
+//! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
+//! [`auth`] (credentials) and [`server`] (the axum router and listener).
+//!
+//! The daemon calls [`Northbound::open`] with a [`RestConfig`] and an
+//! [`operational::OperationalSource`], subscribes to the [`Published`] models, and serves
+//! [`Northbound::router`] (or calls [`Northbound::serve`]).
+//!
+//! A service with no ports (the design document's minimal form) forwards every port. The
+//! model has no way to say so; such a service reaches the model with an empty `ports`
+//! list, and netvirt must read an empty list as "all ports".
+
+pub mod auth;
+pub mod config;
+pub mod durable;
+pub mod error;
+pub mod openapi;
+pub mod operational;
+pub mod parse;
+pub mod server;
+pub mod store;
+pub mod to_model;
+pub mod types;
+pub mod wal;
+
+pub use config::RestConfig;
+pub use server::{Northbound, Published, StartError};

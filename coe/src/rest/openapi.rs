@@ -1,0 +1,254 @@
+//! The OpenAPI 3 description of the northbound, served at [`super::server::OPENAPI_PATH`]
+//! and kept in `docs/openapi.json` (a test checks the two are the same; run the tests with
+//! `SVCFLOW_REGEN_OPENAPI=1` to rewrite the file after a change).
+
+use serde_json::{Map, Value, json};
+
+use super::types::Kind;
+
+/// The document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for kind in Kind::ALL {
+        paths.insert(kind.container_path(), container_path(kind));
+        paths.insert(kind.item_path_template(), item_path(kind));
+    }
+    paths.insert(
+        "/restconf/operational/service:service-information".into(),
+        json!({ "get": {
+            "summary": "What is installed for each service: groups, buckets, flows and counters",
+            "tags": ["operational"],
+            "responses": {
+                "200": { "description": "Every service", "content": json_content(json!({
+                    "type": "object",
+                    "properties": { "service:service-information": { "type": "object",
+                        "properties": { "services": { "type": "array", "items": schema_ref("ServiceState") } } } }
+                })) },
+                "401": response_ref("Unauthorized"),
+                "503": response_ref("Unavailable"),
+            }
+        }}),
+    );
+    paths.insert(
+        "/restconf/operational/service:service-information/services/{uid}".into(),
+        json!({ "get": {
+            "summary": "What is installed for one service",
+            "tags": ["operational"],
+            "parameters": [ { "$ref": "#/components/parameters/uid" } ],
+            "responses": {
+                "200": { "description": "The service", "content": json_content(json!({
+                    "type": "object",
+                    "properties": { "service:services": { "type": "array", "items": schema_ref("ServiceState") } }
+                })) },
+                "401": response_ref("Unauthorized"),
+                "404": response_ref("NotFound"),
+                "503": response_ref("Unavailable"),
+            }
+        }}),
+    );
+    paths.insert(
+        "/openapi.json".into(),
+        json!({ "get": {
+            "summary": "This document",
+            "tags": ["meta"],
+            "responses": { "200": { "description": "OpenAPI 3 document", "content": { "application/json": {} } },
+                           "401": response_ref("Unauthorized") }
+        }}),
+    );
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "svcflow REST northbound",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "OpenDaylight COE's RESTCONF models (service, pod, k8s-node), as the COE watcher drives them. \
+                Member names may carry a module prefix (`service:uid`) or none; unknown members such as `cluster-id` are ignored. \
+                Every request is atomic and durable when acknowledged. See docs/rest.md."
+        },
+        "servers": [ { "url": "http://127.0.0.1:8181" } ],
+        "security": [ { "basic": [] }, { "bearer": [] } ],
+        "paths": paths,
+        "components": components(),
+    })
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn response_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/responses/{name}") })
+}
+
+fn json_content(schema: Value) -> Value {
+    json!({ "application/json": { "schema": schema } })
+}
+
+fn schema_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Service => "Service",
+        Kind::Endpoints => "Endpoints",
+        Kind::Pod => "Pod",
+        Kind::Node => "K8sNode",
+    }
+}
+
+fn container_schema(kind: Kind) -> Value {
+    json!({
+        "type": "object",
+        "description": format!("Members may also be written `{}` and `{}`.", kind.container(), kind.list()),
+        "properties": { kind.qualified_container(): { "type": "object", "properties": {
+            kind.list(): { "type": "array", "items": schema_ref(schema_name(kind)) } } } }
+    })
+}
+
+fn list_schema(kind: Kind) -> Value {
+    json!({
+        "type": "object",
+        "description": format!("The list holding exactly this item. `{}` is accepted too.", kind.list()),
+        "properties": { kind.qualified_list(): { "type": "array", "minItems": 1, "maxItems": 1,
+            "items": schema_ref(schema_name(kind)) } }
+    })
+}
+
+fn container_path(kind: Kind) -> Value {
+    let tag = kind.qualified_container();
+    let body = json!({ "required": true, "content": json_content(container_schema(kind)) });
+    json!({
+        "get": { "summary": format!("All {}", kind.list()), "tags": [tag],
+            "responses": { "200": { "description": "The container", "content": json_content(container_schema(kind)) },
+                           "401": response_ref("Unauthorized") } },
+        "put": { "summary": format!("Replace all {} (atomic)", kind.list()), "tags": [tag], "requestBody": body,
+            "responses": { "200": { "description": "Stored" }, "400": response_ref("BadRequest"),
+                           "401": response_ref("Unauthorized"), "415": response_ref("BadMediaType") } },
+        "post": { "summary": format!("Create {} (atomic; none may exist)", kind.list()), "tags": [tag], "requestBody": body,
+            "responses": { "201": { "description": "Created" }, "400": response_ref("BadRequest"),
+                           "401": response_ref("Unauthorized"), "409": response_ref("Conflict"),
+                           "415": response_ref("BadMediaType") } },
+        "delete": { "summary": format!("Delete all {}", kind.list()), "tags": [tag],
+            "responses": { "200": { "description": "Deleted" }, "401": response_ref("Unauthorized") } },
+    })
+}
+
+fn item_path(kind: Kind) -> Value {
+    let tag = kind.qualified_container();
+    let body = json!({ "required": true, "content": json_content(list_schema(kind)) });
+    json!({
+        "parameters": [ { "$ref": "#/components/parameters/uid" } ],
+        "get": { "summary": "One item", "tags": [tag],
+            "responses": { "200": { "description": "The item", "content": json_content(list_schema(kind)) },
+                           "401": response_ref("Unauthorized"), "404": response_ref("NotFound") } },
+        "put": { "summary": "Create or replace the item (200 either way, as the COE watcher expects)", "tags": [tag],
+            "requestBody": body,
+            "responses": { "200": { "description": "Stored" }, "400": response_ref("BadRequest"),
+                           "401": response_ref("Unauthorized"), "415": response_ref("BadMediaType") } },
+        "post": { "summary": "Create the item", "tags": [tag], "requestBody": body,
+            "responses": { "201": { "description": "Created" }, "400": response_ref("BadRequest"),
+                           "401": response_ref("Unauthorized"), "409": response_ref("Conflict"),
+                           "415": response_ref("BadMediaType") } },
+        "delete": { "summary": "Delete the item", "tags": [tag],
+            "responses": { "200": { "description": "Deleted" }, "401": response_ref("Unauthorized"),
+                           "404": response_ref("NotFound") } },
+    })
+}
+
+fn components() -> Value {
+    let ip = json!({ "type": "string", "description": "IPv4 or IPv6 address; \"\" means absent" });
+    let ips = json!({ "type": "array", "items": ip });
+    let port = json!({ "type": "integer", "minimum": 1, "maximum": 65535 });
+    let protocol = json!({ "type": "string", "enum": ["TCP", "UDP", "SCTP"], "default": "TCP",
+        "description": "svcflow extension; case-insensitive" });
+    let error = |description: &str| {
+        json!({ "description": description,
+        "content": json_content(schema_ref("Errors")) })
+    };
+    json!({
+        "securitySchemes": {
+            "basic": { "type": "http", "scheme": "basic" },
+            "bearer": { "type": "http", "scheme": "bearer" },
+        },
+        "parameters": {
+            "uid": { "name": "uid", "in": "path", "required": true,
+                "schema": { "type": "string", "pattern": "^[A-Za-z0-9._-]{1,253}$" } }
+        },
+        "responses": {
+            "BadRequest": error("A malformed body or an invalid field; error-path names the field. Nothing changed."),
+            "Unauthorized": error("Missing or bad credentials"),
+            "NotFound": error("No such item"),
+            "Conflict": error("POST of an item that exists. Nothing changed."),
+            "BadMediaType": error("The body is not JSON"),
+            "Unavailable": error("The controller has no operational state yet"),
+        },
+        "schemas": {
+            "Errors": { "type": "object", "properties": { "errors": { "type": "object", "properties": {
+                "error": { "type": "array", "items": { "type": "object", "properties": {
+                    "error-type": { "type": "string" }, "error-tag": { "type": "string" },
+                    "error-path": { "type": "string" }, "error-message": { "type": "string" } } } } } } } },
+            "Service": { "type": "object", "required": ["uid"], "properties": {
+                "uid": { "type": "string" }, "name": { "type": "string" },
+                "network-NS": { "type": "string", "description": "empty means default" },
+                "cluster-ip-address": ip, "external-ip-address": ips, "load-balancer-IP": ip,
+                "ingress-ip-address": ips,
+                "service-ports": { "type": "array", "items": schema_ref("ServicePort"),
+                    "description": "none: every port is forwarded" },
+                "endpoints": { "type": "array", "items": { "type": "string" },
+                    "description": "minimal form (design document): uids of the pods behind the service" },
+            } },
+            "ServicePort": { "type": "object", "required": ["port"], "properties": {
+                "name": { "type": "string" }, "protocol": protocol, "port": port,
+                "target-port": { "type": "string", "description": "number or named port; empty or 0: same as port" },
+                "node-port": { "type": "integer", "description": "0 or absent: none; else within the configured range" },
+            } },
+            "Endpoints": { "type": "object", "required": ["uid", "name"], "properties": {
+                "uid": { "type": "string" }, "name": { "type": "string", "description": "the service's name" },
+                "network-NS": { "type": "string" },
+                "endpoint-addresses": { "type": "array", "items": schema_ref("EndpointAddress") },
+                "endpoint-ports": { "type": "array", "items": schema_ref("EndpointPort") },
+            } },
+            "EndpointAddress": { "type": "object", "required": ["ip-address"], "properties": {
+                "ip-address": ip, "host-name": { "type": "string" }, "node-name": { "type": "string" },
+                "weight": { "type": "integer", "minimum": 0, "maximum": 65535, "description": "svcflow extension" },
+            } },
+            "EndpointPort": { "type": "object", "required": ["port"], "properties": {
+                "name": { "type": "string" }, "port": port,
+                "protocol": { "type": "string", "enum": ["TCP", "UDP", "SCTP"],
+                    "description": "svcflow extension; default: the same-named service port's protocol, else TCP" },
+            } },
+            "Pod": { "type": "object", "required": ["uid"], "properties": {
+                "uid": { "type": "string" }, "name": { "type": "string" }, "host-ip-address": ip,
+                "network-NS": { "type": "string" }, "port-mac-address": { "type": "string" },
+                "interface": { "type": "array", "items": schema_ref("Interface") },
+            } },
+            "Interface": { "type": "object", "required": ["uid"], "properties": {
+                "uid": { "type": "string", "description": "the OVS Interface's external_ids:iface-id" },
+                "ip-address": ip, "network-id": { "type": "string" },
+                "network-type": { "type": "string", "enum": ["FLAT", "VLAN", "VXLAN", "GRE"] },
+                "segmentation-id": { "type": "integer", "minimum": 0, "maximum": 4294967295u64 },
+            } },
+            "K8sNode": { "type": "object", "required": ["uid"], "properties": {
+                "uid": { "type": "string" }, "host-name": { "type": "string" },
+                "internal-ip-address": ip, "external-ip-address": ip,
+                "pod-cidr": { "type": "string", "example": "10.244.1.0/24" },
+            } },
+            "ServiceState": { "type": "object", "properties": {
+                "uid": { "type": "string" }, "network-NS": { "type": "string" }, "name": { "type": "string" },
+                "groups": { "type": "array", "items": schema_ref("GroupState") },
+                "flows": { "type": "array", "items": schema_ref("FlowState") },
+                "packet-count": { "type": "integer" }, "byte-count": { "type": "integer" },
+            } },
+            "GroupState": { "type": "object", "properties": {
+                "node": { "type": "string" }, "group-id": { "type": "integer" }, "group-type": { "type": "string" },
+                "buckets": { "type": "array", "items": schema_ref("BucketState") },
+                "packet-count": { "type": "integer" }, "byte-count": { "type": "integer" },
+            } },
+            "BucketState": { "type": "object", "properties": {
+                "bucket-id": { "type": "integer" }, "endpoint": { "type": "string", "example": "10.1.0.11:8080" },
+                "weight": { "type": "integer" }, "packet-count": { "type": "integer" }, "byte-count": { "type": "integer" },
+            } },
+            "FlowState": { "type": "object", "properties": {
+                "node": { "type": "string" }, "table-id": { "type": "integer" }, "priority": { "type": "integer" },
+                "cookie": { "type": "integer" }, "flow": { "type": "string", "description": "ovs-ofctl syntax" },
+                "packet-count": { "type": "integer" }, "byte-count": { "type": "integer" },
+            } },
+        }
+    })
+}

@@ -1,0 +1,105 @@
+//! The operational view: what the controller actually installed for each service, with
+//! counters. The daemon implements [`OperationalSource`]; the server serves its answer at
+//! `GET /restconf/operational/service:service-information`.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+
+/// A boxed future, as [`OperationalSource`] returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Supplies the operational state of every service.
+pub trait OperationalSource: Send + Sync + 'static {
+    /// The services, with their groups, buckets, flows and counters from the latest flow and
+    /// group statistics. `Err` (e.g. no switch connected yet) becomes a 503.
+    fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>>;
+}
+
+/// A source with nothing to report yet: every request gets a 503.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unavailable;
+
+impl OperationalSource for Unavailable {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>> {
+        Box::pin(async {
+            Err("the controller has not published operational state yet".to_string())
+        })
+    }
+}
+
+/// One service as installed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ServiceState {
+    /// The service's uid.
+    pub uid: String,
+    /// Namespace.
+    #[serde(rename = "network-NS")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Its select group on each node.
+    pub groups: Vec<GroupState>,
+    /// Its flows on each node.
+    pub flows: Vec<FlowState>,
+    /// Packets, summed over its groups.
+    pub packet_count: u64,
+    /// Bytes, summed over its groups.
+    pub byte_count: u64,
+}
+
+/// A service's group on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GroupState {
+    /// The node.
+    pub node: String,
+    /// The group id.
+    pub group_id: u32,
+    /// `select`, `all`, …
+    pub group_type: String,
+    /// Buckets.
+    pub buckets: Vec<BucketState>,
+    /// Group packet counter.
+    pub packet_count: u64,
+    /// Group byte counter.
+    pub byte_count: u64,
+}
+
+/// One bucket: one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BucketState {
+    /// Bucket id.
+    pub bucket_id: u32,
+    /// The endpoint, `ip:port` (`[ip]:port` for IPv6).
+    pub endpoint: String,
+    /// The bucket's weight.
+    pub weight: u16,
+    /// Bucket packet counter.
+    pub packet_count: u64,
+    /// Bucket byte counter.
+    pub byte_count: u64,
+}
+
+/// One flow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct FlowState {
+    /// The node.
+    pub node: String,
+    /// Table.
+    pub table_id: u8,
+    /// Priority.
+    pub priority: u16,
+    /// Cookie.
+    pub cookie: u64,
+    /// The flow in `ovs-ofctl` syntax.
+    pub flow: String,
+    /// Packet counter.
+    pub packet_count: u64,
+    /// Byte counter.
+    pub byte_count: u64,
+}

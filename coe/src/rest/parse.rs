@@ -1,0 +1,525 @@
+//! Reading COE JSON bodies into validated [`Item`]s.
+//!
+//! Accepts what OpenDaylight's COE watcher sends and what the design document shows:
+//! keys with a module prefix (`service:uid`, `pod:…`, `k8s-node:…`) or none; unknown members
+//! (such as `cluster-id`) ignored; numbers as JSON numbers or numeric strings; an empty string
+//! for an absent address (the watcher's Go `net.IP(nil)`); and `0` for an absent node port.
+//! Every error names the field it is about, e.g. `services[u1].service-ports[0].port`.
+
+use std::net::IpAddr;
+
+use serde_json::{Map, Value};
+
+use super::error::RequestError;
+use super::types::{
+    EndpointAddress, EndpointPort, Endpoints, Interface, Item, K8sNode, Kind, NetworkType, Pod,
+    Protocol, Service, ServicePort,
+};
+
+/// Module prefixes stripped from member names.
+const PREFIXES: [&str; 3] = ["service:", "pod:", "k8s-node:"];
+
+/// Parses the body of a request on a container: the container itself
+/// (`{"service:service-information":{"services":[…]}}`) or its list (`{"services":[…]}`).
+pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
+    let top = read_object(body)?;
+    let list = if let Some(inner) = top.get(kind.container()) {
+        let inner = inner
+            .as_object()
+            .ok_or_else(|| RequestError::invalid(kind.container(), "expected an object"))?;
+        inner
+            .get(kind.list())
+            .cloned()
+            .unwrap_or(Value::Array(Vec::new()))
+    } else if let Some(list) = top.get(kind.list()) {
+        list.clone()
+    } else if top.is_empty() {
+        Value::Array(Vec::new())
+    } else {
+        return Err(RequestError::malformed(format!(
+            "expected member `{}` or `{}`",
+            kind.qualified_container(),
+            kind.qualified_list()
+        )));
+    };
+    let items = match list {
+        Value::Array(items) => items,
+        Value::Null => Vec::new(),
+        _ => return Err(RequestError::invalid(kind.list(), "expected a list")),
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        out.push(item_value(kind, item, None, i)?);
+    }
+    Ok(out)
+}
+
+/// Parses the body of a request on one list item: `{"service:services":[{…}]}` (the list,
+/// holding exactly this item) or `{"service:services":{…}}`. A missing uid takes the URL's;
+/// a different one is an error.
+pub fn item_body(kind: Kind, uid: &str, body: &[u8]) -> Result<Item, RequestError> {
+    let top = read_object(body)?;
+    let value = top.get(kind.list()).ok_or_else(|| {
+        RequestError::malformed(format!("expected member `{}`", kind.qualified_list()))
+    })?;
+    let item = match value {
+        Value::Array(items) if items.len() == 1 => &items[0],
+        Value::Array(items) => {
+            return Err(RequestError::invalid(
+                kind.list(),
+                format!("expected exactly one item, got {}", items.len()),
+            ));
+        }
+        other => other,
+    };
+    item_value(kind, item, Some(uid), 0)
+}
+
+fn read_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
+    match strip_prefixes(value, "")? {
+        Value::Object(map) => Ok(map),
+        _ => Err(RequestError::malformed("body must be a JSON object")),
+    }
+}
+
+/// Removes module prefixes from every member name, refusing a member given twice.
+fn strip_prefixes(value: Value, path: &str) -> Result<Value, RequestError> {
+    Ok(match value {
+        Value::Object(map) => {
+            let mut out = Map::with_capacity(map.len());
+            for (key, value) in map {
+                let bare = PREFIXES
+                    .iter()
+                    .find_map(|p| key.strip_prefix(p))
+                    .unwrap_or(&key)
+                    .to_string();
+                let child = join(path, &bare);
+                let value = strip_prefixes(value, &child)?;
+                if out.insert(bare, value).is_some() {
+                    return Err(RequestError::invalid(child, "member given more than once"));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| strip_prefixes(v, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        other => other,
+    })
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Parses one list entry. `url_uid` is the key from the URL, if any; `index` names the entry
+/// in errors until its uid is known.
+fn item_value(
+    kind: Kind,
+    value: &Value,
+    url_uid: Option<&str>,
+    index: usize,
+) -> Result<Item, RequestError> {
+    let obj = value.as_object().ok_or_else(|| {
+        RequestError::invalid(format!("{}[{index}]", kind.list()), "expected an object")
+    })?;
+    let unnamed = Fields::new(obj, format!("{}[{index}]", kind.list()));
+    let mut uid = unnamed.string("uid")?;
+    match url_uid {
+        Some(url) if uid.is_empty() => uid = url.to_string(),
+        Some(url) if uid != url => {
+            return Err(RequestError::invalid(
+                kind.item_name(url) + ".uid",
+                format!("`{uid}` differs from the key in the URL"),
+            ));
+        }
+        _ => {}
+    }
+    check_uid(&uid, &unnamed.at("uid"))?;
+    let f = Fields::new(obj, kind.item_name(&uid));
+    Ok(match kind {
+        Kind::Service => Item::Service(service(&f, uid)?),
+        Kind::Endpoints => Item::Endpoints(endpoints(&f, uid)?),
+        Kind::Pod => Item::Pod(pod(&f, uid)?),
+        Kind::Node => Item::Node(node(&f, uid)?),
+    })
+}
+
+/// Checks a key: non-empty, at most 253 characters of `[A-Za-z0-9._-]`.
+pub fn check_uid(uid: &str, path: &str) -> Result<(), RequestError> {
+    let ok = !uid.is_empty()
+        && uid.len() <= 253
+        && uid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(RequestError::invalid(
+            path,
+            format!("`{uid}` is not a valid key: expected 1 to 253 of A-Z a-z 0-9 . _ -"),
+        ))
+    }
+}
+
+fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
+    let mut service_ports = Vec::new();
+    for (i, p) in f.list("service-ports")?.iter().enumerate() {
+        service_ports.push(service_port(&f.child("service-ports", i, p)?)?);
+    }
+    let endpoints = match f.get("endpoints") {
+        None => None,
+        Some(_) => {
+            let mut uids = Vec::new();
+            for (i, v) in f.list("endpoints")?.iter().enumerate() {
+                let path = format!("{}[{i}]", f.at("endpoints"));
+                let pod = v
+                    .as_str()
+                    .ok_or_else(|| RequestError::invalid(&path, "expected a pod uid"))?;
+                check_uid(pod, &path)?;
+                uids.push(pod.to_string());
+            }
+            Some(uids)
+        }
+    };
+    Ok(Service {
+        uid,
+        name: f.name("name")?,
+        network_ns: f.name("network-NS")?,
+        cluster_ip: f.ip("cluster-ip-address")?,
+        external_ips: f.ips("external-ip-address")?,
+        load_balancer_ip: f.ip("load-balancer-IP")?,
+        ingress_ips: f.ips("ingress-ip-address")?,
+        service_ports,
+        endpoints,
+    })
+}
+
+fn service_port(f: &Fields<'_>) -> Result<ServicePort, RequestError> {
+    let port = f
+        .port("port")?
+        .ok_or_else(|| RequestError::invalid(f.at("port"), "required"))?;
+    let target_port = match f.get("target-port") {
+        None | Some(Value::Null) => String::new(),
+        // 0 (or "0", as Go prints an unset IntOrString) means the same as `port`.
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => String::new(),
+        Some(Value::Number(_)) => match f.port("target-port")? {
+            Some(p) => p.to_string(),
+            None => String::new(),
+        },
+        Some(Value::String(s)) if s.is_empty() || s == "0" => String::new(),
+        Some(Value::String(s)) if s.bytes().all(|b| b.is_ascii_digit()) => {
+            match f.port("target-port")? {
+                Some(p) => p.to_string(),
+                None => String::new(),
+            }
+        }
+        Some(Value::String(s)) => {
+            let ok = s.len() <= 63
+                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && s.bytes().any(|b| b.is_ascii_alphabetic());
+            if !ok {
+                return Err(RequestError::invalid(
+                    f.at("target-port"),
+                    format!("`{s}` is neither a port number nor a port name"),
+                ));
+            }
+            s.clone()
+        }
+        Some(_) => {
+            return Err(RequestError::invalid(
+                f.at("target-port"),
+                "expected a port number or name",
+            ));
+        }
+    };
+    Ok(ServicePort {
+        name: f.name("name")?,
+        protocol: f.protocol("protocol")?.unwrap_or_default(),
+        port,
+        target_port,
+        // The watcher sends 0 for "no node port".
+        node_port: match f.int("node-port")? {
+            None | Some(0) => None,
+            Some(_) => f.port("node-port")?,
+        },
+    })
+}
+
+fn endpoints(f: &Fields<'_>, uid: String) -> Result<Endpoints, RequestError> {
+    let mut endpoint_addresses = Vec::new();
+    for (i, a) in f.list("endpoint-addresses")?.iter().enumerate() {
+        let a = f.child("endpoint-addresses", i, a)?;
+        endpoint_addresses.push(EndpointAddress {
+            ip_address: a
+                .ip("ip-address")?
+                .ok_or_else(|| RequestError::invalid(a.at("ip-address"), "required"))?,
+            host_name: a.string("host-name")?,
+            node_name: a.name("node-name")?,
+            weight: match a.int("weight")? {
+                None => None,
+                Some(w) => Some(u16::try_from(w).map_err(|_| {
+                    RequestError::invalid(a.at("weight"), format!("{w} is out of range 0 to 65535"))
+                })?),
+            },
+        });
+    }
+    let mut endpoint_ports = Vec::new();
+    for (i, p) in f.list("endpoint-ports")?.iter().enumerate() {
+        let p = f.child("endpoint-ports", i, p)?;
+        endpoint_ports.push(EndpointPort {
+            name: p.name("name")?,
+            port: p
+                .port("port")?
+                .ok_or_else(|| RequestError::invalid(p.at("port"), "required"))?,
+            protocol: p.protocol("protocol")?,
+        });
+    }
+    Ok(Endpoints {
+        uid,
+        name: f.name("name")?,
+        network_ns: f.name("network-NS")?,
+        endpoint_addresses,
+        endpoint_ports,
+    })
+}
+
+fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
+    let port_mac = match f.string("port-mac-address")? {
+        s if s.is_empty() => None,
+        s => Some(
+            s.parse::<netvirt::model::MacAddr>()
+                .map_err(|e| RequestError::invalid(f.at("port-mac-address"), e.reason))?
+                .to_string(),
+        ),
+    };
+    let mut interface = Vec::new();
+    for (i, v) in f.list("interface")?.iter().enumerate() {
+        let x = f.child("interface", i, v)?;
+        let iface_uid = x.string("uid")?;
+        check_uid(&iface_uid, &x.at("uid"))?;
+        let network_type = match x.string("network-type")? {
+            s if s.is_empty() => None,
+            s => Some(match s.to_ascii_uppercase().as_str() {
+                "FLAT" => NetworkType::Flat,
+                "VLAN" => NetworkType::Vlan,
+                "VXLAN" => NetworkType::Vxlan,
+                "GRE" => NetworkType::Gre,
+                _ => {
+                    return Err(RequestError::invalid(
+                        x.at("network-type"),
+                        format!("`{s}`: expected FLAT, VLAN, VXLAN or GRE"),
+                    ));
+                }
+            }),
+        };
+        let segmentation_id = match x.int("segmentation-id")? {
+            None => None,
+            Some(n) => Some(u32::try_from(n).map_err(|_| {
+                RequestError::invalid(
+                    x.at("segmentation-id"),
+                    format!("{n} is out of range 0 to 4294967295"),
+                )
+            })?),
+        };
+        if interface.iter().any(|i: &Interface| i.uid == iface_uid) {
+            return Err(RequestError::invalid(
+                x.at("uid"),
+                "interface uid given twice",
+            ));
+        }
+        interface.push(Interface {
+            uid: iface_uid,
+            ip_address: x.ip("ip-address")?,
+            network_id: x.string("network-id")?,
+            network_type,
+            segmentation_id,
+        });
+    }
+    Ok(Pod {
+        uid,
+        name: f.name("name")?,
+        host_ip: f.ip("host-ip-address")?,
+        network_ns: f.name("network-NS")?,
+        port_mac,
+        interface,
+    })
+}
+
+fn node(f: &Fields<'_>, uid: String) -> Result<K8sNode, RequestError> {
+    let pod_cidr = match f.string("pod-cidr")? {
+        s if s.is_empty() => None,
+        s => Some(s.parse().map_err(|_| {
+            RequestError::invalid(
+                f.at("pod-cidr"),
+                format!("`{s}` is not a CIDR like 10.244.1.0/24"),
+            )
+        })?),
+    };
+    Ok(K8sNode {
+        uid,
+        host_name: f.name("host-name")?,
+        internal_ip: f.ip("internal-ip-address")?,
+        external_ip: f.ip("external-ip-address")?,
+        pod_cidr,
+    })
+}
+
+/// Typed access to an object's members, naming `path.member` in errors.
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    path: String,
+}
+
+impl<'a> Fields<'a> {
+    fn new(obj: &'a Map<String, Value>, path: String) -> Self {
+        Self { obj, path }
+    }
+
+    fn at(&self, key: &str) -> String {
+        join(&self.path, key)
+    }
+
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.obj.get(key)
+    }
+
+    /// The `i`th entry of list `key`, as fields.
+    fn child(&self, key: &str, i: usize, v: &'a Value) -> Result<Fields<'a>, RequestError> {
+        let path = format!("{}[{i}]", self.at(key));
+        let obj = v
+            .as_object()
+            .ok_or_else(|| RequestError::invalid(&path, "expected an object"))?;
+        Ok(Fields::new(obj, path))
+    }
+
+    /// A string; absent or null is empty.
+    fn string(&self, key: &str) -> Result<String, RequestError> {
+        match self.get(key) {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(RequestError::invalid(self.at(key), "expected a string")),
+        }
+    }
+
+    /// A Kubernetes-style name: at most 253 printable characters without `/`.
+    fn name(&self, key: &str) -> Result<String, RequestError> {
+        let s = self.string(key)?;
+        if s.len() > 253
+            || s.chars()
+                .any(|c| c == '/' || c.is_control() || c.is_whitespace())
+        {
+            return Err(RequestError::invalid(
+                self.at(key),
+                format!("`{s}` is not a valid name"),
+            ));
+        }
+        Ok(s)
+    }
+
+    /// A list; absent or null is empty.
+    fn list(&self, key: &str) -> Result<&'a [Value], RequestError> {
+        match self.get(key) {
+            None | Some(Value::Null) => Ok(&[]),
+            Some(Value::Array(a)) => Ok(a),
+            Some(_) => Err(RequestError::invalid(self.at(key), "expected a list")),
+        }
+    }
+
+    /// An address; absent, null or `""` is none.
+    fn ip(&self, key: &str) -> Result<Option<IpAddr>, RequestError> {
+        match self.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) => parse_ip(s, &self.at(key)).map(Some),
+            Some(_) => Err(RequestError::invalid(
+                self.at(key),
+                "expected an IP address",
+            )),
+        }
+    }
+
+    /// A leaf-list of addresses (a single string is taken as a list of one); `""` is skipped.
+    fn ips(&self, key: &str) -> Result<Vec<IpAddr>, RequestError> {
+        let path = self.at(key);
+        let values: Vec<&Value> = match self.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a.iter().collect(),
+            Some(v @ Value::String(_)) => vec![v],
+            Some(_) => {
+                return Err(RequestError::invalid(
+                    path,
+                    "expected a list of IP addresses",
+                ));
+            }
+        };
+        let mut ips = Vec::new();
+        for (i, v) in values.into_iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            match v {
+                Value::String(s) if s.is_empty() => {}
+                Value::String(s) => {
+                    let ip = parse_ip(s, &at)?;
+                    if !ips.contains(&ip) {
+                        ips.push(ip);
+                    }
+                }
+                _ => return Err(RequestError::invalid(at, "expected an IP address")),
+            }
+        }
+        Ok(ips)
+    }
+
+    /// An integer, as a JSON number or a decimal string.
+    fn int(&self, key: &str) -> Result<Option<i64>, RequestError> {
+        let bad = || RequestError::invalid(self.at(key), "expected an integer");
+        match self.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
+            Some(Value::String(s)) => s.trim().parse::<i64>().map(Some).map_err(|_| bad()),
+            Some(_) => Err(bad()),
+        }
+    }
+
+    /// A port number, 1 to 65535.
+    fn port(&self, key: &str) -> Result<Option<u16>, RequestError> {
+        match self.int(key)? {
+            None => Ok(None),
+            Some(n) => match u16::try_from(n) {
+                Ok(p) if p != 0 => Ok(Some(p)),
+                _ => Err(RequestError::invalid(
+                    self.at(key),
+                    format!("port {n} is out of range 1 to 65535"),
+                )),
+            },
+        }
+    }
+
+    /// A protocol name, case-insensitive.
+    fn protocol(&self, key: &str) -> Result<Option<Protocol>, RequestError> {
+        match self.string(key)? {
+            s if s.is_empty() => Ok(None),
+            s => s.parse().map(Some).map_err(|_| {
+                RequestError::invalid(
+                    self.at(key),
+                    format!("unknown protocol `{s}`: expected TCP, UDP or SCTP"),
+                )
+            }),
+        }
+    }
+}
+
+fn parse_ip(s: &str, path: &str) -> Result<IpAddr, RequestError> {
+    s.parse()
+        .map_err(|_| RequestError::invalid(path, format!("`{s}` is not an IP address")))
+}

@@ -1,0 +1,549 @@
+//! The HTTP server: RESTCONF routes over the durable store, publishing each new model.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use coe::rest::{Northbound, RestConfig, operational::Unavailable};
+//!
+//! let nb = Northbound::open(&RestConfig::new("/var/lib/svcflow"), Arc::new(Unavailable))?;
+//! let mut models = nb.subscribe(); // watch::Receiver<Arc<Published>>
+//! tokio::spawn(async move {
+//!     loop {
+//!         // The first model is the state replayed from disk.
+//!         let published = models.borrow_and_update().clone();
+//!         // hand published.model and published.ovsdb_remotes to the controller
+//!         if models.changed().await.is_err() {
+//!             break;
+//!         }
+//!     }
+//! });
+//! nb.serve(std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak, mpsc};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
+use netvirt::model::Model;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::auth::{AuthFileError, Credentials};
+use super::config::{ConfigError, RestConfig};
+use super::durable::{ApplyError, DurableStore, OpenError};
+use super::error::{RequestError, error_body};
+use super::operational::OperationalSource;
+use super::store::{Change, Rules, Store};
+use super::to_model::{ovsdb_remotes, to_model};
+use super::types::Kind;
+use super::{openapi, parse};
+
+/// Where the OpenAPI document is served.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+/// The operational view of all services.
+pub const OPERATIONAL_PATH: &str = "/restconf/operational/service:service-information";
+
+/// What the northbound publishes after accepted writes (and once at startup).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Published {
+    /// The model the REST state describes.
+    pub model: Model,
+    /// The OVSDB remote of each node, by node name.
+    pub ovsdb_remotes: BTreeMap<String, String>,
+    /// The sequence number of the last write it includes; it grows by one per accepted write
+    /// and survives restarts.
+    pub revision: u64,
+}
+
+/// Why the northbound cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A bad setting.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The credentials file.
+    #[error(transparent)]
+    Auth(#[from] AuthFileError),
+    /// The durable state.
+    #[error(transparent)]
+    State(#[from] OpenError),
+    /// The model publisher thread could not start.
+    #[error("starting the REST model publisher: {0}")]
+    Thread(std::io::Error),
+    /// Binding or serving failed.
+    #[error("REST listener {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+struct Shared {
+    durable: Arc<Mutex<DurableStore>>,
+    /// Wakes the publisher after a write.
+    dirty: mpsc::Sender<()>,
+    models: watch::Receiver<Arc<Published>>,
+    credentials: Option<Credentials>,
+    operational: Arc<dyn OperationalSource>,
+}
+
+/// The REST northbound: open it, mount or serve its router, and subscribe to its models.
+pub struct Northbound {
+    shared: Arc<Shared>,
+    listen: SocketAddr,
+    max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for Northbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Northbound")
+            .field("listen", &self.listen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Northbound {
+    /// Checks `config`, loads the credentials, and opens and replays the durable state.
+    /// Blocking: call it before serving, or from `spawn_blocking`.
+    pub fn open(
+        config: &RestConfig,
+        operational: Arc<dyn OperationalSource>,
+    ) -> Result<Self, StartError> {
+        config.validate()?;
+        let credentials = config
+            .auth_file
+            .as_deref()
+            .map(Credentials::load)
+            .transpose()?;
+        let rules = Rules {
+            node_port_range: config.node_port_range.clone(),
+        };
+        let durable = DurableStore::open(&config.state_dir, rules)?;
+        if let Some(torn) = durable.torn() {
+            tracing::warn!(
+                "{}: removed a torn, never acknowledged final record of {} bytes at byte {}; saved it to {}",
+                durable.wal().path().display(),
+                torn.len,
+                torn.offset,
+                torn.saved_to.display()
+            );
+        }
+        let first = publish(&durable, &config.ovsdb_remotes);
+        let (tx, models) = watch::channel(Arc::new(first));
+        let durable = Arc::new(Mutex::new(durable));
+        let (dirty, wake) = mpsc::channel();
+        let publisher = Publisher {
+            durable: Arc::downgrade(&durable),
+            overrides: config.ovsdb_remotes.clone(),
+            tx,
+            wake,
+        };
+        std::thread::Builder::new()
+            .name("svcflow-rest-publish".into())
+            .spawn(move || publisher.run())
+            .map_err(StartError::Thread)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                durable,
+                dirty,
+                models,
+                credentials,
+                operational,
+            }),
+            listen: config.listen,
+            max_body_bytes: config.max_body_bytes,
+        })
+    }
+
+    /// A receiver of the models; it starts with the model replayed from disk. A burst of
+    /// writes may be published as one model: the latest always is.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Published>> {
+        self.shared.models.clone()
+    }
+
+    /// The latest publication.
+    pub fn published(&self) -> Arc<Published> {
+        self.shared.models.borrow().clone()
+    }
+
+    /// The revision of the latest accepted write (what [`Published::revision`] reaches).
+    pub fn revision(&self) -> u64 {
+        self.shared
+            .durable
+            .lock()
+            .map(|d| d.seq())
+            .unwrap_or_default()
+    }
+
+    /// Waits until the model of the latest accepted write is published, and returns it.
+    pub async fn settled(&self) -> Arc<Published> {
+        let want = self.revision();
+        let mut models = self.subscribe();
+        match models.wait_for(|p| p.revision >= want).await {
+            Ok(p) => p.clone(),
+            Err(_) => self.published(),
+        }
+    }
+
+    /// A copy of the current REST state.
+    pub fn store(&self) -> Store {
+        self.shared
+            .durable
+            .lock()
+            .map(|d| d.store().clone())
+            .unwrap_or_default()
+    }
+
+    /// The routes, with auth and the body limit applied; mount it or serve it.
+    pub fn router(&self) -> Router {
+        router(self.shared.clone(), self.max_body_bytes)
+    }
+
+    /// Binds the configured address and serves until `shutdown` completes.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartError> {
+        let listener =
+            TcpListener::bind(self.listen)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: self.listen,
+                    source,
+                })?;
+        self.serve_on(listener, shutdown).await
+    }
+
+    /// Serves on an already bound listener. Without credentials, it must be on loopback.
+    pub async fn serve_on(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartError> {
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: self.listen,
+            source,
+        })?;
+        if self.shared.credentials.is_none() && !addr.ip().is_loopback() {
+            return Err(ConfigError::AuthRequired(addr).into());
+        }
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|source| StartError::Listen { addr, source })
+    }
+}
+
+fn publish(durable: &DurableStore, overrides: &BTreeMap<String, String>) -> Published {
+    Published {
+        model: to_model(durable.store()),
+        ovsdb_remotes: ovsdb_remotes(durable.store(), overrides),
+        revision: durable.seq(),
+    }
+}
+
+/// Translates the store into a model after writes, off the request path: a burst of writes
+/// costs one translation, not one each. Ends when the northbound is dropped.
+struct Publisher {
+    /// Weak, so that dropping the northbound closes the store (and frees its lock).
+    durable: Weak<Mutex<DurableStore>>,
+    overrides: BTreeMap<String, String>,
+    tx: watch::Sender<Arc<Published>>,
+    wake: mpsc::Receiver<()>,
+}
+
+impl Publisher {
+    fn run(self) {
+        while self.wake.recv().is_ok() {
+            while self.wake.try_recv().is_ok() {}
+            let Some(durable) = self.durable.upgrade() else {
+                return;
+            };
+            let published = match durable.lock() {
+                Ok(d) if d.seq() == self.tx.borrow().revision => continue,
+                Ok(d) => publish(&d, &self.overrides),
+                Err(_) => return,
+            };
+            self.tx.send_replace(Arc::new(published));
+        }
+    }
+}
+
+/// The router's state.
+type AppState = Arc<Shared>;
+
+fn router(shared: AppState, max_body: usize) -> Router {
+    let mut r = Router::new();
+    for kind in Kind::ALL {
+        r = r
+            .route(&kind.container_path(), container_routes(kind))
+            .route(&kind.item_path_template(), item_routes(kind));
+    }
+    r.route(OPERATIONAL_PATH, get(operational_all))
+        .route(
+            &format!("{OPERATIONAL_PATH}/services/{{uid}}"),
+            get(operational_one),
+        )
+        .route(
+            OPENAPI_PATH,
+            get(|| async { axum::Json(openapi::document()) }),
+        )
+        .fallback(|| async {
+            restconf_error(
+                StatusCode::NOT_FOUND,
+                "data-missing",
+                None,
+                "no such resource",
+            )
+        })
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::map_response(restconf_bodies))
+        .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
+        .with_state(shared)
+}
+
+fn container_routes(kind: Kind) -> MethodRouter<AppState> {
+    get(move |State(s): State<AppState>| read(s, move |store| container_json(store, kind)))
+        .put(
+            move |State(s): State<AppState>, h: HeaderMap, b: Bytes| async move {
+                let items = match json_body(&h).and_then(|()| parse::container_body(kind, &b)) {
+                    Ok(items) => items,
+                    Err(e) => return request_error(&e),
+                };
+                write(s, Change::Replace(kind, items), StatusCode::OK, None).await
+            },
+        )
+        .post(
+            move |State(s): State<AppState>, h: HeaderMap, b: Bytes| async move {
+                let items = match json_body(&h).and_then(|()| parse::container_body(kind, &b)) {
+                    Ok(items) => items,
+                    Err(e) => return request_error(&e),
+                };
+                write(s, Change::Create(kind, items), StatusCode::CREATED, None).await
+            },
+        )
+        .delete(move |State(s): State<AppState>| async move {
+            write(s, Change::Clear(kind), StatusCode::OK, None).await
+        })
+}
+
+fn item_routes(kind: Kind) -> MethodRouter<AppState> {
+    get(move |State(s): State<AppState>, Path(uid): Path<String>| {
+        read(s, move |store| match store.get(kind, &uid) {
+            Some(item) => Ok(json!({ kind.qualified_list(): [item.to_json()] })),
+            None => Err(RequestError::NotFound { path: kind.item_name(&uid) }),
+        })
+    })
+    .put(move |State(s): State<AppState>, Path(uid): Path<String>, h: HeaderMap, b: Bytes| async move {
+        let item = match json_body(&h).and_then(|()| parse::item_body(kind, &uid, &b)) {
+            Ok(item) => item,
+            Err(e) => return request_error(&e),
+        };
+        write(s, Change::Upsert(item), StatusCode::OK, None).await
+    })
+    .post(move |State(s): State<AppState>, Path(uid): Path<String>, h: HeaderMap, b: Bytes| async move {
+        let item = match json_body(&h).and_then(|()| parse::item_body(kind, &uid, &b)) {
+            Ok(item) => item,
+            Err(e) => return request_error(&e),
+        };
+        let location = format!("{}/{}/{}", kind.container_path(), kind.list(), uid);
+        write(s, Change::Create(kind, vec![item]), StatusCode::CREATED, Some(location)).await
+    })
+    .delete(move |State(s): State<AppState>, Path(uid): Path<String>| async move {
+        write(s, Change::Delete(kind, uid), StatusCode::OK, None).await
+    })
+}
+
+fn container_json(store: &Store, kind: Kind) -> Result<Value, RequestError> {
+    let items: Vec<Value> = store.list(kind).iter().map(|i| i.to_json()).collect();
+    Ok(json!({ kind.qualified_container(): { kind.list(): items } }))
+}
+
+/// Runs `f` on the current store and answers 200 with its JSON. Off the async threads, as a
+/// write may hold the store while it syncs.
+async fn read(
+    s: AppState,
+    f: impl FnOnce(&Store) -> Result<Value, RequestError> + Send + 'static,
+) -> Response {
+    let task = tokio::task::spawn_blocking(move || match s.durable.lock() {
+        Ok(d) => Ok(f(d.store())),
+        Err(_) => Err(()),
+    });
+    match task.await {
+        Ok(Ok(Ok(v))) => (StatusCode::OK, axum::Json(v)).into_response(),
+        Ok(Ok(Err(e))) => request_error(&e),
+        Ok(Err(())) => internal("the store lock is poisoned"),
+        Err(e) => internal(&format!("the read task failed: {e}")),
+    }
+}
+
+/// Validates, logs (fsync) and applies a change off the async threads, then publishes.
+async fn write(s: AppState, change: Change, ok: StatusCode, location: Option<String>) -> Response {
+    let task = tokio::task::spawn_blocking(move || -> Result<(), Failed> {
+        let mut d = s
+            .durable
+            .lock()
+            .map_err(|_| Failed::Internal("the store lock is poisoned".into()))?;
+        match d.apply(change) {
+            Ok(_) => {
+                // The publisher only ends with the northbound, so this cannot fail here.
+                let _ = s.dirty.send(());
+                Ok(())
+            }
+            Err(ApplyError::Request(e)) => Err(Failed::Request(e)),
+            Err(ApplyError::Wal(e)) => {
+                tracing::error!("REST write not applied: {e}");
+                Err(Failed::Internal(format!(
+                    "the change could not be stored: {e}"
+                )))
+            }
+        }
+    });
+    match task.await {
+        Ok(Ok(())) => {
+            let mut resp = ok.into_response();
+            if let Some(loc) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+                resp.headers_mut().insert(header::LOCATION, loc);
+            }
+            resp
+        }
+        Ok(Err(Failed::Request(e))) => request_error(&e),
+        Ok(Err(Failed::Internal(message))) => internal(&message),
+        Err(e) => internal(&format!("the write task failed: {e}")),
+    }
+}
+
+/// Why a write failed.
+enum Failed {
+    Request(RequestError),
+    Internal(String),
+}
+
+/// Accepts JSON content types, or none.
+fn json_body(headers: &HeaderMap) -> Result<(), RequestError> {
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let ct = ct
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match ct.as_str() {
+        "application/json" | "application/yang.data+json" | "application/yang-data+json" => Ok(()),
+        _ => Err(RequestError::MediaType { content_type: ct }),
+    }
+}
+
+async fn operational_all(State(s): State<AppState>) -> Response {
+    match s.operational.services().await {
+        Ok(services) => (
+            StatusCode::OK,
+            axum::Json(json!({ "service:service-information": { "services": services } })),
+        )
+            .into_response(),
+        Err(e) => restconf_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "operation-failed",
+            None,
+            &e,
+        ),
+    }
+}
+
+async fn operational_one(State(s): State<AppState>, Path(uid): Path<String>) -> Response {
+    match s.operational.services().await {
+        Ok(services) => match services.into_iter().find(|x| x.uid == uid) {
+            Some(one) => (
+                StatusCode::OK,
+                axum::Json(json!({ "service:services": [one] })),
+            )
+                .into_response(),
+            None => request_error(&RequestError::NotFound {
+                path: Kind::Service.item_name(&uid),
+            }),
+        },
+        Err(e) => restconf_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "operation-failed",
+            None,
+            &e,
+        ),
+    }
+}
+
+async fn authenticate(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(creds) = &s.credentials {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        if !creds.check(given) {
+            let mut resp = restconf_error(
+                StatusCode::UNAUTHORIZED,
+                "access-denied",
+                None,
+                "missing or bad credentials",
+            );
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"svcflow\", Bearer realm=\"svcflow\""),
+            );
+            return resp;
+        }
+    }
+    next.run(req).await
+}
+
+/// Gives the errors axum produces itself (405, 413) a RESTCONF body too.
+async fn restconf_bodies(resp: Response) -> Response {
+    let (tag, message) = match resp.status() {
+        StatusCode::METHOD_NOT_ALLOWED => (
+            "operation-not-supported",
+            "this method is not allowed on this resource",
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => ("too-big", "the request body is larger than the limit"),
+        _ => return resp,
+    };
+    let (mut parts, _) = resp.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let body = error_body(tag, None, message).to_string();
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+fn request_error(e: &RequestError) -> Response {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, axum::Json(e.body())).into_response()
+}
+
+fn restconf_error(status: StatusCode, tag: &str, path: Option<&str>, message: &str) -> Response {
+    (status, axum::Json(error_body(tag, path, message))).into_response()
+}
+
+fn internal(message: &str) -> Response {
+    restconf_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "operation-failed",
+        None,
+        message,
+    )
+}

@@ -1,0 +1,674 @@
+//! The in-memory state of the northbound, and atomic, validated changes to it. Pure: no I/O.
+//!
+//! A request becomes a [`Change`]. [`Store::apply`] turns it into [`Effect`]s, applies them
+//! in place while keeping an [`Undo`], and validates the result as a whole (duplicate VIP:port
+//! across services, node ports, clashing names). If validation fails the undo runs, so the
+//! store is as before; the caller can also [`Store::revert`] an accepted change (when logging
+//! it fails). The effects are what the write-ahead log records.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
+use std::ops::RangeInclusive;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::RequestError;
+use super::types::{Endpoints, Item, K8sNode, Kind, Pod, Protocol, Service, namespace_name};
+
+/// Limits that depend on configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    /// The allowed node ports (Kubernetes' `--service-node-port-range`).
+    pub node_port_range: RangeInclusive<u16>,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Self {
+            node_port_range: 30000..=32767,
+        }
+    }
+}
+
+/// Everything posted over REST.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Store {
+    /// Services by uid.
+    pub services: BTreeMap<String, Service>,
+    /// Endpoints by uid.
+    pub endpoints: BTreeMap<String, Endpoints>,
+    /// Pods by uid.
+    pub pods: BTreeMap<String, Pod>,
+    /// Nodes by uid.
+    pub nodes: BTreeMap<String, K8sNode>,
+    /// ELAN id of each namespace, given on first use and never reused.
+    pub elans: BTreeMap<String, u32>,
+}
+
+/// A requested change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// PUT on a container: its list becomes exactly `items`.
+    Replace(Kind, Vec<Item>),
+    /// PUT on an item: create or replace it.
+    Upsert(Item),
+    /// POST: create `items`; none may exist yet.
+    Create(Kind, Vec<Item>),
+    /// DELETE on an item; it must exist.
+    Delete(Kind, String),
+    /// DELETE on a container: empty its list.
+    Clear(Kind),
+}
+
+/// One step of a change, as the write-ahead log records it. Applying effects cannot fail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Effect {
+    /// Empty a list.
+    Clear(Kind),
+    /// Create or replace an item.
+    Upsert(Item),
+    /// Remove an item if present.
+    Remove(Kind, String),
+}
+
+/// The items a change writes, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Touched(BTreeMap<Kind, BTreeSet<String>>);
+
+impl Touched {
+    fn insert(&mut self, kind: Kind, uid: &str) {
+        self.0.entry(kind).or_default().insert(uid.to_string());
+    }
+
+    fn contains(&self, kind: Kind, uid: &str) -> bool {
+        self.0.get(&kind).is_some_and(|s| s.contains(uid))
+    }
+
+    fn len(&self) -> usize {
+        self.0.values().map(BTreeSet::len).sum()
+    }
+}
+
+/// An accepted change: its effects, and how to take it back.
+#[derive(Debug)]
+pub struct Applied {
+    /// What to log.
+    pub effects: Vec<Effect>,
+    /// Reverts the change.
+    pub undo: Undo,
+}
+
+/// The inverse of applied effects.
+#[derive(Debug, Default)]
+pub struct Undo(Vec<UndoStep>);
+
+#[derive(Debug)]
+enum UndoStep {
+    /// Put back what an item was (None: it did not exist).
+    Item(Kind, String, Option<Box<Item>>),
+    /// Put back a whole list.
+    Services(BTreeMap<String, Service>),
+    Endpoints(BTreeMap<String, Endpoints>),
+    Pods(BTreeMap<String, Pod>),
+    Nodes(BTreeMap<String, K8sNode>),
+    /// Forget a namespace's new ELAN id.
+    Elan(String),
+}
+
+impl Store {
+    /// Applies `change` and validates the result; on error the store is unchanged.
+    pub fn apply(&mut self, change: Change, rules: &Rules) -> Result<Applied, RequestError> {
+        let (effects, touched) = self.plan(change)?;
+        let undo = self.apply_effects_undoable(&effects);
+        let scope = self.scope(&touched);
+        if let Err(e) = self.check_in(rules, &touched, &scope) {
+            self.revert(undo);
+            return Err(e);
+        }
+        Ok(Applied { effects, undo })
+    }
+
+    /// Takes back an applied change.
+    pub fn revert(&mut self, undo: Undo) {
+        for step in undo.0.into_iter().rev() {
+            match step {
+                UndoStep::Item(kind, uid, None) => drop(self.take(kind, &uid)),
+                UndoStep::Item(_, _, Some(item)) => drop(self.put(*item)),
+                UndoStep::Services(m) => self.services = m,
+                UndoStep::Endpoints(m) => self.endpoints = m,
+                UndoStep::Pods(m) => self.pods = m,
+                UndoStep::Nodes(m) => self.nodes = m,
+                UndoStep::Elan(ns) => drop(self.elans.remove(&ns)),
+            }
+        }
+    }
+
+    /// The effects of `change`, and the items it writes.
+    fn plan(&self, change: Change) -> Result<(Vec<Effect>, Touched), RequestError> {
+        let mut touched = Touched::default();
+        let effects = match change {
+            Change::Replace(kind, items) => {
+                no_repeats(kind, &items)?;
+                let mut effects = vec![Effect::Clear(kind)];
+                for item in items {
+                    check_kind(kind, &item)?;
+                    touched.insert(kind, item.uid());
+                    effects.push(Effect::Upsert(item));
+                }
+                effects
+            }
+            Change::Upsert(item) => {
+                touched.insert(item.kind(), item.uid());
+                vec![Effect::Upsert(item)]
+            }
+            Change::Create(kind, items) => {
+                no_repeats(kind, &items)?;
+                let mut effects = Vec::new();
+                for item in items {
+                    check_kind(kind, &item)?;
+                    if self.contains(kind, item.uid()) {
+                        return Err(RequestError::Exists {
+                            path: kind.item_name(item.uid()),
+                        });
+                    }
+                    touched.insert(kind, item.uid());
+                    effects.push(Effect::Upsert(item));
+                }
+                effects
+            }
+            Change::Delete(kind, uid) => {
+                if !self.contains(kind, &uid) {
+                    return Err(RequestError::NotFound {
+                        path: kind.item_name(&uid),
+                    });
+                }
+                vec![Effect::Remove(kind, uid)]
+            }
+            Change::Clear(kind) => vec![Effect::Clear(kind)],
+        };
+        Ok((effects, touched))
+    }
+
+    /// Applies logged effects. Never fails; used for replay.
+    pub fn apply_effects(&mut self, effects: &[Effect]) {
+        drop(self.apply_effects_undoable(effects));
+    }
+
+    fn apply_effects_undoable(&mut self, effects: &[Effect]) -> Undo {
+        let mut undo = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Clear(Kind::Service) => {
+                    undo.push(UndoStep::Services(std::mem::take(&mut self.services)));
+                }
+                Effect::Clear(Kind::Endpoints) => {
+                    undo.push(UndoStep::Endpoints(std::mem::take(&mut self.endpoints)));
+                }
+                Effect::Clear(Kind::Pod) => {
+                    undo.push(UndoStep::Pods(std::mem::take(&mut self.pods)));
+                }
+                Effect::Clear(Kind::Node) => {
+                    undo.push(UndoStep::Nodes(std::mem::take(&mut self.nodes)));
+                }
+                Effect::Upsert(item) => {
+                    if let Some(ns) = item.namespace() {
+                        let ns = namespace_name(ns);
+                        if !self.elans.contains_key(ns) {
+                            let id = self.elans.values().max().map_or(1, |m| m.saturating_add(1));
+                            self.elans.insert(ns.to_string(), id);
+                            undo.push(UndoStep::Elan(ns.to_string()));
+                        }
+                    }
+                    let old = self.put(item.clone());
+                    undo.push(UndoStep::Item(
+                        item.kind(),
+                        item.uid().to_string(),
+                        old.map(Box::new),
+                    ));
+                }
+                Effect::Remove(kind, uid) => {
+                    let old = self.take(*kind, uid);
+                    undo.push(UndoStep::Item(*kind, uid.clone(), old.map(Box::new)));
+                }
+            }
+        }
+        Undo(undo)
+    }
+
+    /// Inserts an item, returning the one it replaced.
+    fn put(&mut self, item: Item) -> Option<Item> {
+        let uid = item.uid().to_string();
+        match item {
+            Item::Service(s) => self.services.insert(uid, s).map(Item::Service),
+            Item::Endpoints(e) => self.endpoints.insert(uid, e).map(Item::Endpoints),
+            Item::Pod(p) => self.pods.insert(uid, p).map(Item::Pod),
+            Item::Node(n) => self.nodes.insert(uid, n).map(Item::Node),
+        }
+    }
+
+    /// Removes an item, returning it.
+    fn take(&mut self, kind: Kind, uid: &str) -> Option<Item> {
+        match kind {
+            Kind::Service => self.services.remove(uid).map(Item::Service),
+            Kind::Endpoints => self.endpoints.remove(uid).map(Item::Endpoints),
+            Kind::Pod => self.pods.remove(uid).map(Item::Pod),
+            Kind::Node => self.nodes.remove(uid).map(Item::Node),
+        }
+    }
+
+    /// Whether an item exists.
+    pub fn contains(&self, kind: Kind, uid: &str) -> bool {
+        match kind {
+            Kind::Service => self.services.contains_key(uid),
+            Kind::Endpoints => self.endpoints.contains_key(uid),
+            Kind::Pod => self.pods.contains_key(uid),
+            Kind::Node => self.nodes.contains_key(uid),
+        }
+    }
+
+    /// One item.
+    pub fn get(&self, kind: Kind, uid: &str) -> Option<Item> {
+        match kind {
+            Kind::Service => self.services.get(uid).cloned().map(Item::Service),
+            Kind::Endpoints => self.endpoints.get(uid).cloned().map(Item::Endpoints),
+            Kind::Pod => self.pods.get(uid).cloned().map(Item::Pod),
+            Kind::Node => self.nodes.get(uid).cloned().map(Item::Node),
+        }
+    }
+
+    /// Every item of a kind, by uid.
+    pub fn list(&self, kind: Kind) -> Vec<Item> {
+        match kind {
+            Kind::Service => self.services.values().cloned().map(Item::Service).collect(),
+            Kind::Endpoints => self
+                .endpoints
+                .values()
+                .cloned()
+                .map(Item::Endpoints)
+                .collect(),
+            Kind::Pod => self.pods.values().cloned().map(Item::Pod).collect(),
+            Kind::Node => self.nodes.values().cloned().map(Item::Node).collect(),
+        }
+    }
+
+    /// Validates the whole store. Items in `touched` are visited last, so that a clash
+    /// between an old and a new item is reported on the new one.
+    pub fn check(&self, rules: &Rules, touched: &Touched) -> Result<(), RequestError> {
+        self.check_in(rules, touched, &Scope::All)
+    }
+
+    /// Which items can clash with the touched ones. Every rule is about one item or a pair,
+    /// and the store was valid before the change, so a clash needs a touched item and one
+    /// sharing an address, node port, name or interface with it; checking just those gives
+    /// the verdict of a full check, in time that does not grow with the store's size.
+    fn scope(&self, touched: &Touched) -> Scope {
+        if touched.len() > SCOPED_CHECK_LIMIT {
+            return Scope::All;
+        }
+        // The touched items themselves, whatever they share.
+        let mut keep: BTreeMap<Kind, BTreeSet<String>> = touched.0.clone();
+        let uids = |kind: Kind| touched.0.get(&kind).into_iter().flatten();
+
+        let new: Vec<&Service> = uids(Kind::Service)
+            .filter_map(|u| self.services.get(u))
+            .collect();
+        if !new.is_empty() {
+            let vips: HashSet<IpAddr> = new.iter().flat_map(|s| s.vips()).collect();
+            let node_ports: HashSet<u16> = new
+                .iter()
+                .flat_map(|s| s.service_ports.iter().filter_map(|p| p.node_port))
+                .collect();
+            let names: HashSet<(&str, &str)> = new.iter().map(|s| service_name(s)).collect();
+            let set = keep.entry(Kind::Service).or_default();
+            for (uid, s) in &self.services {
+                let clash = touched.contains(Kind::Service, uid)
+                    || s.vips().iter().any(|ip| vips.contains(ip))
+                    || s.service_ports
+                        .iter()
+                        .any(|p| p.node_port.is_some_and(|n| node_ports.contains(&n)))
+                    || names.contains(&service_name(s));
+                if clash {
+                    set.insert(uid.clone());
+                }
+            }
+        }
+
+        let names: HashSet<(&str, &str)> = uids(Kind::Endpoints)
+            .filter_map(|u| self.endpoints.get(u))
+            .map(|e| (namespace_name(&e.network_ns), e.name.as_str()))
+            .collect();
+        let set = keep.entry(Kind::Endpoints).or_default();
+        for (uid, e) in self.endpoints.iter().filter(|_| !names.is_empty()) {
+            if touched.contains(Kind::Endpoints, uid)
+                || names.contains(&(namespace_name(&e.network_ns), e.name.as_str()))
+            {
+                set.insert(uid.clone());
+            }
+        }
+
+        let ifaces: HashSet<&str> = uids(Kind::Pod)
+            .filter_map(|u| self.pods.get(u))
+            .flat_map(|p| p.interface.iter().map(|i| i.uid.as_str()))
+            .collect();
+        let set = keep.entry(Kind::Pod).or_default();
+        for (uid, p) in self.pods.iter().filter(|_| !ifaces.is_empty()) {
+            if touched.contains(Kind::Pod, uid)
+                || p.interface.iter().any(|i| ifaces.contains(i.uid.as_str()))
+            {
+                set.insert(uid.clone());
+            }
+        }
+
+        let names: HashSet<&str> = uids(Kind::Node)
+            .filter_map(|u| self.nodes.get(u))
+            .map(K8sNode::model_name)
+            .collect();
+        let set = keep.entry(Kind::Node).or_default();
+        for (uid, n) in self.nodes.iter().filter(|_| !names.is_empty()) {
+            if touched.contains(Kind::Node, uid) || names.contains(n.model_name()) {
+                set.insert(uid.clone());
+            }
+        }
+        Scope::Some(keep)
+    }
+
+    fn check_in(
+        &self,
+        rules: &Rules,
+        touched: &Touched,
+        scope: &Scope,
+    ) -> Result<(), RequestError> {
+        let mut vips = VipTable::default();
+        let mut names = HashMap::new();
+        for (uid, s) in ordered(&self.services, Kind::Service, touched, scope) {
+            let at = Kind::Service.item_name(uid);
+            unique(
+                &mut names,
+                service_name(s),
+                uid,
+                || format!("{at}.name"),
+                "service",
+            )?;
+            vips.add(s, rules, &at)?;
+        }
+
+        let mut names = HashMap::new();
+        for (uid, e) in ordered(&self.endpoints, Kind::Endpoints, touched, scope) {
+            let at = || format!("{}.name", Kind::Endpoints.item_name(uid));
+            if e.name.is_empty() {
+                return Err(RequestError::invalid(
+                    at(),
+                    "required: the name of its service",
+                ));
+            }
+            let key = (namespace_name(&e.network_ns), e.name.as_str());
+            unique(&mut names, key, uid, at, "endpoints object")?;
+        }
+
+        let mut ifaces: HashMap<&str, &str> = HashMap::new();
+        for (uid, p) in ordered(&self.pods, Kind::Pod, touched, scope) {
+            for (i, iface) in p.interface.iter().enumerate() {
+                if let Some(other) = ifaces.insert(&iface.uid, uid) {
+                    if other != uid {
+                        return Err(RequestError::invalid(
+                            format!("{}.interface[{i}].uid", Kind::Pod.item_name(uid)),
+                            format!("interface `{}` already belongs to pod {other}", iface.uid),
+                        ));
+                    }
+                }
+            }
+        }
+
+        let mut names = HashMap::new();
+        for (uid, n) in ordered(&self.nodes, Kind::Node, touched, scope) {
+            let at = || format!("{}.host-name", Kind::Node.item_name(uid));
+            unique(&mut names, ("", n.model_name()), uid, at, "node")?;
+        }
+        Ok(())
+    }
+}
+
+/// Above this many touched items, a change is checked against the whole store.
+const SCOPED_CHECK_LIMIT: usize = 64;
+
+/// The items a check looks at.
+enum Scope {
+    /// Everything.
+    All,
+    /// These uids of each kind (a kind not listed: none).
+    Some(BTreeMap<Kind, BTreeSet<String>>),
+}
+
+/// A service's namespace and name (its uid when it has no name).
+fn service_name(s: &Service) -> (&str, &str) {
+    let name = if s.name.is_empty() { &s.uid } else { &s.name };
+    (namespace_name(&s.network_ns), name.as_str())
+}
+
+/// The entries of `map` in `scope`, those not in `touched` first.
+fn ordered<'a, T>(
+    map: &'a BTreeMap<String, T>,
+    kind: Kind,
+    touched: &Touched,
+    scope: &'a Scope,
+) -> Vec<(&'a str, &'a T)> {
+    let entries: Vec<(&'a str, &'a T)> = match scope {
+        Scope::All => map.iter().map(|(u, v)| (u.as_str(), v)).collect(),
+        Scope::Some(keep) => keep
+            .get(&kind)
+            .into_iter()
+            .flatten()
+            .filter_map(|u| map.get_key_value(u))
+            .map(|(u, v)| (u.as_str(), v))
+            .collect(),
+    };
+    let (new, mut old): (Vec<_>, Vec<_>) = entries
+        .into_iter()
+        .partition(|(u, _)| touched.contains(kind, u));
+    old.extend(new);
+    old
+}
+
+/// Records `key` for `uid`, failing if another uid holds it.
+fn unique<'a>(
+    seen: &mut HashMap<(&'a str, &'a str), &'a str>,
+    key: (&'a str, &'a str),
+    uid: &'a str,
+    path: impl FnOnce() -> String,
+    what: &str,
+) -> Result<(), RequestError> {
+    if let Some(other) = seen.insert(key, uid) {
+        if other != uid {
+            let (ns, name) = key;
+            let name = if ns.is_empty() {
+                name.to_string()
+            } else {
+                format!("{ns}/{name}")
+            };
+            return Err(RequestError::invalid(
+                path(),
+                format!("{what} `{name}` already exists with uid {other}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn no_repeats(kind: Kind, items: &[Item]) -> Result<(), RequestError> {
+    let mut seen = BTreeSet::new();
+    for item in items {
+        if !seen.insert(item.uid()) {
+            return Err(RequestError::invalid(
+                format!("{}.uid", kind.item_name(item.uid())),
+                "key given more than once in the request",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_kind(kind: Kind, item: &Item) -> Result<(), RequestError> {
+    if item.kind() == kind {
+        Ok(())
+    } else {
+        Err(RequestError::malformed(format!(
+            "a {:?} item sent to {}",
+            item.kind(),
+            kind.qualified_container()
+        )))
+    }
+}
+
+/// Who answers on each VIP and node port.
+#[derive(Default)]
+struct VipTable<'a> {
+    /// (VIP, protocol, port) → owning service uid.
+    ports: HashMap<(IpAddr, Protocol, u16), &'a str>,
+    /// VIP → a service that forwards every port on it.
+    wildcard: HashMap<IpAddr, &'a str>,
+    /// VIP → any service using it.
+    users: HashMap<IpAddr, &'a str>,
+    /// (protocol, node port) → owning service uid.
+    node_ports: HashMap<(Protocol, u16), &'a str>,
+}
+
+impl<'a> VipTable<'a> {
+    fn add(&mut self, s: &'a Service, rules: &Rules, at: &str) -> Result<(), RequestError> {
+        let vips = s.vips();
+        if s.service_ports.is_empty() {
+            for vip in &vips {
+                if let Some(other) = self.users.get(vip).filter(|o| **o != s.uid.as_str()) {
+                    return Err(RequestError::invalid(
+                        format!("{at}.service-ports"),
+                        format!(
+                            "this service forwards every port of {vip}, which service {other} also uses"
+                        ),
+                    ));
+                }
+                self.wildcard.insert(*vip, s.uid.as_str());
+                self.users.insert(*vip, s.uid.as_str());
+            }
+            return Ok(());
+        }
+        let mut own = BTreeSet::new();
+        for (i, p) in s.service_ports.iter().enumerate() {
+            let port_at = format!("{at}.service-ports[{i}]");
+            if !own.insert((p.protocol, p.port)) {
+                return Err(RequestError::invalid(
+                    format!("{port_at}.port"),
+                    format!(
+                        "port {}/{} is given twice in this service",
+                        p.port,
+                        p.protocol.as_str()
+                    ),
+                ));
+            }
+            for vip in &vips {
+                if let Some(other) = self.wildcard.get(vip).filter(|o| **o != s.uid.as_str()) {
+                    return Err(RequestError::invalid(
+                        format!("{port_at}.port"),
+                        format!("service {other} already forwards every port of {vip}"),
+                    ));
+                }
+                let vip_port = match vip {
+                    IpAddr::V4(v4) => format!("{v4}:{}", p.port),
+                    IpAddr::V6(v6) => format!("[{v6}]:{}", p.port),
+                };
+                if let Some(other) = self
+                    .ports
+                    .insert((*vip, p.protocol, p.port), s.uid.as_str())
+                {
+                    if other != s.uid {
+                        return Err(RequestError::invalid(
+                            format!("{port_at}.port"),
+                            format!(
+                                "VIP {vip_port}/{} is already used by service {other}",
+                                p.protocol.as_str()
+                            ),
+                        ));
+                    }
+                }
+                self.users.insert(*vip, s.uid.as_str());
+            }
+            if let Some(np) = p.node_port {
+                if !rules.node_port_range.contains(&np) {
+                    return Err(RequestError::invalid(
+                        format!("{port_at}.node-port"),
+                        format!(
+                            "node port {np} is outside the configured range {}-{}",
+                            rules.node_port_range.start(),
+                            rules.node_port_range.end()
+                        ),
+                    ));
+                }
+                if let Some(other) = self.node_ports.insert((p.protocol, np), s.uid.as_str()) {
+                    if other != s.uid {
+                        return Err(RequestError::invalid(
+                            format!("{port_at}.node-port"),
+                            format!(
+                                "node port {np}/{} is already used by service {other}",
+                                p.protocol.as_str()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rest::parse;
+
+    fn pod(uid: &str, ns: &str) -> Item {
+        let body = serde_json::json!({ "pods": [ { "uid": uid, "network-NS": ns } ] });
+        parse::item_body(Kind::Pod, uid, body.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn elan_ids_are_stable_and_never_reused() {
+        let rules = Rules::default();
+        let mut s = Store::default();
+        s.apply(Change::Upsert(pod("a", "")), &rules).unwrap();
+        s.apply(Change::Upsert(pod("b", "prod")), &rules).unwrap();
+        assert_eq!(s.elans["default"], 1);
+        assert_eq!(s.elans["prod"], 2);
+        s.apply(Change::Clear(Kind::Pod), &rules).unwrap();
+        s.apply(Change::Upsert(pod("c", "dev")), &rules).unwrap();
+        assert_eq!((s.elans["prod"], s.elans["dev"]), (2, 3));
+    }
+
+    #[test]
+    fn effects_replay_to_the_same_store() {
+        let rules = Rules::default();
+        let mut replayed = Store::default();
+        let mut live = Store::default();
+        for change in [
+            Change::Upsert(pod("a", "x")),
+            Change::Replace(Kind::Pod, vec![pod("b", "y"), pod("c", "")]),
+            Change::Delete(Kind::Pod, "b".into()),
+            Change::Create(Kind::Pod, vec![pod("d", "x")]),
+        ] {
+            let before = live.clone();
+            let applied = live.apply(change, &rules).unwrap();
+            replayed.apply_effects(&applied.effects);
+            assert_eq!(replayed, live);
+            // Undo restores the store exactly, ELAN ids included.
+            let mut reverted = live.clone();
+            reverted.revert(applied.undo);
+            assert_eq!(reverted, before);
+        }
+        assert!(
+            live.apply(Change::Delete(Kind::Pod, "b".into()), &rules)
+                .is_err()
+        );
+        assert!(
+            live.apply(Change::Create(Kind::Pod, vec![pod("c", "")]), &rules)
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,318 @@
+//! Auth, the loopback rule, the operational view, the OpenAPI document, and a real listener.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use base64::Engine;
+use coe::rest::operational::{
+    BoxFuture, BucketState, FlowState, GroupState, OperationalSource, ServiceState, Unavailable,
+};
+use coe::rest::server::{OPENAPI_PATH, OPERATIONAL_PATH};
+use coe::rest::types::Kind;
+use coe::rest::{Northbound, RestConfig, StartError};
+use common::*;
+use serde_json::{Value, json};
+
+fn with_auth(h_dir: &std::path::Path) -> std::path::PathBuf {
+    let path = h_dir.join("credentials");
+    std::fs::write(
+        &path,
+        "# svcflow REST users\nbasic admin admin\nbearer s3cr3t-t0ken\n",
+    )
+    .unwrap();
+    path
+}
+
+fn basic(user_pass: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(user_pass)
+    )
+}
+
+#[tokio::test]
+async fn auth_accepts_basic_and_bearer_and_refuses_the_rest() {
+    let cred_dir = tempfile::tempdir().unwrap();
+    let file = with_auth(cred_dir.path());
+    let h = Harness::with(|c| c.auth_file = Some(file), Arc::new(Unavailable));
+    let path = item(Kind::Service, "s1");
+    let body = wrapped(Kind::Service, watcher_service("s1", "web", "10.96.0.1", 80)).to_string();
+    let put = |auth: Option<String>| {
+        let mut r = Request::put(&path).header(header::CONTENT_TYPE, "application/json");
+        if let Some(a) = auth {
+            r = r.header(header::AUTHORIZATION, a);
+        }
+        r.body(Body::from(body.clone())).unwrap()
+    };
+    for bad in [
+        None,
+        Some(basic("admin:wrong")),
+        Some(basic("root:admin")),
+        Some("Bearer nope".into()),
+        Some("Basic ***".into()),
+    ] {
+        let resp = tower::ServiceExt::oneshot(h.router.clone(), put(bad.clone()))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{bad:?}");
+        assert!(
+            resp.headers()[header::WWW_AUTHENTICATE]
+                .to_str()
+                .unwrap()
+                .contains("Basic")
+        );
+    }
+    assert!(
+        h.nb.store().services.is_empty(),
+        "refused requests change nothing"
+    );
+    let (s, _) = send(&h.router, put(Some(basic("admin:admin")))).await;
+    assert_eq!(s, StatusCode::OK);
+    let get = Request::get(&path)
+        .header(header::AUTHORIZATION, "Bearer s3cr3t-t0ken")
+        .body(Body::empty())
+        .unwrap();
+    let (s, v) = send(&h.router, get).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["service:services"][0]["name"], "web");
+    // Every route is behind auth, the OpenAPI document and unknown paths too.
+    for p in [OPENAPI_PATH, OPERATIONAL_PATH, "/nowhere"] {
+        let (s, _) = send(&h.router, Request::get(p).body(Body::empty()).unwrap()).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{p}");
+    }
+}
+
+#[test]
+fn auth_may_be_off_only_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    for (listen, auth, ok) in [
+        ("127.0.0.1:8181", false, true),
+        ("[::1]:8181", false, true),
+        ("0.0.0.0:8181", false, false),
+        ("192.0.2.1:8181", false, false),
+        ("0.0.0.0:8181", true, true),
+    ] {
+        let mut c = RestConfig::new(dir.path().join(listen));
+        c.listen = listen.parse().unwrap();
+        if auth {
+            c.auth_file = Some(with_auth(dir.path()));
+        }
+        match Northbound::open(&c, Arc::new(Unavailable)) {
+            Ok(_) => assert!(ok, "{listen} without auth must be refused"),
+            Err(e) => {
+                assert!(!ok, "{listen}: {e}");
+                assert!(matches!(e, StartError::Config(_)), "{e}");
+                assert!(e.to_string().contains("not a loopback address"), "{e}");
+            }
+        }
+    }
+    // A missing or empty credentials file is a startup error too.
+    let mut c = RestConfig::new(dir.path().join("x"));
+    c.auth_file = Some(dir.path().join("missing"));
+    assert!(matches!(
+        Northbound::open(&c, Arc::new(Unavailable)),
+        Err(StartError::Auth(_))
+    ));
+    std::fs::write(dir.path().join("empty"), "# nobody\n").unwrap();
+    c.auth_file = Some(dir.path().join("empty"));
+    let e = Northbound::open(&c, Arc::new(Unavailable)).unwrap_err();
+    assert!(e.to_string().contains("holds no credentials"), "{e}");
+    // And a node port range that is not one.
+    let mut c = RestConfig::new(dir.path().join("y"));
+    c.node_port_range = 0..=100;
+    assert!(matches!(
+        Northbound::open(&c, Arc::new(Unavailable)),
+        Err(StartError::Config(_))
+    ));
+}
+
+struct Stub;
+
+impl OperationalSource for Stub {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>> {
+        Box::pin(async {
+            Ok(vec![ServiceState {
+                uid: "s1".into(),
+                namespace: "default".into(),
+                name: "web".into(),
+                groups: vec![GroupState {
+                    node: "worker1".into(),
+                    group_id: 7,
+                    group_type: "select".into(),
+                    buckets: vec![BucketState {
+                        bucket_id: 0,
+                        endpoint: "10.244.1.5:8080".into(),
+                        weight: 100,
+                        packet_count: 5,
+                        byte_count: 500,
+                    }],
+                    packet_count: 5,
+                    byte_count: 500,
+                }],
+                flows: vec![FlowState {
+                    node: "worker1".into(),
+                    table_id: 20,
+                    priority: 100,
+                    cookie: 0x1234,
+                    flow: "table=20,priority=100,tcp,nw_dst=10.96.0.1,tp_dst=80 actions=group:7"
+                        .into(),
+                    packet_count: 5,
+                    byte_count: 500,
+                }],
+                packet_count: 5,
+                byte_count: 500,
+            }])
+        })
+    }
+}
+
+#[tokio::test]
+async fn operational_view_serves_the_source() {
+    let h = Harness::with(|_| {}, Arc::new(Stub));
+    let (s, v) = h.call("GET", OPERATIONAL_PATH, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let svc = &v["service:service-information"]["services"][0];
+    assert_eq!(svc["uid"], "s1");
+    assert_eq!(svc["network-NS"], "default");
+    assert_eq!(svc["groups"][0]["group-id"], 7);
+    assert_eq!(
+        svc["groups"][0]["buckets"][0],
+        json!({
+        "bucket-id": 0, "endpoint": "10.244.1.5:8080", "weight": 100, "packet-count": 5, "byte-count": 500 })
+    );
+    assert_eq!(svc["flows"][0]["table-id"], 20);
+    assert_eq!(svc["packet-count"], 5);
+    let (s, v) = h
+        .call("GET", &format!("{OPERATIONAL_PATH}/services/s1"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["service:services"][0]["name"], "web");
+    let (s, v) = h
+        .call("GET", &format!("{OPERATIONAL_PATH}/services/nope"), None)
+        .await;
+    assert_eq!(
+        (s, error_of(&v).1.as_str()),
+        (StatusCode::NOT_FOUND, "data-missing")
+    );
+
+    let h = Harness::new();
+    for p in [
+        OPERATIONAL_PATH.to_string(),
+        format!("{OPERATIONAL_PATH}/services/s1"),
+    ] {
+        let (s, v) = h.call("GET", &p, None).await;
+        assert_eq!(
+            (s, error_of(&v).1.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "operation-failed"),
+            "{p}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn openapi_document_is_served_kept_in_docs_and_covers_every_route() {
+    let h = Harness::new();
+    let (s, served) = h.call("GET", OPENAPI_PATH, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(served, coe::rest::openapi::document());
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
+    let pretty = serde_json::to_string_pretty(&served).unwrap() + "\n";
+    if std::env::var_os("SVCFLOW_REGEN_OPENAPI").is_some() {
+        std::fs::write(&file, &pretty).unwrap();
+    }
+    let kept = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        kept == pretty,
+        "docs/openapi.json is stale; rerun with SVCFLOW_REGEN_OPENAPI=1"
+    );
+
+    // Every documented path and method is routed.
+    let paths = served["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), 11);
+    for (path, ops) in paths {
+        let concrete = path.replace("{uid}", "x");
+        for method in ["get", "put", "post", "delete"] {
+            if ops.get(method).is_none() {
+                continue;
+            }
+            let req = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(&concrete)
+                .body(Body::empty())
+                .unwrap();
+            let (s, v) = send(&h.router, req).await;
+            assert_ne!(s, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert!(
+                s != StatusCode::NOT_FOUND || v["errors"]["error"][0]["error-path"].is_string(),
+                "{method} {path} is not routed"
+            );
+        }
+    }
+}
+
+/// The COE watcher's exact requests over a real socket: HTTP/1.1, basic auth, list-wrapped
+/// PUT to the item URL, and a 200 for PUT and DELETE.
+#[tokio::test]
+async fn a_real_listener_serves_the_watcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = RestConfig::new(dir.path().join("state"));
+    config.auth_file = Some(with_auth(dir.path()));
+    let nb = Northbound::open(&config, Arc::new(Unavailable)).unwrap();
+    let mut models = nb.subscribe();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(nb.serve_on(listener, async {
+        let _ = stopped.await;
+    }));
+
+    let request = move |method: &'static str, path: String, body: Option<Value>| {
+        tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            let body = body.map(|b| b.to_string()).unwrap_or_default();
+            write!(
+                s,
+                "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                basic("admin:admin"),
+                body.len()
+            )
+            .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            out
+        })
+    };
+    let resp = request(
+        "PUT",
+        item(Kind::Service, "s1"),
+        Some(wrapped(
+            Kind::Service,
+            watcher_service("s1", "web", "10.96.0.1", 80),
+        )),
+    )
+    .await
+    .unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
+    let published = models.wait_for(|p| p.revision == 1).await.unwrap().clone();
+    assert_eq!(published.model.services.len(), 1);
+    let resp = request("GET", item(Kind::Service, "s1"), None)
+        .await
+        .unwrap();
+    assert!(
+        resp.starts_with("HTTP/1.1 200 OK")
+            && resp.contains("\"cluster-ip-address\":\"10.96.0.1\""),
+        "{resp}"
+    );
+    let resp = request("DELETE", item(Kind::Service, "s1"), None)
+        .await
+        .unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}

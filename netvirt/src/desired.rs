@@ -1,0 +1,721 @@
+//! `desired(node, model, config, bindings)`: the flows and groups one node's `br-int` should
+//! hold. Pure and deterministic: the same inputs give the same state, ids and cookies.
+//!
+//! Flow count is O(service addresses + endpoints + local pods): each endpoint's DNAT is one
+//! flow shared by every service that uses it, and a service's buckets only load the endpoint
+//! into registers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
+
+use openflow::action::{OFPP_IN_PORT16, Resubmit};
+use openflow::ct::{Ct, CtZone, Nat};
+use openflow::instruction::Instruction;
+use openflow::subfield::Subfield;
+use openflow::{Action, Field, Match, OxmField};
+
+use crate::config::Config;
+use crate::flow::{Bucket, FlowEntry, FlowKey, GroupEntry, GroupKind};
+use crate::ids;
+use crate::model::{MacAddr, Model, Node, Protocol, Service, ServicePort, TrafficPolicy};
+use crate::pipeline::{REJECT_USERDATA, cookie, ct_state, group, reg, table};
+use crate::plan::State;
+use crate::resolve::{Backend, backends};
+
+/// The switch-side facts about a node that OVSDB supplies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeBindings {
+    /// OpenFlow port of each OVS Interface, by its `external_ids:iface-id`.
+    pub ofports: BTreeMap<String, u32>,
+    /// The service-gateway port, once it exists.
+    pub gateway: Option<GatewayPort>,
+    /// The uplink to the node's network, if any.
+    pub uplink: Option<Uplink>,
+}
+
+/// The node's service-gateway port: an internal port whose host side reaches services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewayPort {
+    /// Its OpenFlow port.
+    pub ofport: u32,
+    /// Its MAC address.
+    pub mac: MacAddr,
+}
+
+/// The port towards the node's network, and the next hop beyond it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Uplink {
+    /// Its OpenFlow port.
+    pub ofport: u32,
+    /// The MAC address that off-node traffic is sent to.
+    pub next_hop_mac: MacAddr,
+}
+
+/// A node's desired flows and groups, plus what a user needs to read them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DesiredState {
+    /// Flows and groups.
+    pub state: State<FlowKey, FlowEntry, GroupEntry>,
+    /// Each service port's group and backends, by `namespace/name:port/protocol`.
+    pub services: BTreeMap<String, ServicePortState>,
+    /// Inputs that could not all be honoured, e.g. two services on one address and port.
+    pub conflicts: Vec<String>,
+}
+
+/// How one service port is programmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePortState {
+    /// Its select group, or `None` when it has no backend and refuses connections.
+    pub group: Option<u32>,
+    /// Its cookie (the flows that steer to the group or refuse).
+    pub cookie: u64,
+    /// Backends, in bucket order.
+    pub backends: Vec<Backend>,
+}
+
+/// Computes `node`'s desired state.
+pub fn desired(
+    node: &Node,
+    model: &Model,
+    config: &Config,
+    bindings: &NodeBindings,
+) -> DesiredState {
+    let mut b = Builder {
+        out: DesiredState::default(),
+        config,
+    };
+    b.skeleton();
+    let gateway_ip = virtual_gateway_ip(node);
+    let elans = elan_ids(model);
+    b.pods(node, model, bindings, &elans);
+    b.node_ports(node, bindings, gateway_ip);
+    b.services(node, model, bindings, gateway_ip);
+    b.out
+}
+
+/// The virtual gateway's IP: the first address of the node's pod CIDR.
+pub fn virtual_gateway_ip(node: &Node) -> Option<Ipv4Addr> {
+    match node.pod_cidr {
+        Some(ipnet::IpNet::V4(net)) => net.hosts().next(),
+        _ => None,
+    }
+}
+
+/// ELAN ids of every namespace that has pods, explicit ones first.
+pub fn elan_ids(model: &Model) -> BTreeMap<String, u32> {
+    let mut names: BTreeSet<&str> = model.pods.values().map(|p| p.namespace.as_str()).collect();
+    let mut ids = BTreeMap::new();
+    for ns in model.namespaces.values() {
+        names.remove(ns.name.as_str());
+        ids.insert(ns.name.clone(), ns.elan);
+    }
+    let taken: BTreeSet<u32> = ids.values().copied().collect();
+    let mut allocated = ids::allocate(names, group::ELAN_MAX);
+    // An allocated id may collide with an explicit one: move it past the explicit ids.
+    for id in allocated.values_mut() {
+        while taken.contains(id) {
+            *id = if *id >= group::ELAN_MAX { 1 } else { *id + 1 };
+        }
+    }
+    ids.extend(allocated);
+    ids
+}
+
+struct Builder<'a> {
+    out: DesiredState,
+    config: &'a Config,
+}
+
+impl Builder<'_> {
+    fn flow(
+        &mut self,
+        table: u8,
+        priority: u16,
+        matches: Match,
+        cookie: u64,
+        instructions: Vec<Instruction>,
+    ) -> bool {
+        let key = FlowKey {
+            table,
+            priority,
+            matches,
+        };
+        if let Some(existing) = self.out.state.flows.get(&key) {
+            if existing.instructions != instructions {
+                self.out.conflicts.push(format!(
+                    "table {table} priority {priority}: two flows with one match; keeping cookie {:#x}, \
+                     dropping cookie {cookie:#x}",
+                    existing.cookie
+                ));
+            }
+            return false;
+        }
+        self.out.state.flows.insert(
+            key,
+            FlowEntry {
+                cookie,
+                instructions,
+            },
+        );
+        true
+    }
+
+    fn skeleton(&mut self) {
+        let c = cookie::make(cookie::SKELETON, 0);
+        let cfg = self.config;
+        self.flow(table::CLASSIFIER, 0, Match::new(), c, vec![]);
+        // ARP: proxy-answer every request from a local port with the gateway MAC, so all IP
+        // traffic is routed by the L3 table; IP goes on to conntrack; the rest is dropped
+        // unless an ELAN flood below takes it.
+        self.flow(
+            table::ARP,
+            100,
+            arp_request(),
+            c,
+            apply(arp_proxy_reply(cfg.gateway_mac)),
+        );
+        self.flow(table::ARP, 50, ip(), c, vec![goto(table::UNSNAT)]);
+        self.flow(table::ARP, 0, Match::new(), c, vec![]);
+        // Hairpin replies are un-SNATed in their own zone before anything else.
+        let loopback = ip().with(Field::Ipv4Dst, u32::from(cfg.loopback_ip));
+        self.flow(
+            table::UNSNAT,
+            100,
+            loopback,
+            c,
+            apply(vec![ct(
+                cfg.hairpin_zone,
+                table::CONNTRACK,
+                false,
+                Some(Nat::default()),
+            )]),
+        );
+        self.flow(
+            table::UNSNAT,
+            0,
+            Match::new(),
+            c,
+            vec![goto(table::CONNTRACK)],
+        );
+        self.flow(
+            table::CONNTRACK,
+            0,
+            ip(),
+            c,
+            apply(vec![ct(
+                cfg.service_zone,
+                table::CT_STATE,
+                false,
+                Some(Nat::default()),
+            )]),
+        );
+        self.flow(
+            table::CT_STATE,
+            200,
+            ct_match(ct_state::INV | ct_state::TRK, ct_state::INV | ct_state::TRK),
+            c,
+            vec![],
+        );
+        self.flow(
+            table::CT_STATE,
+            100,
+            ct_match(ct_state::NEW | ct_state::TRK, ct_state::NEW | ct_state::TRK),
+            c,
+            vec![goto(table::SERVICE)],
+        );
+        self.flow(
+            table::CT_STATE,
+            0,
+            Match::new(),
+            c,
+            vec![goto(table::HAIRPIN)],
+        );
+        // Every other new connection is committed, so its replies are +est, not +inv.
+        self.flow(
+            table::SERVICE,
+            0,
+            ip(),
+            c,
+            apply(vec![ct(cfg.service_zone, table::HAIRPIN, true, None)]),
+        );
+        self.flow(table::HAIRPIN, 0, Match::new(), c, vec![goto(table::L3)]);
+        // Clearing in_port lets hairpin traffic leave by the port it came in on.
+        self.flow(
+            table::OUTPUT,
+            0,
+            Match::new(),
+            c,
+            apply(vec![
+                Action::RegLoad {
+                    dst: Subfield::whole(Field::InPort),
+                    value: 0,
+                },
+                Action::OutputReg {
+                    src: Subfield::whole(reg::OUT_PORT),
+                    max_len: 0,
+                },
+            ]),
+        );
+    }
+
+    fn pods(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        bindings: &NodeBindings,
+        elans: &BTreeMap<String, u32>,
+    ) {
+        let gw_mac = self.config.gateway_mac;
+        let mut members: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+        for pod in model.pods.values().filter(|p| p.node == node.name) {
+            let (Some(&ofport), Some(&elan)) = (
+                bindings.ofports.get(&pod.iface_id),
+                elans.get(&pod.namespace),
+            ) else {
+                continue;
+            };
+            let c = cookie::make(cookie::POD, ofport);
+            members.entry(elan).or_default().insert(ofport);
+            self.flow(
+                table::CLASSIFIER,
+                100,
+                in_port(ofport),
+                c,
+                vec![
+                    Instruction::ApplyActions(vec![set(reg::ELAN, elan)]),
+                    goto(table::ARP),
+                ],
+            );
+            let Some(mac) = pod.mac else { continue };
+            for ip in pod.ips.iter().filter_map(v4) {
+                let hairpin = self::ip()
+                    .with(Field::Ipv4Src, u32::from(ip))
+                    .with(Field::Ipv4Dst, u32::from(ip));
+                let snat = Nat::snat(self.config.loopback_ip);
+                self.flow(
+                    table::HAIRPIN,
+                    100,
+                    hairpin,
+                    c,
+                    apply(vec![ct(
+                        self.config.hairpin_zone,
+                        table::L3,
+                        true,
+                        Some(snat),
+                    )]),
+                );
+                self.flow(table::L3, 100, to_ip(ip), c, route(gw_mac, mac, ofport));
+            }
+        }
+        if let Some(gw) = bindings.gateway {
+            for ports in members.values_mut() {
+                ports.insert(gw.ofport);
+            }
+        }
+        for (elan, ports) in members {
+            let id = group::ELAN_BASE | elan;
+            let buckets = ports
+                .into_iter()
+                .map(|port| Bucket {
+                    weight: 0,
+                    actions: vec![output(port)],
+                })
+                .collect();
+            self.out.state.groups.insert(
+                id,
+                GroupEntry {
+                    kind: GroupKind::All,
+                    buckets,
+                },
+            );
+            let flood = Match::new().with(reg::ELAN, elan);
+            self.flow(
+                table::ARP,
+                10,
+                flood,
+                cookie::make(cookie::ELAN, elan),
+                apply(vec![Action::Group(id)]),
+            );
+        }
+    }
+
+    fn node_ports(&mut self, node: &Node, bindings: &NodeBindings, gateway_ip: Option<Ipv4Addr>) {
+        let gw_mac = self.config.gateway_mac;
+        let c = cookie::make(cookie::NODE, 0);
+        if let Some(gw) = bindings.gateway {
+            self.flow(
+                table::CLASSIFIER,
+                100,
+                in_port(gw.ofport),
+                c,
+                vec![goto(table::ARP)],
+            );
+            self.flow(
+                table::L3,
+                100,
+                to_ip(self.config.gateway_host_ip),
+                c,
+                route(gw_mac, gw.mac, gw.ofport),
+            );
+        }
+        let Some(uplink) = bindings.uplink else {
+            return;
+        };
+        self.flow(
+            table::CLASSIFIER,
+            100,
+            in_port(uplink.ofport),
+            c,
+            vec![
+                Instruction::ApplyActions(vec![set(reg::FROM_UPLINK, 1u32)]),
+                goto(table::ARP),
+            ],
+        );
+        // From the uplink, answer ARP only for the node's own addresses (and, below, service
+        // addresses), never proxy for everything.
+        let from_uplink = || arp_request().with(reg::FROM_UPLINK, 1u32);
+        self.flow(
+            table::ARP,
+            190,
+            Match::new()
+                .with(Field::EthType, 0x0806u16)
+                .with(reg::FROM_UPLINK, 1u32),
+            c,
+            vec![],
+        );
+        for ip in node.ips.iter().filter_map(v4).chain(gateway_ip) {
+            let m = from_uplink().with(Field::ArpTpa, u32::from(ip));
+            self.flow(table::ARP, 200, m, c, apply(arp_reply_for(gw_mac, ip)));
+        }
+        // Off-node destinations leave by the uplink, to its next hop.
+        self.flow(
+            table::L3,
+            10,
+            ip(),
+            c,
+            route(gw_mac, uplink.next_hop_mac, uplink.ofport),
+        );
+    }
+
+    fn services(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        bindings: &NodeBindings,
+        gateway_ip: Option<Ipv4Addr>,
+    ) {
+        let config = self.config;
+        // One group per service port and traffic scope, named stably.
+        let mut plans = Vec::new();
+        for service in model.services.values() {
+            let endpoints = model
+                .endpoints
+                .get(&service.key)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for port in &service.ports {
+                for (scope, policy, addresses) in scopes(service, port, node, gateway_ip) {
+                    if addresses.is_empty() {
+                        continue;
+                    }
+                    let found = backends(port, endpoints, &node.name, policy, config);
+                    let name = format!(
+                        "{}:{}/{}{scope}",
+                        service.key,
+                        port.port,
+                        port.protocol.keyword()
+                    );
+                    plans.push((name, port.protocol, addresses, found));
+                }
+            }
+        }
+        let ids = ids::allocate(
+            plans.iter().map(|(name, ..)| name.as_str()),
+            group::SERVICE_MAX,
+        );
+        let mut endpoints: BTreeSet<(Protocol, Ipv4Addr, u16)> = BTreeSet::new();
+        for (name, protocol, addresses, found) in plans {
+            let Some(&id) = ids.get(&name) else {
+                self.out.conflicts.push(format!("{name}: no group id left"));
+                continue;
+            };
+            let c = cookie::make(cookie::SERVICE, id);
+            let v4_backends: Vec<(Backend, Ipv4Addr)> = found
+                .iter()
+                .filter_map(|b| v4(&b.ip).map(|ip| (*b, ip)))
+                .collect();
+            let actions = if v4_backends.is_empty() {
+                vec![Action::Controller(openflow::action::Controller {
+                    max_len: u16::MAX,
+                    controller_id: 0,
+                    reason: 1,
+                    userdata: REJECT_USERDATA.to_vec(),
+                    pause: false,
+                    meter_id: None,
+                    legacy: false,
+                })]
+            } else {
+                let buckets = v4_backends
+                    .iter()
+                    .map(|(b, ip)| Bucket {
+                        weight: b.weight,
+                        actions: vec![
+                            set(reg::ENDPOINT_IP, u32::from(*ip)),
+                            set(reg::ENDPOINT_PORT, u32::from(b.port)),
+                            resubmit(table::ENDPOINT),
+                        ],
+                    })
+                    .collect();
+                self.out.state.groups.insert(
+                    id,
+                    GroupEntry {
+                        kind: GroupKind::Select,
+                        buckets,
+                    },
+                );
+                endpoints.extend(v4_backends.iter().map(|(b, ip)| (protocol, *ip, b.port)));
+                vec![Action::Group(id)]
+            };
+            for (address, port) in &addresses {
+                let m = l4(protocol)
+                    .with(Field::Ipv4Dst, u32::from(*address))
+                    .with(dst_port_field(protocol), *port);
+                self.flow(table::SERVICE, 100, m, c, apply(actions.clone()));
+            }
+            self.out.services.insert(
+                name,
+                ServicePortState {
+                    group: (!v4_backends.is_empty()).then_some(id),
+                    cookie: c,
+                    backends: found,
+                },
+            );
+        }
+        // Answer ARP from the uplink for external and LB addresses that land on this node.
+        if bindings.uplink.is_some() {
+            let gw_mac = config.gateway_mac;
+            let announced: BTreeSet<Ipv4Addr> = model
+                .services
+                .values()
+                .flat_map(|s| s.external_ips.iter().chain(&s.lb_ingress_ips))
+                .filter_map(v4)
+                .collect();
+            for ip in announced {
+                let m = arp_request()
+                    .with(reg::FROM_UPLINK, 1u32)
+                    .with(Field::ArpTpa, u32::from(ip));
+                self.flow(
+                    table::ARP,
+                    200,
+                    m,
+                    cookie::make(cookie::NODE, 0),
+                    apply(arp_reply_for(gw_mac, ip)),
+                );
+            }
+        }
+        for (protocol, ip, port) in endpoints {
+            let m = l4(protocol)
+                .with(reg::ENDPOINT_IP, u32::from(ip))
+                .with(reg::ENDPOINT_PORT, u32::from(port));
+            let dnat = Nat::dnat(ip, Some(port));
+            let c = cookie::make(cookie::ENDPOINT, u32::from(ip));
+            self.flow(
+                table::ENDPOINT,
+                100,
+                m,
+                c,
+                apply(vec![ct(
+                    config.service_zone,
+                    table::HAIRPIN,
+                    true,
+                    Some(dnat),
+                )]),
+            );
+        }
+    }
+}
+
+/// A scope of a service port: group-name suffix, traffic policy, and (address, port) pairs.
+type Scope = (&'static str, TrafficPolicy, Vec<(Ipv4Addr, u16)>);
+
+/// The address classes of a service port: cluster-internal ones (cluster IPs) follow
+/// `internalTrafficPolicy`; the external ones (node ports, external and LB IPs) follow
+/// `externalTrafficPolicy`. Returns `(name suffix, policy, [(address, port)])`.
+fn scopes(
+    service: &Service,
+    port: &ServicePort,
+    node: &Node,
+    gateway_ip: Option<Ipv4Addr>,
+) -> Vec<Scope> {
+    let internal: Vec<(Ipv4Addr, u16)> = service
+        .cluster_ips
+        .iter()
+        .filter_map(v4)
+        .map(|ip| (ip, port.port))
+        .collect();
+    let mut external: Vec<(Ipv4Addr, u16)> = service
+        .external_ips
+        .iter()
+        .chain(&service.lb_ingress_ips)
+        .filter_map(v4)
+        .map(|ip| (ip, port.port))
+        .collect();
+    if let Some(node_port) = port.node_port {
+        external.extend(
+            node.ips
+                .iter()
+                .filter_map(v4)
+                .chain(gateway_ip)
+                .map(|ip| (ip, node_port)),
+        );
+    }
+    if service.internal_traffic_policy == service.external_traffic_policy {
+        let mut all = internal;
+        all.extend(external);
+        vec![("", service.internal_traffic_policy, all)]
+    } else {
+        vec![
+            ("", service.internal_traffic_policy, internal),
+            ("/external", service.external_traffic_policy, external),
+        ]
+    }
+}
+
+fn v4(ip: &IpAddr) -> Option<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(v4) => Some(*v4),
+        IpAddr::V6(_) => None,
+    }
+}
+
+fn mac_value(mac: MacAddr) -> u128 {
+    mac.0
+        .iter()
+        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
+}
+
+fn ip() -> Match {
+    Match::new().with(Field::EthType, 0x0800u16)
+}
+
+fn to_ip(ip: Ipv4Addr) -> Match {
+    self::ip().with(Field::Ipv4Dst, u32::from(ip))
+}
+
+fn l4(protocol: Protocol) -> Match {
+    ip().with(Field::IpProto, protocol.ip_proto())
+}
+
+fn dst_port_field(protocol: Protocol) -> Field {
+    match protocol {
+        Protocol::Tcp => Field::TcpDst,
+        Protocol::Udp => Field::UdpDst,
+        Protocol::Sctp => Field::SctpDst,
+    }
+}
+
+fn in_port(port: u32) -> Match {
+    Match::new().with(Field::InPortOxm, port)
+}
+
+fn arp_request() -> Match {
+    Match::new()
+        .with(Field::EthType, 0x0806u16)
+        .with(Field::ArpOp, 1u16)
+}
+
+fn ct_match(value: u32, mask: u32) -> Match {
+    Match::new().with_masked(Field::CtState, value, mask)
+}
+
+fn set(field: Field, value: impl Into<u128>) -> Action {
+    Action::SetField(OxmField::exact(field, value))
+}
+
+fn output(port: u32) -> Action {
+    Action::Output { port, max_len: 0 }
+}
+
+fn resubmit(table: u8) -> Action {
+    Action::Resubmit(Resubmit {
+        in_port: OFPP_IN_PORT16,
+        table,
+        ct: false,
+        legacy: false,
+    })
+}
+
+fn ct(zone: u16, table: u8, commit: bool, nat: Option<Nat>) -> Action {
+    Action::Ct(Ct {
+        commit,
+        zone: CtZone::Imm(zone),
+        table: Some(table),
+        nat,
+        ..Ct::default()
+    })
+}
+
+fn goto(table: u8) -> Instruction {
+    Instruction::GotoTable(table)
+}
+
+fn apply(actions: Vec<Action>) -> Vec<Instruction> {
+    vec![Instruction::ApplyActions(actions)]
+}
+
+fn moved(src: Field, dst: Field) -> Action {
+    Action::RegMove {
+        src: Subfield::whole(src),
+        dst: Subfield::whole(dst),
+    }
+}
+
+/// The MAC-swapping head of every ARP reply: back to the requester, from `mac`.
+fn arp_reply_head(mac: MacAddr) -> Vec<Action> {
+    vec![
+        moved(Field::EthSrc, Field::EthDst),
+        set(Field::EthSrc, mac_value(mac)),
+        set(Field::ArpOp, 2u16),
+        moved(Field::ArpSha, Field::ArpTha),
+        set(Field::ArpSha, mac_value(mac)),
+    ]
+}
+
+/// Answers "who has TPA?" with `mac`, whatever TPA is (proxy ARP).
+fn arp_proxy_reply(mac: MacAddr) -> Vec<Action> {
+    let mut actions = arp_reply_head(mac);
+    actions.extend([
+        moved(Field::ArpTpa, reg::SCRATCH),
+        moved(Field::ArpSpa, Field::ArpTpa),
+        moved(reg::SCRATCH, Field::ArpSpa),
+        output(OFPP_IN_PORT),
+    ]);
+    actions
+}
+
+/// Answers "who has `ip`?" with `mac`.
+fn arp_reply_for(mac: MacAddr, ip: Ipv4Addr) -> Vec<Action> {
+    let mut actions = arp_reply_head(mac);
+    actions.extend([
+        moved(Field::ArpSpa, Field::ArpTpa),
+        set(Field::ArpSpa, u32::from(ip)),
+        output(OFPP_IN_PORT),
+    ]);
+    actions
+}
+
+/// Routes to a port: from the gateway MAC to `mac`, with the TTL decremented.
+fn route(gw_mac: MacAddr, mac: MacAddr, ofport: u32) -> Vec<Instruction> {
+    vec![
+        Instruction::ApplyActions(vec![
+            set(Field::EthSrc, mac_value(gw_mac)),
+            set(Field::EthDst, mac_value(mac)),
+            Action::DecNwTtl,
+            set(reg::OUT_PORT, ofport),
+        ]),
+        goto(table::OUTPUT),
+    ]
+}
+
+/// `OFPP_IN_PORT` as a 32-bit port.
+const OFPP_IN_PORT: u32 = 0xffff_fff8;

@@ -1,0 +1,134 @@
+//! A node's OVSDB side: what `br-int` and the service-gateway port must look like, and the
+//! port bindings read back from the database. Pure: it reads a replica and returns
+//! operations; the caller sends them.
+//!
+//! svcflow marks the interfaces it cares about with `external_ids`:
+//! - `svcflow-role=service-gateway` on the gateway port it creates;
+//! - `svcflow-role=uplink` plus `svcflow-next-hop-mac=MAC` on an uplink an operator adds;
+//! - `iface-id=UID` on pod interfaces, set by the CNI, binds them to pods in the model.
+
+use std::collections::BTreeMap;
+
+use ovsdb::Operation;
+use ovsdb::Replica;
+use ovsdb::vswitch::{
+    BridgeSpec, ControllerSpec, FailMode, HelperError, InterfaceType, PortSpec, VSwitchQuery,
+    add_port_ops_named, ensure_bridge_ops, set_controllers_ops,
+};
+
+use crate::desired::{GatewayPort, NodeBindings, Uplink};
+use crate::model::MacAddr;
+
+/// The `external_ids` key that marks svcflow's interfaces.
+pub const ROLE_KEY: &str = "svcflow-role";
+/// [`ROLE_KEY`] of the service-gateway port.
+pub const ROLE_GATEWAY: &str = "service-gateway";
+/// [`ROLE_KEY`] of an uplink.
+pub const ROLE_UPLINK: &str = "uplink";
+/// The `external_ids` key of an uplink's next-hop MAC.
+pub const NEXT_HOP_KEY: &str = "svcflow-next-hop-mac";
+/// The `external_ids` key that binds an interface to a pod.
+pub const IFACE_ID_KEY: &str = "iface-id";
+
+/// How svcflow sets up each node's switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSetup {
+    /// The integration bridge, normally `br-int`.
+    pub bridge: String,
+    /// `netdev` (userspace) or `system` (kernel).
+    pub datapath_type: String,
+    /// The OpenFlow controller target the node's switch connects to.
+    pub controller: String,
+    /// The gateway port's name.
+    pub gateway_port: String,
+    /// The gateway port's fixed MAC.
+    pub gateway_mac: MacAddr,
+    /// The bridge's datapath id, by which the controller knows which node a switch is.
+    pub datapath_id: u64,
+}
+
+/// A node's datapath id: svcflow's mark `0x5356` over 48 bits of the node name's hash, so a
+/// switch that connects is recognised as its node, across restarts and replicas.
+pub fn datapath_id(node: &str) -> u64 {
+    (0x5356 << 48) | (crate::ids::fnv1a(node.as_bytes()) & 0xffff_ffff_ffff)
+}
+
+impl Default for NodeSetup {
+    fn default() -> Self {
+        Self {
+            bridge: "br-int".into(),
+            datapath_type: "netdev".into(),
+            controller: "tcp:127.0.0.1:6653".into(),
+            gateway_port: "svc-gw".into(),
+            gateway_mac: MacAddr([0x0a, 0x58, 0xa9, 0xfe, 0x00, 0x01]),
+            datapath_id: datapath_id(""),
+        }
+    }
+}
+
+/// Operations that make the bridge, its controller and the gateway port as `setup` says;
+/// empty when they already are.
+pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>, HelperError> {
+    let mut bridge = BridgeSpec::new(&setup.bridge);
+    bridge.datapath_type = Some(setup.datapath_type.clone());
+    bridge.fail_mode = Some(FailMode::Secure);
+    bridge.protocols = vec!["OpenFlow13".into()];
+    bridge.datapath_id = Some(format!("{:016x}", setup.datapath_id));
+    let mut ops = ensure_bridge_ops(replica, &bridge);
+    if replica.bridge(&setup.bridge).is_none() {
+        // The bridge is created by these ops; the rest follows on the next pass.
+        return Ok(ops);
+    }
+    let controller = ControllerSpec {
+        target: setup.controller.clone(),
+        connection_mode: Some("out-of-band".into()),
+    };
+    ops.extend(set_controllers_ops(replica, &setup.bridge, &[controller])?);
+    let mut gw = PortSpec::new(&setup.gateway_port, InterfaceType::Internal);
+    gw.iface_external_ids = BTreeMap::from([(ROLE_KEY.to_string(), ROLE_GATEWAY.to_string())]);
+    gw.mac = Some(setup.gateway_mac.to_string());
+    ops.extend(add_port_ops_named(replica, &setup.bridge, &gw, "gw")?);
+    Ok(ops)
+}
+
+/// The bindings of `bridge`'s interfaces that have an OpenFlow port.
+pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
+    let mut out = NodeBindings::default();
+    for port in replica.bridge_ports(bridge) {
+        let Some(iface) = replica.interface(&port.name) else {
+            continue;
+        };
+        let Some(ofport) = iface
+            .ofport
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|p| *p > 0)
+        else {
+            continue;
+        };
+        match iface.external_ids.get(ROLE_KEY).map(String::as_str) {
+            Some(ROLE_GATEWAY) => {
+                let mac = iface.mac_in_use.as_deref().or(iface.mac.as_deref());
+                if let Some(mac) = mac.and_then(|m| m.parse().ok()) {
+                    out.gateway = Some(GatewayPort { ofport, mac });
+                }
+            }
+            Some(ROLE_UPLINK) => {
+                let next_hop = iface
+                    .external_ids
+                    .get(NEXT_HOP_KEY)
+                    .and_then(|m| m.parse().ok());
+                if let Some(next_hop_mac) = next_hop {
+                    out.uplink = Some(Uplink {
+                        ofport,
+                        next_hop_mac,
+                    });
+                }
+            }
+            _ => {}
+        }
+        if let Some(id) = iface.external_ids.get(IFACE_ID_KEY) {
+            out.ofports.insert(id.clone(), ofport);
+        }
+    }
+    out
+}

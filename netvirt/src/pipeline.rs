@@ -1,0 +1,99 @@
+//! The tables, registers, zones and cookies of svcflow's pipeline on `br-int`.
+//! `docs/pipeline.md` walks through it table by table.
+
+/// Tables, in the order a packet visits them.
+pub mod table {
+    /// Classify by ingress port: pod (load its ELAN), gateway port, or uplink.
+    pub const CLASSIFIER: u8 = 0;
+    /// Answer ARP (virtual gateway, node and service addresses); flood other non-IP frames
+    /// in the ELAN.
+    pub const ARP: u8 = 10;
+    /// Un-SNAT hairpin replies (addressed to the virtual loopback IP).
+    pub const UNSNAT: u8 = 20;
+    /// Track every IP packet in the service zone, un-DNATing replies.
+    pub const CONNTRACK: u8 = 21;
+    /// Dispatch on connection state: new connections go to service selection.
+    pub const CT_STATE: u8 = 30;
+    /// New connections to a service address go to the service's select group; all other new
+    /// connections are committed as they are.
+    pub const SERVICE: u8 = 40;
+    /// One flow per endpoint: DNAT to it and commit.
+    pub const ENDPOINT: u8 = 41;
+    /// SNAT a pod reaching itself through a service to the virtual loopback IP.
+    pub const HAIRPIN: u8 = 45;
+    /// Route by destination IP: rewrite MACs, decrement TTL, choose the output port.
+    pub const L3: u8 = 50;
+    /// Output to the chosen port (also back out of the ingress port, for hairpin).
+    pub const OUTPUT: u8 = 60;
+}
+
+/// Registers.
+pub mod reg {
+    use openflow::Field;
+
+    /// 1 when the packet came in on the uplink.
+    pub const FROM_UPLINK: Field = Field::Reg0;
+    /// Scratch space for the ARP responder's address swap.
+    pub const SCRATCH: Field = Field::Reg2;
+    /// The chosen endpoint's IPv4 address, set by a group bucket.
+    pub const ENDPOINT_IP: Field = Field::Reg3;
+    /// The chosen endpoint's port, set by a group bucket.
+    pub const ENDPOINT_PORT: Field = Field::Reg4;
+    /// The ingress port's ELAN.
+    pub const ELAN: Field = Field::Reg6;
+    /// The output port chosen by L3 forwarding.
+    pub const OUT_PORT: Field = Field::Reg7;
+}
+
+/// `ct_state` bits (`lib/packets.h` `CS_*`).
+pub mod ct_state {
+    /// `+new`.
+    pub const NEW: u32 = 0x01;
+    /// `+est`.
+    pub const EST: u32 = 0x02;
+    /// `+rel`.
+    pub const REL: u32 = 0x04;
+    /// `+inv`.
+    pub const INV: u32 = 0x10;
+    /// `+trk`.
+    pub const TRK: u32 = 0x20;
+}
+
+/// Cookies: the top 16 bits mark svcflow's flows; the next 8 bits say what the flow is for,
+/// and the low 32 bits which object (a service port's group id, an ELAN, …).
+pub mod cookie {
+    /// svcflow's mark, "SV".
+    pub const MARK: u64 = 0x5356 << 48;
+    /// The mask that selects svcflow's flows.
+    pub const MARK_MASK: u64 = 0xffff << 48;
+    /// The fixed skeleton of the pipeline.
+    pub const SKELETON: u8 = 0;
+    /// A pod's port.
+    pub const POD: u8 = 1;
+    /// A service port; the low bits are its group id.
+    pub const SERVICE: u8 = 2;
+    /// An endpoint's DNAT.
+    pub const ENDPOINT: u8 = 3;
+    /// An ELAN's flood.
+    pub const ELAN: u8 = 4;
+    /// The node's own ports and addresses (gateway port, uplink).
+    pub const NODE: u8 = 5;
+
+    /// The cookie of a flow of `kind` for object `id`.
+    pub const fn make(kind: u8, id: u32) -> u64 {
+        MARK | ((kind as u64) << 40) | id as u64
+    }
+}
+
+/// Group id spaces: service ports take ids below 2^31; ELAN flood groups have the top bit set.
+pub mod group {
+    /// The largest service group id.
+    pub const SERVICE_MAX: u32 = 0x7fff_ffff;
+    /// ELAN flood groups are `ELAN_BASE | elan`.
+    pub const ELAN_BASE: u32 = 0x8000_0000;
+    /// The largest ELAN id.
+    pub const ELAN_MAX: u32 = 0x00ff_ffff;
+}
+
+/// The controller `userdata` that asks svcflow to refuse the packet's connection.
+pub const REJECT_USERDATA: &[u8] = b"svcflow-reject";

@@ -1,0 +1,260 @@
+//! Scenario files: one node's inputs in TOML, for golden tests and for end-to-end tests that
+//! install the same state on a real switch. See `tests/scenarios/*/input.toml`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use crate::config::Config;
+use crate::desired::{GatewayPort, NodeBindings, Uplink};
+use crate::model::{
+    Endpoint, EndpointConditions, EndpointPort, MacAddr, Model, ModelError, Node, PodInterface,
+    Protocol, Service, ServiceKey, ServicePort, ServiceType, SessionAffinity, TargetPort,
+    TrafficPolicy,
+};
+
+/// A parsed scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The node whose state is computed.
+    pub node: Node,
+    /// The model.
+    pub model: Model,
+    /// The configuration.
+    pub config: Config,
+    /// The node's port bindings.
+    pub bindings: NodeBindings,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    config: ConfigFile,
+    node: NodeFile,
+    #[serde(default)]
+    bindings: BindingsFile,
+    #[serde(default)]
+    pods: Vec<PodFile>,
+    #[serde(default)]
+    services: Vec<ServiceFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    local_endpoint_weight: Option<u16>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeFile {
+    name: String,
+    #[serde(default)]
+    ips: Vec<IpAddr>,
+    pod_cidr: Option<IpNet>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BindingsFile {
+    gateway: Option<PortFile>,
+    uplink: Option<PortFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PortFile {
+    ofport: u32,
+    mac: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PodFile {
+    name: String,
+    namespace: String,
+    ips: Vec<IpAddr>,
+    mac: String,
+    node: String,
+    /// The pod's port on this node's switch, if it is bound here.
+    ofport: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServiceFile {
+    namespace: String,
+    name: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    cluster_ips: Vec<IpAddr>,
+    ports: Vec<PortSpecFile>,
+    #[serde(default)]
+    external_ips: Vec<IpAddr>,
+    #[serde(default)]
+    lb_ingress_ips: Vec<IpAddr>,
+    #[serde(default)]
+    external_traffic_policy_local: bool,
+    #[serde(default)]
+    endpoints: Vec<EndpointFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PortSpecFile {
+    #[serde(default)]
+    name: String,
+    #[serde(default = "tcp")]
+    protocol: String,
+    port: u16,
+    target_port: u16,
+    node_port: Option<u16>,
+}
+
+fn tcp() -> String {
+    "TCP".to_string()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointFile {
+    address: IpAddr,
+    node: Option<String>,
+    #[serde(default = "yes")]
+    ready: bool,
+    weight: Option<u16>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Scenario {
+    /// Parses a scenario file.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let model_err = |e: ModelError| e.to_string();
+        let mut config = Config::default();
+        if let Some(weight) = file.config.local_endpoint_weight {
+            config.local_endpoint_weight = weight;
+        }
+        let node = Node {
+            name: file.node.name,
+            ips: file.node.ips,
+            pod_cidr: file.node.pod_cidr,
+            labels: file.node.labels,
+        };
+        let mut bindings = NodeBindings::default();
+        if let Some(gw) = file.bindings.gateway {
+            bindings.gateway = Some(GatewayPort {
+                ofport: gw.ofport,
+                mac: gw.mac.parse().map_err(model_err)?,
+            });
+        }
+        if let Some(up) = file.bindings.uplink {
+            bindings.uplink = Some(Uplink {
+                ofport: up.ofport,
+                next_hop_mac: up.mac.parse().map_err(model_err)?,
+            });
+        }
+        let mut model = Model::default();
+        for pod in file.pods {
+            let uid = format!("{}/{}", pod.namespace, pod.name);
+            if let Some(ofport) = pod.ofport {
+                bindings.ofports.insert(uid.clone(), ofport);
+            }
+            let mac: MacAddr = pod.mac.parse().map_err(model_err)?;
+            model.pods.insert(
+                uid.clone(),
+                PodInterface {
+                    iface_id: uid.clone(),
+                    uid,
+                    namespace: pod.namespace,
+                    name: pod.name,
+                    ips: pod.ips,
+                    mac: Some(mac),
+                    node: pod.node,
+                },
+            );
+        }
+        for svc in file.services {
+            let key = ServiceKey::new(&svc.namespace, &svc.name);
+            let kind = match svc.kind.as_deref() {
+                None | Some("ClusterIP") => ServiceType::ClusterIp,
+                Some("NodePort") => ServiceType::NodePort,
+                Some("LoadBalancer") => ServiceType::LoadBalancer,
+                Some(other) => return Err(format!("{key}: unknown type {other}")),
+            };
+            let mut ports = Vec::new();
+            for p in &svc.ports {
+                ports.push(ServicePort {
+                    name: p.name.clone(),
+                    protocol: p.protocol.parse::<Protocol>().map_err(model_err)?,
+                    port: p.port,
+                    target_port: TargetPort::Number(p.target_port),
+                    node_port: p.node_port,
+                });
+            }
+            let endpoints = svc
+                .endpoints
+                .iter()
+                .map(|e| Endpoint {
+                    address: e.address,
+                    ports: ports
+                        .iter()
+                        .map(|p| EndpointPort {
+                            name: p.name.clone(),
+                            protocol: p.protocol,
+                            port: match p.target_port {
+                                TargetPort::Number(n) => n,
+                                TargetPort::Name(_) => 0,
+                            },
+                        })
+                        .collect(),
+                    node: e.node.clone(),
+                    conditions: EndpointConditions {
+                        ready: e.ready,
+                        serving: e.ready,
+                        terminating: false,
+                    },
+                    zone: None,
+                    weight: e.weight,
+                })
+                .collect();
+            let external_policy = if svc.external_traffic_policy_local {
+                TrafficPolicy::Local
+            } else {
+                TrafficPolicy::Cluster
+            };
+            model.endpoints.insert(key.clone(), endpoints);
+            model.services.insert(
+                key.clone(),
+                Service {
+                    uid: key.to_string(),
+                    key,
+                    kind,
+                    cluster_ips: svc.cluster_ips,
+                    ports,
+                    external_ips: svc.external_ips,
+                    lb_ingress_ips: svc.lb_ingress_ips,
+                    session_affinity: SessionAffinity::None,
+                    external_traffic_policy: external_policy,
+                    internal_traffic_policy: TrafficPolicy::Cluster,
+                },
+            );
+        }
+        model.nodes.insert(node.name.clone(), node.clone());
+        Ok(Self {
+            node,
+            model,
+            config,
+            bindings,
+        })
+    }
+}

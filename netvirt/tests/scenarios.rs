@@ -1,0 +1,92 @@
+//! Golden scenarios: each folder under `tests/scenarios/` holds `input.toml` and the expected
+//! `flows.txt` and `groups.txt`, in the exact text of `ovs-ofctl dump-flows --no-stats` and
+//! `dump-groups`. Set `SVCFLOW_BLESS=1` to rewrite the expected files after an intended
+//! change, then review the diff like code.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::Path;
+
+use netvirt::desired::desired;
+use netvirt::flow::{DumpFlow, DumpGroup};
+use netvirt::scenario::Scenario;
+
+fn render(dir: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(dir.join("input.toml")).unwrap();
+    let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let out = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(out.conflicts.is_empty(), "{:?}", out.conflicts);
+    let flows: String = out
+        .state
+        .flows
+        .iter()
+        .map(|(k, v)| format!("{}\n", DumpFlow(k, v)))
+        .collect();
+    let groups: String = out
+        .state
+        .groups
+        .iter()
+        .map(|(id, g)| format!("{}\n", DumpGroup(*id, g)))
+        .collect();
+    // Determinism: a second run gives the same bytes.
+    let again = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(again, out);
+    (flows, groups)
+}
+
+#[test]
+fn scenarios_match_their_golden_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let bless = std::env::var_os("SVCFLOW_BLESS").is_some();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.join("input.toml").is_file() {
+            continue;
+        }
+        seen += 1;
+        let (flows, groups) = render(&dir);
+        for (file, actual) in [("flows.txt", flows), ("groups.txt", groups)] {
+            let path = dir.join(file);
+            if bless {
+                std::fs::write(&path, &actual).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+                panic!("{} is missing; run with SVCFLOW_BLESS=1", path.display())
+            });
+            assert_eq!(
+                actual,
+                expected,
+                "{} differs (SVCFLOW_BLESS=1 rewrites it)",
+                path.display()
+            );
+        }
+    }
+    assert!(seen > 0, "no scenario found under {}", root.display());
+}
+
+/// `docs/pipeline.md` quotes flows and groups; each quoted line must be one the golden
+/// scenario really produces, so the document cannot drift from the code.
+#[test]
+fn the_pipeline_document_quotes_only_real_output() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("../docs/pipeline.md")).unwrap();
+    let (flows, groups) = render(&root.join("tests/scenarios/node-services"));
+    let produced: Vec<&str> = flows.lines().chain(groups.lines()).collect();
+    let quoted: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with(" cookie=") || l.starts_with(" group_id="))
+        .collect();
+    assert!(
+        quoted.len() >= 20,
+        "the document quotes only {} lines",
+        quoted.len()
+    );
+    for line in quoted {
+        assert!(
+            produced.contains(&line),
+            "docs/pipeline.md quotes a line netvirt does not produce:\n{line}"
+        );
+    }
+}

@@ -1,0 +1,329 @@
+//! The Nicira `ct` and `nat` actions (`nicira-ext.h` `struct
+//! nx_action_conntrack`, `struct nx_action_nat`; `lib/ofp-actions.c`).
+
+use std::fmt::{self, Write as _};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::action::Action;
+use crate::error::DecodeError;
+use crate::subfield::{Subfield, pull_nxm_header, put_nxm_header};
+use crate::wire::{Reader, Writer};
+
+/// `NX_CT_F_COMMIT`.
+pub const NX_CT_F_COMMIT: u16 = 1;
+/// `NX_CT_F_FORCE`.
+pub const NX_CT_F_FORCE: u16 = 2;
+/// `NX_CT_RECIRC_NONE`: no recirculation table.
+pub const NX_CT_RECIRC_NONE: u8 = 0xff;
+
+/// Where the conntrack zone comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CtZone {
+    /// An immediate zone (`zone=5`; 0 is the default zone).
+    Imm(u16),
+    /// A field's bits (`zone=NXM_NX_REG0[0..15]`).
+    Field(Subfield),
+}
+
+/// `ct(...)`: send the packet through the connection tracker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ct {
+    /// Commit the connection (`commit`).
+    pub commit: bool,
+    /// Commit even if the connection goes the other way (`force`).
+    pub force: bool,
+    /// Zone.
+    pub zone: CtZone,
+    /// Table to recirculate to (`table=N`), if any.
+    pub table: Option<u8>,
+    /// ALG port (21 = ftp, 69 = tftp), 0 for none.
+    pub alg: u16,
+    /// NAT, encoded as the first nested action.
+    pub nat: Option<Nat>,
+    /// Other nested actions (`exec(...)`), only `set_field` to `ct_mark`/`ct_label` in OVS.
+    pub exec: Vec<Action>,
+}
+
+impl Default for Ct {
+    fn default() -> Self {
+        Ct {
+            commit: false,
+            force: false,
+            zone: CtZone::Imm(0),
+            table: None,
+            alg: 0,
+            nat: None,
+            exec: Vec::new(),
+        }
+    }
+}
+
+impl Ct {
+    /// Writes the body after the Nicira subtype (nicira-ext.h `struct nx_action_conntrack`).
+    pub(crate) fn encode_body(&self, w: &mut Writer) {
+        w.u16((u16::from(self.commit) * NX_CT_F_COMMIT) | (u16::from(self.force) * NX_CT_F_FORCE));
+        match self.zone {
+            CtZone::Imm(z) => {
+                w.u32(0);
+                w.u16(z);
+            }
+            CtZone::Field(sf) => {
+                put_nxm_header(w, sf.field);
+                w.u16(sf.ofs_nbits());
+            }
+        }
+        w.u8(self.table.unwrap_or(NX_CT_RECIRC_NONE));
+        w.zeros(3);
+        w.u16(self.alg);
+        if let Some(nat) = &self.nat {
+            crate::action::encode_nat(nat, w);
+        }
+        for a in &self.exec {
+            a.encode(w);
+        }
+    }
+
+    pub(crate) fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let flags = r.u16()?;
+        if flags & !(NX_CT_F_COMMIT | NX_CT_F_FORCE) != 0 {
+            return Err(DecodeError::BadValue("ct flags"));
+        }
+        let zone_src = r.peek(4)?;
+        let zone = if zone_src == [0, 0, 0, 0] {
+            r.u32()?;
+            CtZone::Imm(r.u16()?)
+        } else {
+            let field = pull_nxm_header(r)?;
+            CtZone::Field(Subfield::from_ofs_nbits(field, r.u16()?)?)
+        };
+        let table = r.u8()?;
+        r.pad(3, "nx_action_conntrack")?;
+        let alg = r.u16()?;
+        let mut nat = None;
+        let mut actions = Vec::new();
+        while !r.is_empty() {
+            match Action::decode(r)? {
+                Action::Nat(n) if nat.is_none() && actions.is_empty() => nat = Some(n),
+                a => actions.push(a),
+            }
+        }
+        Ok(Ct {
+            commit: flags & NX_CT_F_COMMIT != 0,
+            force: flags & NX_CT_F_FORCE != 0,
+            zone,
+            table: (table != NX_CT_RECIRC_NONE).then_some(table),
+            alg,
+            nat,
+            exec: actions,
+        })
+    }
+}
+
+impl fmt::Display for Ct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::from("ct(");
+        if self.commit {
+            s.push_str("commit,");
+        }
+        if self.force {
+            s.push_str("force,");
+        }
+        if let Some(t) = self.table {
+            let _ = write!(s, "table={t},");
+        }
+        match self.zone {
+            CtZone::Field(sf) => {
+                let _ = write!(s, "zone={sf},");
+            }
+            CtZone::Imm(0) => {}
+            CtZone::Imm(z) => {
+                let _ = write!(s, "zone={z},");
+            }
+        }
+        if let Some(nat) = &self.nat {
+            let _ = write!(s, "{nat},");
+        }
+        if !self.exec.is_empty() {
+            s.push_str("exec(");
+            s.push_str(&crate::action::format_actions(&self.exec));
+            s.push_str("),");
+        }
+        match self.alg {
+            0 => {}
+            21 => s.push_str("alg=ftp,"),
+            69 => s.push_str("alg=tftp,"),
+            a => {
+                let _ = write!(s, "alg={a},");
+            }
+        }
+        if s.ends_with(',') {
+            s.pop();
+        }
+        s.push(')');
+        f.write_str(&s)
+    }
+}
+
+/// `NX_NAT_F_SRC`.
+pub const NX_NAT_F_SRC: u16 = 1 << 0;
+/// `NX_NAT_F_DST`.
+pub const NX_NAT_F_DST: u16 = 1 << 1;
+/// `NX_NAT_F_PERSISTENT`.
+pub const NX_NAT_F_PERSISTENT: u16 = 1 << 2;
+/// `NX_NAT_F_PROTO_HASH`.
+pub const NX_NAT_F_PROTO_HASH: u16 = 1 << 3;
+/// `NX_NAT_F_PROTO_RANDOM`.
+pub const NX_NAT_F_PROTO_RANDOM: u16 = 1 << 4;
+
+/// `nat(...)` inside `ct` (nicira-ext.h `struct nx_action_nat`).
+///
+/// Range members are optional exactly as `range_present` bits are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Nat {
+    /// `NX_NAT_F_*` flags.
+    pub flags: u16,
+    /// Lowest IPv4 address.
+    pub ipv4_min: Option<Ipv4Addr>,
+    /// Highest IPv4 address.
+    pub ipv4_max: Option<Ipv4Addr>,
+    /// Lowest IPv6 address.
+    pub ipv6_min: Option<Ipv6Addr>,
+    /// Highest IPv6 address.
+    pub ipv6_max: Option<Ipv6Addr>,
+    /// Lowest port.
+    pub proto_min: Option<u16>,
+    /// Highest port.
+    pub proto_max: Option<u16>,
+}
+
+impl Nat {
+    /// `nat(dst=IP:PORT)`.
+    pub fn dnat(ip: Ipv4Addr, port: Option<u16>) -> Self {
+        Nat {
+            flags: NX_NAT_F_DST,
+            ipv4_min: Some(ip),
+            proto_min: port,
+            ..Nat::default()
+        }
+    }
+
+    /// `nat(src=IP)`.
+    pub fn snat(ip: Ipv4Addr) -> Self {
+        Nat {
+            flags: NX_NAT_F_SRC,
+            ipv4_min: Some(ip),
+            ..Nat::default()
+        }
+    }
+
+    fn range_present(&self) -> u16 {
+        u16::from(self.ipv4_min.is_some())
+            | u16::from(self.ipv4_max.is_some()) << 1
+            | u16::from(self.ipv6_min.is_some()) << 2
+            | u16::from(self.ipv6_max.is_some()) << 3
+            | u16::from(self.proto_min.is_some()) << 4
+            | u16::from(self.proto_max.is_some()) << 5
+    }
+
+    pub(crate) fn encode_body(&self, w: &mut Writer) {
+        w.zeros(2);
+        w.u16(self.flags);
+        w.u16(self.range_present());
+        if let Some(a) = self.ipv4_min {
+            w.bytes(&a.octets());
+        }
+        if let Some(a) = self.ipv4_max {
+            w.bytes(&a.octets());
+        }
+        if let Some(a) = self.ipv6_min {
+            w.bytes(&a.octets());
+        }
+        if let Some(a) = self.ipv6_max {
+            w.bytes(&a.octets());
+        }
+        if let Some(p) = self.proto_min {
+            w.u16(p);
+        }
+        if let Some(p) = self.proto_max {
+            w.u16(p);
+        }
+    }
+
+    pub(crate) fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.pad(2, "nx_action_nat")?;
+        let flags = r.u16()?;
+        let present = r.u16()?;
+        if present & !0x3f != 0 || flags & !0x1f != 0 {
+            return Err(DecodeError::BadValue("nat"));
+        }
+        let bit = |b: u16| present & b != 0;
+        let v4 = |r: &mut Reader<'_>| r.array::<4>().map(Ipv4Addr::from);
+        let v6 = |r: &mut Reader<'_>| r.array::<16>().map(Ipv6Addr::from);
+        Ok(Nat {
+            flags,
+            ipv4_min: if bit(1) { Some(v4(r)?) } else { None },
+            ipv4_max: if bit(2) { Some(v4(r)?) } else { None },
+            ipv6_min: if bit(4) { Some(v6(r)?) } else { None },
+            ipv6_max: if bit(8) { Some(v6(r)?) } else { None },
+            proto_min: if bit(16) { Some(r.u16()?) } else { None },
+            proto_max: if bit(32) { Some(r.u16()?) } else { None },
+        })
+    }
+}
+
+impl fmt::Display for Nat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("nat")?;
+        if self.flags & (NX_NAT_F_SRC | NX_NAT_F_DST) == 0 {
+            return Ok(());
+        }
+        let mut s = String::from("(");
+        s.push_str(if self.flags & NX_NAT_F_SRC != 0 {
+            "src"
+        } else {
+            "dst"
+        });
+        let pmin = self.proto_min.unwrap_or(0);
+        let has_range = self.ipv4_min.is_some() || self.ipv6_min.is_some();
+        if has_range {
+            s.push('=');
+            if let Some(min) = self.ipv4_min {
+                let _ = write!(s, "{min}");
+                if let Some(max) = self.ipv4_max.filter(|m| !m.is_unspecified() && *m != min) {
+                    let _ = write!(s, "-{max}");
+                }
+            } else if let Some(min) = self.ipv6_min {
+                let br = |a: Ipv6Addr| {
+                    if pmin != 0 {
+                        format!("[{a}]")
+                    } else {
+                        a.to_string()
+                    }
+                };
+                s.push_str(&br(min));
+                if let Some(max) = self.ipv6_max.filter(|m| !m.is_unspecified() && *m != min) {
+                    let _ = write!(s, "-{}", br(max));
+                }
+            }
+            if pmin != 0 {
+                let _ = write!(s, ":{pmin}");
+                if let Some(max) = self.proto_max.filter(|&m| m != 0 && m != pmin) {
+                    let _ = write!(s, "-{max}");
+                }
+            }
+        }
+        s.push(',');
+        if self.flags & NX_NAT_F_PERSISTENT != 0 {
+            s.push_str("persistent,");
+        }
+        if self.flags & NX_NAT_F_PROTO_HASH != 0 {
+            s.push_str("hash,");
+        }
+        if self.flags & NX_NAT_F_PROTO_RANDOM != 0 {
+            s.push_str("random,");
+        }
+        s.pop();
+        s.push(')');
+        f.write_str(&s)
+    }
+}

@@ -1,0 +1,513 @@
+//! OXM match entries and the OF1.3 `ofp_match` structure (OF1.3 §7.2.3).
+//!
+//! A [`Match`] keeps its entries in wire order so that decoding then
+//! encoding reproduces the input bytes. [`Match::insert`] places new entries
+//! in the order Open vSwitch's `nx_put_raw()` emits them, so a match built in
+//! Rust encodes exactly as `ovs-ofctl` would.
+
+use crate::error::{DecodeError, EncodeError};
+use crate::field::{Field, OXM_CLASS_EXPERIMENTER, Prereq};
+use crate::wire::{Reader, Writer};
+
+/// `OFPMT_OXM` (OF1.3 §7.2.3.1 `enum ofp_match_type`).
+pub const OFPMT_OXM: u16 = 1;
+
+/// One OXM TLV: a field, its value and an optional mask (OF1.3 §7.2.3.2).
+///
+/// Values and masks hold the field's bytes as a big-endian integer in the
+/// low [`Field::len`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OxmField {
+    /// The field.
+    pub field: Field,
+    /// The value.
+    pub value: u128,
+    /// The mask, if the entry is masked (`OXM_HASMASK`).
+    pub mask: Option<u128>,
+}
+
+impl OxmField {
+    /// An exact-match entry.
+    pub fn exact(field: Field, value: impl Into<u128>) -> Self {
+        OxmField {
+            field,
+            value: value.into(),
+            mask: None,
+        }
+    }
+
+    /// A masked entry.
+    pub fn masked(field: Field, value: impl Into<u128>, mask: impl Into<u128>) -> Self {
+        OxmField {
+            field,
+            value: value.into(),
+            mask: Some(mask.into()),
+        }
+    }
+
+    /// The effective mask: the given one or all ones.
+    pub fn mask_or_full(&self) -> u128 {
+        self.mask.unwrap_or_else(|| self.field.full_mask())
+    }
+
+    /// Encoded size of this entry.
+    pub fn encoded_len(&self) -> usize {
+        let exp = if self.field.oxm_header().class == OXM_CLASS_EXPERIMENTER {
+            4
+        } else {
+            0
+        };
+        let n = self.field.len();
+        4 + exp + if self.mask.is_some() { 2 * n } else { n }
+    }
+
+    /// Writes the entry with its OF1.3 header.
+    pub fn encode(&self, w: &mut Writer) {
+        let h = self.field.oxm_header();
+        write_header(
+            w,
+            h.class,
+            h.field,
+            h.experimenter,
+            self.field.len(),
+            self.mask.is_some(),
+        );
+        w.uint(self.value, self.field.len());
+        if let Some(m) = self.mask {
+            w.uint(m, self.field.len());
+        }
+    }
+
+    /// Reads one entry.
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let (field, hasmask, payload) = read_header(r)?;
+        let n = field.len();
+        let want = if hasmask { 2 * n } else { n };
+        if payload != want {
+            return Err(DecodeError::BadOxmLength {
+                field: field.name(),
+                len: payload,
+            });
+        }
+        if hasmask && !field.info().maskable {
+            return Err(DecodeError::BadValue(field.name()));
+        }
+        let value = r.uint(n)?;
+        let mask = if hasmask { Some(r.uint(n)?) } else { None };
+        if let Some(m) = mask {
+            if value & !m != 0 {
+                return Err(DecodeError::BadValue(field.name()));
+            }
+        }
+        Ok(OxmField { field, value, mask })
+    }
+}
+
+/// Writes an OXM/NXM header (`class`, `field`, `hasmask`, length), plus the
+/// experimenter id for `OFPXMC_EXPERIMENTER`. `n` is the value width.
+pub(crate) fn write_header(
+    w: &mut Writer,
+    class: u16,
+    field: u8,
+    experimenter: u32,
+    n: usize,
+    hasmask: bool,
+) {
+    let exp = if class == OXM_CLASS_EXPERIMENTER {
+        4
+    } else {
+        0
+    };
+    let len = exp + if hasmask { 2 * n } else { n };
+    w.u16(class);
+    w.u8((field << 1) | u8::from(hasmask));
+    w.u8(u8::try_from(len).unwrap_or(u8::MAX));
+    if exp != 0 {
+        w.u32(experimenter);
+    }
+}
+
+/// Reads an OXM/NXM header and returns the field, the mask bit and the
+/// payload length that follows (excluding any experimenter id).
+pub(crate) fn read_header(r: &mut Reader<'_>) -> Result<(Field, bool, usize), DecodeError> {
+    let class = r.u16()?;
+    let fh = r.u8()?;
+    let mut len = usize::from(r.u8()?);
+    let mut experimenter = 0;
+    if class == OXM_CLASS_EXPERIMENTER {
+        experimenter = r.u32()?;
+        len = len.checked_sub(4).ok_or(DecodeError::BadLength {
+            what: "experimenter OXM",
+            len,
+        })?;
+    }
+    let field =
+        Field::from_header(class, fh >> 1, experimenter).ok_or(DecodeError::UnknownOxm {
+            class,
+            field: fh >> 1,
+            experimenter,
+        })?;
+    Ok((field, fh & 1 == 1, len))
+}
+
+/// An OF1.3 match: a list of OXM entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Match {
+    /// Entries in wire order.
+    pub fields: Vec<OxmField>,
+}
+
+impl Match {
+    /// The empty (match-everything) match.
+    pub fn new() -> Self {
+        Match::default()
+    }
+
+    /// Adds an entry at its `nx_put_raw()` position (replacing an entry for
+    /// the same field).
+    pub fn insert(&mut self, f: OxmField) {
+        self.fields.retain(|e| e.field != f.field);
+        let rank = put_rank(f.field);
+        let at = self
+            .fields
+            .iter()
+            .position(|e| put_rank(e.field) > rank)
+            .unwrap_or(self.fields.len());
+        self.fields.insert(at, f);
+    }
+
+    /// Builder form of [`Match::insert`] for an exact match.
+    pub fn with(mut self, field: Field, value: impl Into<u128>) -> Self {
+        self.insert(OxmField::exact(field, value));
+        self
+    }
+
+    /// Builder form of [`Match::insert`] for a masked match.
+    pub fn with_masked(
+        mut self,
+        field: Field,
+        value: impl Into<u128>,
+        mask: impl Into<u128>,
+    ) -> Self {
+        self.insert(OxmField::masked(field, value, mask));
+        self
+    }
+
+    /// The entry for `field`, if present.
+    pub fn get(&self, field: Field) -> Option<&OxmField> {
+        self.fields.iter().find(|e| e.field == field)
+    }
+
+    /// Checks that each entry's prerequisite is matched by an earlier entry
+    /// and that no field repeats (OVS `nx_pull_raw()` order semantics).
+    pub fn check_prereqs(&self) -> Result<(), &'static str> {
+        let mut st = PrereqState::default();
+        let mut seen = [0u64; 2];
+        for e in &self.fields {
+            let idx = e.field as usize;
+            let (word, bit) = (idx / 64, 1u64 << (idx % 64));
+            if seen.get(word).is_some_and(|w| w & bit != 0) {
+                return Err(e.field.name());
+            }
+            if let Some(w) = seen.get_mut(word) {
+                *w |= bit;
+            }
+            if !st.allows(e.field) {
+                return Err(e.field.name());
+            }
+            st.record(e);
+        }
+        Ok(())
+    }
+
+    /// Encoded size including the `ofp_match` header and padding.
+    pub fn encoded_len(&self) -> usize {
+        let n = 4 + self.fields.iter().map(OxmField::encoded_len).sum::<usize>();
+        n.next_multiple_of(8)
+    }
+
+    /// Writes `struct ofp_match` (OF1.3 §7.2.3.1), padded to 8 bytes, after
+    /// checking prerequisites.
+    pub fn encode(&self, w: &mut Writer) -> Result<(), EncodeError> {
+        self.check_prereqs().map_err(EncodeError::Prerequisite)?;
+        self.write(w);
+        Ok(())
+    }
+
+    /// Writes `struct ofp_match` without checking prerequisites (the message
+    /// encoder checks every match first).
+    pub(crate) fn write(&self, w: &mut Writer) {
+        let start = w.len();
+        w.u16(OFPMT_OXM);
+        let len = w.place_u16();
+        self.encode_fields(w);
+        w.fill_len(len, start);
+        w.pad_to(start, 8);
+    }
+
+    /// Writes the bare OXM entries.
+    pub fn encode_fields(&self, w: &mut Writer) {
+        for f in &self.fields {
+            f.encode(w);
+        }
+    }
+
+    /// Reads `struct ofp_match`, including its padding.
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let ty = r.u16()?;
+        let len = usize::from(r.u16()?);
+        if ty != OFPMT_OXM {
+            return Err(DecodeError::BadValue("ofp_match type"));
+        }
+        if len < 4 {
+            return Err(DecodeError::BadLength {
+                what: "ofp_match",
+                len,
+            });
+        }
+        let mut body = r.sub(len - 4)?;
+        let m = Match::decode_fields(&mut body)?;
+        r.pad(len.next_multiple_of(8) - len, "ofp_match")?;
+        Ok(m)
+    }
+
+    /// Reads bare OXM entries until the reader is empty.
+    pub fn decode_fields(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut fields = Vec::with_capacity(8);
+        while !r.is_empty() {
+            fields.push(OxmField::decode(r)?);
+        }
+        let m = Match { fields };
+        m.check_prereqs().map_err(DecodeError::Prerequisite)?;
+        Ok(m)
+    }
+}
+
+/// The flow values prerequisites look at, as fields are read in order.
+#[derive(Default)]
+struct PrereqState {
+    eth: u128,
+    proto: u128,
+    icmp6_type: u128,
+    vlan_vid: u128,
+    ct_state: u128,
+    ct_state_mask: u128,
+}
+
+impl PrereqState {
+    fn record(&mut self, e: &OxmField) {
+        match e.field {
+            Field::EthType => self.eth = e.value,
+            Field::IpProto => self.proto = e.value,
+            Field::Icmpv6Type => self.icmp6_type = e.value,
+            Field::VlanVid => self.vlan_vid = e.value,
+            Field::CtState => {
+                self.ct_state = e.value;
+                self.ct_state_mask = e.mask_or_full();
+            }
+            _ => {}
+        }
+    }
+
+    /// OVS `is_ct_valid()`: the match implies a valid conntrack entry.
+    fn ct_valid(&self) -> bool {
+        let (v, m) = (self.ct_state, self.ct_state_mask);
+        v & 0xcf != 0 || (v & 0x20 != 0 && m & 0x10 != 0 && v & 0x10 == 0)
+    }
+
+    fn allows(&self, f: Field) -> bool {
+        use Field::*;
+        if matches!(
+            f,
+            CtNwProto | CtNwSrc | CtNwDst | CtIpv6Src | CtIpv6Dst | CtTpSrc | CtTpDst
+        ) && !self.ct_valid()
+        {
+            return false;
+        }
+        let (eth, proto) = (self.eth, self.proto);
+        let ip = eth == 0x0800 || eth == 0x86dd;
+        let icmp6 = eth == 0x86dd && proto == 58;
+        match f.info().prereq {
+            Prereq::None => true,
+            Prereq::Vlan => self.vlan_vid & 0x1000 != 0,
+            Prereq::Ip => ip,
+            Prereq::Ipv4 => eth == 0x0800,
+            Prereq::Ipv6 => eth == 0x86dd,
+            Prereq::Arp => eth == 0x0806 || eth == 0x8035,
+            Prereq::Tcp => ip && proto == 6,
+            Prereq::Udp => ip && proto == 17,
+            Prereq::Sctp => ip && proto == 132,
+            Prereq::Icmpv4 => eth == 0x0800 && proto == 1,
+            Prereq::Icmpv6 => icmp6,
+            Prereq::Nd => icmp6 && (self.icmp6_type == 135 || self.icmp6_type == 136),
+            Prereq::NdSolicit => icmp6 && self.icmp6_type == 135,
+            Prereq::NdAdvert => icmp6 && self.icmp6_type == 136,
+            Prereq::Mpls => eth == 0x8847 || eth == 0x8848,
+            Prereq::Pbb => eth == 0x88e7,
+        }
+    }
+}
+
+/// Position of a field in OVS's `nx_put_raw()` output for OF1.3.
+fn put_rank(f: Field) -> u16 {
+    use Field::*;
+    const ORDER: &[Field] = &[
+        DpHash,
+        RecircId,
+        ConjId,
+        InPort,
+        InPortOxm,
+        InPhyPort,
+        ActsetOutput,
+        EthSrc,
+        EthDst,
+        EthType,
+        VlanTci,
+        VlanVid,
+        VlanPcp,
+        MplsTc,
+        MplsBos,
+        MplsTtl,
+        MplsLabel,
+        PbbIsid,
+        Ipv4Src,
+        Ipv4Dst,
+        Ipv6Src,
+        Ipv6Dst,
+        IpFrag,
+        IpDscp,
+        IpDscpShifted,
+        IpEcn,
+        NwTtl,
+        Ipv6Label,
+        Ipv6Exthdr,
+        IpProto,
+        TcpSrc,
+        TcpDst,
+        TcpFlags,
+        UdpSrc,
+        UdpDst,
+        SctpSrc,
+        SctpDst,
+        Icmpv4Type,
+        Icmpv4Code,
+        Icmpv6Type,
+        Icmpv6Code,
+        NdTarget,
+        NdSll,
+        NdTll,
+        ArpOp,
+        ArpSpa,
+        ArpTpa,
+        ArpSha,
+        ArpTha,
+        TunId,
+        TunSrc,
+        TunDst,
+        Reg0,
+        Reg1,
+        Reg2,
+        Reg3,
+        Reg4,
+        Reg5,
+        Reg6,
+        Reg7,
+        Reg8,
+        Reg9,
+        Reg10,
+        Reg11,
+        Reg12,
+        Reg13,
+        Reg14,
+        Reg15,
+        Xreg0,
+        Xreg1,
+        Xreg2,
+        Xreg3,
+        Xreg4,
+        Xreg5,
+        Xreg6,
+        Xreg7,
+        Xxreg0,
+        Xxreg1,
+        Xxreg2,
+        Xxreg3,
+        PktMark,
+        CtState,
+        CtZone,
+        CtMark,
+        CtLabel,
+        CtNwSrc,
+        CtIpv6Src,
+        CtNwDst,
+        CtIpv6Dst,
+        CtNwProto,
+        CtTpSrc,
+        CtTpDst,
+        Metadata,
+    ];
+    ORDER
+        .iter()
+        .position(|&o| o == f)
+        .map_or(u16::MAX, |p| p as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // priority=100,tcp,nw_dst=10.96.0.10,tp_dst=80 as ovs-ofctl 3.1 encodes it.
+    const TCP_MATCH: [u8; 32] = [
+        0x00, 0x01, 0x00, 0x1d, 0x80, 0x00, 0x0a, 0x02, 0x08, 0x00, 0x80, 0x00, 0x18, 0x04, 0x0a,
+        0x60, 0x00, 0x0a, 0x80, 0x00, 0x14, 0x01, 0x06, 0x80, 0x00, 0x1c, 0x02, 0x00, 0x50, 0x00,
+        0x00, 0x00,
+    ];
+
+    fn tcp_match() -> Match {
+        Match::new()
+            .with(Field::TcpDst, 80u16)
+            .with(
+                Field::Ipv4Dst,
+                u32::from(std::net::Ipv4Addr::new(10, 96, 0, 10)),
+            )
+            .with(Field::IpProto, 6u8)
+            .with(Field::EthType, 0x0800u16)
+    }
+
+    #[test]
+    fn parse() {
+        let mut r = Reader::new(&TCP_MATCH);
+        assert_eq!(Match::decode(&mut r).unwrap(), tcp_match());
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn emit() {
+        let mut w = Writer::from_vec(vec![0xa5; 0]);
+        tcp_match().encode(&mut w).unwrap();
+        assert_eq!(w.as_slice(), &TCP_MATCH);
+        assert_eq!(tcp_match().encoded_len(), TCP_MATCH.len());
+    }
+
+    #[test]
+    fn prereq_missing() {
+        let m = Match::new().with(Field::TcpDst, 80u16);
+        assert_eq!(
+            m.encode(&mut Writer::new()),
+            Err(EncodeError::Prerequisite("tcp_dst"))
+        );
+    }
+
+    #[test]
+    fn bad_padding_and_length() {
+        let mut bad = TCP_MATCH;
+        bad[31] = 1;
+        assert_eq!(
+            Match::decode(&mut Reader::new(&bad)),
+            Err(DecodeError::BadPadding("ofp_match"))
+        );
+        let mut bad = TCP_MATCH;
+        bad[7] = 3; // eth_type with 3-byte payload
+        assert!(Match::decode(&mut Reader::new(&bad)).is_err());
+    }
+}

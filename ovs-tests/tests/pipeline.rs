@@ -1,0 +1,343 @@
+//! netvirt's desired state on a real Open vSwitch: the golden scenario's flows and groups are
+//! installed (for now through `ovs-ofctl bundle`, until svcflow's own switch session lands),
+//! the switch's dump must print exactly what netvirt printed, and real traffic between
+//! namespace pods must reach services on every kind of address.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use netvirt::desired::{DesiredState, desired};
+use netvirt::flow::{DumpFlow, DumpGroup, OfctlStep};
+use netvirt::model::ServiceKey;
+use netvirt::plan::{Step, plan};
+use netvirt::scenario::Scenario;
+use ovs_tests::{Host, HostSpec, Process, Sandbox, tally};
+
+const BR: &str = "br-int";
+const EXT_IP: &str = "198.18.0.1/24";
+
+struct Node {
+    sb: Sandbox,
+    scenario: Scenario,
+    pods: BTreeMap<String, Host>,
+    ext: Host,
+    _servers: Vec<Process>,
+}
+
+fn scenario(name: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../netvirt/tests/scenarios")
+        .join(name)
+        .join("input.toml");
+    Scenario::parse(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Builds the scenario's node: pods on their ofports, the gateway port with its host side, and
+/// an "external" host on the uplink that is also the uplink's next hop.
+fn build(scenario: Scenario) -> Node {
+    assert!(std::path::Path::new(env!("CARGO_BIN_EXE_svcflow-probe")).is_file());
+    let mut sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    sb.add_bridge(BR).unwrap();
+    let node = &scenario.node;
+    let gateway_ip = netvirt::desired::virtual_gateway_ip(node)
+        .unwrap()
+        .to_string();
+    let prefix = node.pod_cidr.unwrap().prefix_len();
+    let uplink = scenario.bindings.uplink.unwrap();
+    let ext = sb
+        .add_host(
+            BR,
+            HostSpec::new(
+                "ext",
+                EXT_IP,
+                &uplink.next_hop_mac.to_string(),
+                uplink.ofport as u16,
+            ),
+        )
+        .unwrap();
+    let gw = scenario.bindings.gateway.unwrap();
+    let mac = format!("mac=\"{}\"", gw.mac);
+    sb.add_internal_port_with(BR, "svc-gw", gw.ofport as u16, &[&mac])
+        .unwrap();
+    let host_ip = format!("{}/32", scenario.config.gateway_host_ip);
+    sb.node(&["ip", "addr", "add", &host_ip, "dev", "svc-gw"])
+        .unwrap();
+    for cidr in [
+        scenario.config.service_cidr.to_string(),
+        node.pod_cidr.unwrap().to_string(),
+    ] {
+        sb.node(&[
+            "ip",
+            "route",
+            "add",
+            &cidr,
+            "via",
+            &gateway_ip,
+            "dev",
+            "svc-gw",
+            "onlink",
+        ])
+        .unwrap();
+    }
+    let mut pods = BTreeMap::new();
+    let mut servers = Vec::new();
+    for pod in scenario.model.pods.values() {
+        let Some(&ofport) = scenario.bindings.ofports.get(&pod.iface_id) else {
+            continue;
+        };
+        let ip = format!("{}/{prefix}", pod.ips[0]);
+        let spec = HostSpec::new(&pod.name, &ip, &pod.mac.unwrap().to_string(), ofport as u16)
+            .with_gateway(&gateway_ip);
+        let host = sb.add_host(BR, spec).unwrap();
+        servers.push(host.serve(&pod.name, &["tcp:8080", "udp:5353"]).unwrap());
+        pods.insert(pod.name.clone(), host);
+    }
+    Node {
+        sb,
+        scenario,
+        pods,
+        ext,
+        _servers: servers,
+    }
+}
+
+impl Node {
+    fn desired(&self) -> DesiredState {
+        let s = &self.scenario;
+        let out = desired(&s.node, &s.model, &s.config, &s.bindings);
+        assert!(out.conflicts.is_empty(), "{:?}", out.conflicts);
+        out
+    }
+
+    fn apply(
+        &self,
+        steps: &[Step<
+            netvirt::flow::FlowKey,
+            netvirt::flow::FlowEntry,
+            netvirt::flow::GroupEntry,
+        >],
+    ) {
+        let lines: Vec<String> = steps.iter().map(|s| OfctlStep(s).to_string()).collect();
+        self.sb.ofctl_bundle(BR, &lines).unwrap();
+    }
+
+    /// The switch must hold exactly the desired state, as `ovs-ofctl` prints it.
+    fn assert_switch_holds(&self, want: &DesiredState) {
+        let mut expected: Vec<String> = want
+            .state
+            .flows
+            .iter()
+            .map(|(k, v)| DumpFlow(k, v).to_string())
+            .collect();
+        let mut actual: Vec<String> = self
+            .sb
+            .dump_flows(BR)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        expected.sort();
+        actual.sort();
+        assert_eq!(
+            actual, expected,
+            "flows on the switch differ from netvirt's"
+        );
+        let mut expected: Vec<String> = want
+            .state
+            .groups
+            .iter()
+            .map(|(id, g)| DumpGroup(*id, g).to_string())
+            .collect();
+        let mut actual: Vec<String> = self
+            .sb
+            .dump_groups(BR)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(str::to_string)
+            .collect();
+        expected.sort();
+        actual.sort();
+        assert_eq!(
+            actual, expected,
+            "groups on the switch differ from netvirt's"
+        );
+    }
+
+    fn pod(&self, name: &str) -> &Host {
+        &self.pods[name]
+    }
+
+    fn connect_from_node_host(&self, proto: &str, target: &str, count: u32) -> Vec<Result<String, String>> {
+        let probe = env!("CARGO_BIN_EXE_svcflow-probe");
+        let n = count.to_string();
+        let out = self
+            .sb
+            .node(&[probe, "connect", proto, target, "--count", &n])
+            .unwrap();
+        out.lines()
+            .map(|l| match l.split_once(' ') {
+                Some(("ok", name)) => Ok(name.to_string()),
+                _ => Err(l.to_string()),
+            })
+            .collect()
+    }
+}
+
+fn installed() -> Node {
+    let node = build(scenario("node-services"));
+    let want = node.desired();
+    node.apply(&plan(&want.state, &Default::default()));
+    node.assert_switch_holds(&want);
+    node
+}
+
+fn only(counts: &BTreeMap<String, usize>, allowed: &[&str]) -> bool {
+    counts.keys().all(|k| allowed.contains(&k.as_str()))
+}
+
+#[test]
+fn cluster_ip_spreads_tcp_and_udp_across_endpoints_from_several_clients() {
+    let node = installed();
+    let web = ["p1", "p2"];
+    let mut total = BTreeMap::new();
+    for client in ["p3", "p1"] {
+        let counts = tally(
+            &node
+                .pod(client)
+                .connect("tcp", "10.96.0.10:80", 50, &[])
+                .unwrap(),
+        );
+        assert!(only(&counts, &web), "{client}: {counts:?}");
+        for (k, v) in counts {
+            *total.entry(k).or_insert(0) += v;
+        }
+    }
+    let host = tally(&node.connect_from_node_host("tcp", "10.96.0.10:80", 50));
+    assert!(only(&host, &web), "node host: {host:?}");
+    assert!(
+        total["p1"] >= 10 && total["p2"] >= 10,
+        "uneven spread: {total:?}"
+    );
+
+    // UDP: the userspace dp_hash ignores ports, so spread comes from several client IPs.
+    let mut udp = BTreeMap::new();
+    for client in ["p3", "p1", "p2"] {
+        for (k, v) in tally(
+            &node
+                .pod(client)
+                .connect("udp", "10.96.0.53:53", 5, &["--timeout-ms", "1000"])
+                .unwrap(),
+        ) {
+            *udp.entry(k).or_insert(0) += v;
+        }
+    }
+    assert!(
+        only(&udp, &web) && udp.values().sum::<usize>() == 15,
+        "{udp:?}"
+    );
+}
+
+#[test]
+fn a_pod_reaches_itself_through_its_service() {
+    let node = installed();
+    let counts = tally(
+        &node
+            .pod("p1")
+            .connect("tcp", "10.96.0.10:80", 30, &[])
+            .unwrap(),
+    );
+    assert!(only(&counts, &["p1", "p2"]), "{counts:?}");
+    assert!(
+        counts.get("p1").copied().unwrap_or(0) > 0,
+        "hairpin never chose p1 itself: {counts:?}"
+    );
+    // The hairpin connections were SNATed to the virtual loopback IP in the hairpin zone.
+    let ct = node
+        .sb
+        .dump_conntrack(Some(node.scenario.config.hairpin_zone))
+        .unwrap();
+    assert!(
+        ct.contains(&format!("dst={}", node.scenario.config.loopback_ip)),
+        "{ct}"
+    );
+}
+
+#[test]
+fn node_ports_external_ips_and_the_gateway_address_answer() {
+    let node = installed();
+    let np = tally(
+        &node
+            .ext
+            .connect("tcp", "198.18.0.10:30080", 20, &[])
+            .unwrap(),
+    );
+    assert!(
+        only(&np, &["p1", "p2"]) && np.values().sum::<usize>() == 20,
+        "NodePort: {np:?}"
+    );
+    let ext = tally(&node.ext.connect("tcp", "198.18.0.50:80", 5, &[]).unwrap());
+    assert_eq!(ext.get("p3"), Some(&5), "external IP: {ext:?}");
+    let gw = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", "10.244.0.1:30080", 10, &[])
+            .unwrap(),
+    );
+    assert!(
+        only(&gw, &["p1", "p2"]) && gw.values().sum::<usize>() == 10,
+        "gateway NodePort: {gw:?}"
+    );
+    // Pods in different namespaces reach each other through the virtual gateway.
+    let direct = tally(
+        &node
+            .pod("p1")
+            .connect("tcp", "10.244.0.13:8080", 3, &[])
+            .unwrap(),
+    );
+    assert_eq!(direct.get("p3"), Some(&3), "{direct:?}");
+}
+
+#[test]
+fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_to_it() {
+    let mut node = installed();
+    let before = node.desired();
+    let key = ServiceKey::new("default", "web");
+    node.scenario
+        .model
+        .endpoints
+        .get_mut(&key)
+        .unwrap()
+        .retain(|e| e.address.to_string() != "10.244.0.12");
+    let after = node.desired();
+    let steps = plan(&after.state, &before.state);
+    // Only web's group changes, and p2's TCP DNAT flow goes, since no other service uses it.
+    let web_group = after.services["default/web:80/tcp"].group.unwrap();
+    let p2_dnat = |k: &netvirt::flow::FlowKey| {
+        k.table == netvirt::pipeline::table::ENDPOINT
+            && before.state.flows[k].cookie
+                == netvirt::pipeline::cookie::make(netvirt::pipeline::cookie::ENDPOINT, 0x0af4_000c)
+    };
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert!(
+        matches!(&steps[0], Step::ModifyGroup(id, _) if *id == web_group),
+        "{steps:?}"
+    );
+    assert!(
+        matches!(&steps[1], Step::DeleteFlow(k) if p2_dnat(k)),
+        "{steps:?}"
+    );
+    node.apply(&steps);
+    node.assert_switch_holds(&after);
+    let counts = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", "10.96.0.10:80", 30, &[])
+            .unwrap(),
+    );
+    assert_eq!(counts.get("p1"), Some(&30), "{counts:?}");
+    // A no-op plan after convergence.
+    assert!(plan(&after.state, &after.state).is_empty());
+}
