@@ -1,13 +1,15 @@
-//! OpenFlow 1.3 codec with the Open vSwitch (Nicira and ONF) extensions.
+//! OpenFlow 1.3 codec with the Open vSwitch (Nicira and ONF) extensions, and the switch session.
 //!
 //! Byte-exact with Open vSwitch 3.1; every type's `Display` prints what
-//! `ovs-ofctl` 3.1 prints. The crate is pure: no I/O, no logging, no clock.
+//! `ovs-ofctl` 3.1 prints. The codec and [`session`] are pure (no I/O, no logging, no
+//! clock); [`driver`] runs sessions on tokio.
 //!
 //! - [`wire`]: checked [`wire::Reader`] and length-reserving [`wire::Writer`].
 //! - [`field`], [`oxm`]: match fields and [`oxm::Match`].
 //! - [`action`], [`ct`], [`learn`], [`instruction`]: actions and instructions.
 //! - [`msg`]: [`msg::Message`] and every message body.
 //! - [`match_fmt`], [`packet_fmt`], [`text`]: `ovs-ofctl` text.
+//! - [`session`]: the sans-IO switch session; [`driver`]: its tokio driver.
 //!
 //! ```
 //! use std::net::Ipv4Addr;
@@ -44,6 +46,7 @@
 
 pub mod action;
 pub mod ct;
+pub mod driver;
 pub mod error;
 pub mod field;
 pub mod instruction;
@@ -52,6 +55,7 @@ pub mod match_fmt;
 pub mod msg;
 pub mod oxm;
 pub mod packet_fmt;
+pub mod session;
 pub mod subfield;
 pub mod text;
 pub mod wire;

@@ -1,0 +1,242 @@
+//! The task that runs one [`Session`] over one stream.
+//!
+//! It reads, writes, serves commands and fires timers in one `select!` loop, so a peer that
+//! stops reading never blocks timers or reads: the echo timeout still fires and closes the
+//! session. Commands are taken only while less than [`DriverConfig::high_water`] bytes wait to
+//! be written, which bounds memory and pushes back on callers through the bounded command queue.
+//! A peer that keeps talking but stops reading would hold callers there forever, so output that
+//! makes no progress for the echo interval plus the echo timeout closes the session too.
+
+use std::collections::HashMap;
+use std::future::pending;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use super::handle::{Command, ConnState, SwitchEvent};
+use super::{DriverConfig, Error};
+use crate::session::{Event, Reply, SendError, Session, Token};
+
+/// How long a closed session may spend flushing what it queued (e.g. HELLO_FAILED).
+const FLUSH_GRACE: Duration = Duration::from_secs(1);
+/// Read buffer size.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// Channels shared between the task and its handles.
+pub(crate) struct Shared {
+    pub(crate) events: broadcast::Sender<SwitchEvent>,
+    pub(crate) state: watch::Sender<ConnState>,
+}
+
+type Responder = oneshot::Sender<Result<Reply, Error>>;
+
+/// Runs `session` over `stream` until it closes and every handle is told.
+pub(crate) async fn run<S>(
+    stream: S,
+    mut session: Session,
+    mut cmds: mpsc::Receiver<Command>,
+    shared: Shared,
+    config: DriverConfig,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
+    let mut rbuf = vec![0u8; READ_CHUNK];
+    let mut wbuf: Vec<u8> = Vec::new();
+    let mut woff = 0usize;
+    let mut waiters: HashMap<Token, Responder> = HashMap::new();
+    let mut cmds_open = true;
+    let mut flush_deadline: Option<tokio::time::Instant> = None;
+    let stall_limit = config.session.echo_interval + config.session.echo_timeout;
+    let mut write_progress = tokio::time::Instant::now();
+    loop {
+        if let Some(more) = session.poll_transmit() {
+            if woff == wbuf.len() {
+                wbuf = more;
+            } else {
+                wbuf.drain(..woff);
+                wbuf.extend_from_slice(&more);
+            }
+            woff = 0;
+        }
+        while let Some(ev) = session.poll_event() {
+            dispatch(ev, &mut waiters, &shared);
+        }
+        let closed = session.is_closed();
+        let unwritten = wbuf.len() - woff;
+        if unwritten == 0 {
+            write_progress = tokio::time::Instant::now();
+        }
+        let stall_at = (unwritten > 0 && !closed).then_some(write_progress + stall_limit);
+        if closed {
+            if unwritten == 0 {
+                break;
+            }
+            let deadline =
+                *flush_deadline.get_or_insert_with(|| tokio::time::Instant::now() + FLUSH_GRACE);
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+        }
+        let accept = cmds_open && !closed && unwritten < config.high_water;
+        let timer = session.poll_timeout();
+        let flush = flush_deadline;
+        tokio::select! {
+            r = rd.read(&mut rbuf), if !closed => match r {
+                Ok(0) => session.handle_eof(),
+                Ok(n) => session.handle_bytes(&rbuf[..n], Instant::now()),
+                Err(e) => session.handle_io_error(e.to_string()),
+            },
+            r = wr.write(&wbuf[woff..]), if unwritten > 0 => match r {
+                Ok(0) => {
+                    session.handle_io_error("connection refused further writes".to_string());
+                    wbuf.clear();
+                    woff = 0;
+                }
+                Ok(n) => {
+                    woff += n;
+                    write_progress = tokio::time::Instant::now();
+                }
+                Err(e) => {
+                    session.handle_io_error(e.to_string());
+                    wbuf.clear();
+                    woff = 0;
+                }
+            },
+            c = cmds.recv(), if accept => match c {
+                Some(cmd) => apply(cmd, &mut session, &mut waiters),
+                None => {
+                    cmds_open = false;
+                    session.close();
+                }
+            },
+            () = sleep_until(timer) => session.handle_timeout(Instant::now()),
+            () = sleep_until_tokio(flush) => {}
+            () = sleep_until_tokio(stall_at) => {
+                session.handle_io_error(format!("peer read nothing for {stall_limit:?}"));
+            }
+        }
+    }
+    // Drain what is left: the session's events, then commands that raced with the close.
+    while let Some(ev) = session.poll_event() {
+        dispatch(ev, &mut waiters, &shared);
+    }
+    let reason = match session.phase() {
+        crate::session::Phase::Closed(e) => e.clone(),
+        _ => crate::session::SessionError::Local,
+    };
+    cmds.close();
+    while let Ok(cmd) = cmds.try_recv() {
+        refuse(cmd, &reason);
+    }
+    let _ = tokio::time::timeout(FLUSH_GRACE, wr.shutdown()).await;
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => pending().await,
+    }
+}
+
+async fn sleep_until_tokio(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => pending().await,
+    }
+}
+
+/// Hands one command to the session.
+fn apply(cmd: Command, session: &mut Session, waiters: &mut HashMap<Token, Responder>) {
+    let (queued, done) = match cmd {
+        Command::Send { bodies, done } => {
+            let mut xids = Vec::with_capacity(bodies.len());
+            let mut result = Ok(());
+            for body in bodies {
+                match session.send(body) {
+                    Ok(xid) => xids.push(xid),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            let _ = done.send(result.map(|()| xids));
+            return;
+        }
+        Command::Request { body, done } => (session.request(body), done),
+        Command::Barrier { done } => (session.barrier(), done),
+        Command::Bundle { bodies, done } => (session.bundle(bodies), done),
+        Command::Close => {
+            session.close();
+            return;
+        }
+    };
+    match queued {
+        Ok(token) => {
+            waiters.insert(token, done);
+        }
+        Err(e) => {
+            let _ = done.send(Err(Error::Send(e)));
+        }
+    }
+}
+
+/// Answers a command that arrived after the session closed.
+fn refuse(cmd: Command, reason: &crate::session::SessionError) {
+    let err = || SendError::Closed(reason.clone());
+    match cmd {
+        Command::Send { done, .. } => {
+            let _ = done.send(Err(err()));
+        }
+        Command::Request { done, .. }
+        | Command::Barrier { done }
+        | Command::Bundle { done, .. } => {
+            let _ = done.send(Err(Error::Send(err())));
+        }
+        Command::Close => {}
+    }
+}
+
+/// Routes one session event to a waiting caller, the event stream or the state.
+fn dispatch(ev: Event, waiters: &mut HashMap<Token, Responder>, shared: &Shared) {
+    // A broadcast without subscribers is fine: nobody asked for events.
+    match ev {
+        Event::Connected(f) => {
+            shared.state.send_replace(ConnState::Connected(f));
+            let _ = shared.events.send(SwitchEvent::Connected {
+                datapath_id: f.datapath_id,
+            });
+        }
+        Event::Done { token, result } => {
+            if let Some(done) = waiters.remove(&token) {
+                let _ = done.send(result.map_err(Error::Request));
+            }
+        }
+        Event::PacketIn(p) => {
+            let _ = shared.events.send(SwitchEvent::PacketIn(p));
+        }
+        Event::PortStatus(p) => {
+            let _ = shared.events.send(SwitchEvent::PortStatus(p));
+        }
+        Event::FlowRemoved(f) => {
+            let _ = shared.events.send(SwitchEvent::FlowRemoved(f));
+        }
+        Event::RoleStatus(r) => {
+            let _ = shared.events.send(SwitchEvent::RoleStatus(r));
+        }
+        Event::Error { xid, error } => {
+            let _ = shared.events.send(SwitchEvent::Error { xid, error });
+        }
+        Event::Message(m) => {
+            let _ = shared.events.send(SwitchEvent::Message(m));
+        }
+        Event::Closed(e) => {
+            shared
+                .state
+                .send_replace(ConnState::Disconnected(e.clone()));
+            let _ = shared.events.send(SwitchEvent::Disconnected(e));
+        }
+    }
+}

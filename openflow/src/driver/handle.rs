@@ -1,0 +1,326 @@
+//! [`SwitchHandle`]: the cloneable async API the controller uses to talk to one switch.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use super::conn::{self, Shared};
+use super::{DriverConfig, Error};
+use crate::msg::{
+    AsyncConfig, Body, ErrorMsg, Features, FlowRemoved, FlowStats, FlowStatsRequest, GroupDesc,
+    Message, MultipartBody, MultipartReply, MultipartRequest, PacketIn, PortStatus, Role,
+};
+use crate::session::{Reply, RoleStatus, SendError, Session, SessionError};
+
+/// A command from a handle to the connection task.
+pub(crate) enum Command {
+    Send {
+        bodies: Vec<Body>,
+        done: oneshot::Sender<Result<Vec<u32>, SendError>>,
+    },
+    Request {
+        body: Body,
+        done: oneshot::Sender<Result<Reply, Error>>,
+    },
+    Barrier {
+        done: oneshot::Sender<Result<Reply, Error>>,
+    },
+    Bundle {
+        bodies: Vec<Body>,
+        done: oneshot::Sender<Result<Reply, Error>>,
+    },
+    Close,
+}
+
+/// The connection's state, as a [`watch`] value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnState {
+    /// HELLO/FEATURES in progress.
+    Connecting,
+    /// Ready; the switch's features (with its datapath id).
+    Connected(Features),
+    /// Over.
+    Disconnected(SessionError),
+}
+
+/// Asynchronous messages from the switch and connection changes, as a [`broadcast`] stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwitchEvent {
+    /// The handshake completed.
+    Connected {
+        /// The switch's datapath id.
+        datapath_id: u64,
+    },
+    /// The session closed.
+    Disconnected(SessionError),
+    /// `OFPT_PACKET_IN`.
+    PacketIn(PacketIn),
+    /// `OFPT_PORT_STATUS`.
+    PortStatus(PortStatus),
+    /// `OFPT_FLOW_REMOVED`.
+    FlowRemoved(FlowRemoved),
+    /// `ONFT_ROLE_STATUS`: another controller took our role.
+    RoleStatus(RoleStatus),
+    /// An error for a message sent with [`SwitchHandle::send`] while no barrier was waiting.
+    Error {
+        /// The xid `send` returned.
+        xid: u32,
+        /// The error.
+        error: ErrorMsg,
+    },
+    /// Any other unsolicited message.
+    Message(Message),
+}
+
+/// Which flows [`SwitchHandle::dump_flows`] returns (OF1.3 §7.3.5.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowFilter {
+    /// One table, or all when `None`.
+    pub table_id: Option<u8>,
+    /// Cookie bits to match (under `cookie_mask`).
+    pub cookie: u64,
+    /// Which cookie bits must match; 0 matches every flow.
+    pub cookie_mask: u64,
+}
+
+struct Inner {
+    cmds: mpsc::Sender<Command>,
+    events: broadcast::Sender<SwitchEvent>,
+    state: watch::Receiver<ConnState>,
+    features: Features,
+}
+
+/// A connected switch. Clones share the connection, which closes when the last clone is
+/// dropped or [`SwitchHandle::close`] is called.
+#[derive(Clone)]
+pub struct SwitchHandle {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SwitchHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SwitchHandle({:016x})", self.inner.features.datapath_id)
+    }
+}
+
+/// Spawns the connection task for `stream` and waits for the handshake.
+pub(crate) async fn start<S>(stream: S, config: DriverConfig) -> Result<SwitchHandle, Error>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let session = Session::new(config.session.clone(), std::time::Instant::now());
+    let (cmd_tx, cmd_rx) = mpsc::channel(config.command_queue.max(1));
+    let (events, _) = broadcast::channel(config.event_queue.max(1));
+    let (state_tx, mut state) = watch::channel(ConnState::Connecting);
+    let shared = Shared {
+        events: events.clone(),
+        state: state_tx,
+    };
+    tokio::spawn(conn::run(stream, session, cmd_rx, shared, config));
+    let features = loop {
+        match &*state.borrow_and_update() {
+            ConnState::Connected(f) => break *f,
+            ConnState::Disconnected(e) => return Err(Error::Closed(e.clone())),
+            ConnState::Connecting => {}
+        }
+        if state.changed().await.is_err() {
+            return Err(Error::Closed(SessionError::Local));
+        }
+    };
+    Ok(SwitchHandle {
+        inner: Arc::new(Inner {
+            cmds: cmd_tx,
+            events,
+            state,
+            features,
+        }),
+    })
+}
+
+impl SwitchHandle {
+    /// The switch's datapath id.
+    pub fn datapath_id(&self) -> u64 {
+        self.inner.features.datapath_id
+    }
+
+    /// The switch's FEATURES_REPLY.
+    pub fn features(&self) -> Features {
+        self.inner.features
+    }
+
+    /// Subscribes to asynchronous messages and connection changes from now on. A subscriber
+    /// that falls more than the event queue behind loses the oldest (tokio `broadcast`).
+    pub fn events(&self) -> broadcast::Receiver<SwitchEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> watch::Receiver<ConnState> {
+        self.inner.state.clone()
+    }
+
+    /// True once the connection is over.
+    pub fn is_closed(&self) -> bool {
+        matches!(*self.inner.state.borrow(), ConnState::Disconnected(_))
+    }
+
+    /// Waits until the connection is over and says why.
+    pub async fn closed(&self) -> SessionError {
+        let mut state = self.inner.state.clone();
+        loop {
+            if let ConnState::Disconnected(e) = &*state.borrow_and_update() {
+                return e.clone();
+            }
+            if state.changed().await.is_err() {
+                return SessionError::Local;
+            }
+        }
+    }
+
+    /// Closes the connection.
+    pub async fn close(&self) {
+        let _ = self.inner.cmds.send(Command::Close).await;
+    }
+
+    async fn command<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, Error> {
+        let (tx, rx) = oneshot::channel();
+        let gone = || match &*self.inner.state.borrow() {
+            ConnState::Disconnected(e) => Error::Closed(e.clone()),
+            _ => Error::Closed(SessionError::Local),
+        };
+        self.inner.cmds.send(make(tx)).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Queues one message that expects no reply and returns its xid. An error for it is
+    /// reported by the next [`SwitchHandle::barrier`] (and also as [`SwitchEvent::Error`] if no
+    /// barrier was waiting when it arrived).
+    pub async fn send(&self, body: Body) -> Result<u32, Error> {
+        let xids = self.send_batch(vec![body]).await?;
+        xids.first()
+            .copied()
+            .ok_or(Error::UnexpectedReply("no xid".into()))
+    }
+
+    /// Queues messages back to back (pipelined, no round trip) and returns their xids. Stops
+    /// at the first message that cannot be encoded; those before it are queued.
+    pub async fn send_batch(&self, bodies: Vec<Body>) -> Result<Vec<u32>, Error> {
+        Ok(self
+            .command(|done| Command::Send { bodies, done })
+            .await??)
+    }
+
+    /// Sends a request and waits for its reply, all parts of a multipart reply joined.
+    pub async fn request(&self, body: Body) -> Result<Reply, Error> {
+        self.command(|done| Command::Request { body, done }).await?
+    }
+
+    /// Waits until the switch has processed everything sent before; fails with
+    /// [`crate::session::RequestError::SendsFailed`] naming messages it refused meanwhile.
+    pub async fn barrier(&self) -> Result<(), Error> {
+        self.command(|done| Command::Barrier { done })
+            .await?
+            .map(|_| ())
+    }
+
+    /// Applies `bodies` atomically and in order, as one bundle. On failure nothing is applied
+    /// and the error names each refused message by its index in `bodies`. Nothing is split:
+    /// a message too big for a BUNDLE_ADD fails the call before anything is sent.
+    pub async fn bundle(&self, bodies: Vec<Body>) -> Result<(), Error> {
+        self.command(|done| Command::Bundle { bodies, done })
+            .await?
+            .map(|_| ())
+    }
+
+    /// Every flow matching `filter` (`OFPMP_FLOW`).
+    pub async fn dump_flows(&self, filter: FlowFilter) -> Result<Vec<FlowStats>, Error> {
+        let req = FlowStatsRequest {
+            table_id: filter.table_id.unwrap_or(0xff),
+            cookie: filter.cookie,
+            cookie_mask: filter.cookie_mask,
+            ..FlowStatsRequest::default()
+        };
+        let parts = self.multipart(MultipartBody::FlowRequest(req)).await?;
+        let mut flows = Vec::new();
+        for body in parts {
+            match body {
+                MultipartBody::Flow(v) => flows.extend(v),
+                other => return Err(unexpected(&other)),
+            }
+        }
+        Ok(flows)
+    }
+
+    /// Every group (`OFPMP_GROUP_DESC`).
+    pub async fn dump_groups(&self) -> Result<Vec<GroupDesc>, Error> {
+        let mut groups = Vec::new();
+        for body in self.multipart(MultipartBody::GroupDescRequest).await? {
+            match body {
+                MultipartBody::GroupDesc(v) => groups.extend(v),
+                other => return Err(unexpected(&other)),
+            }
+        }
+        Ok(groups)
+    }
+
+    /// The bodies of a multipart request's reply parts.
+    pub async fn multipart(&self, body: MultipartBody) -> Result<Vec<MultipartBody>, Error> {
+        let req = MultipartRequest { flags: 0, body };
+        match self.request(Body::MultipartRequest(req)).await? {
+            Reply::Multipart(parts) => parts
+                .into_iter()
+                .map(|m| match m.body {
+                    Body::MultipartReply(MultipartReply { body, .. }) => Ok(body),
+                    other => Err(unexpected(&other)),
+                })
+                .collect(),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Requests a role (`crate::session::role`) with a generation id (OF1.3 §6.3.4). A stale
+    /// generation id fails with `OFPRRFC_STALE`.
+    pub async fn set_role(&self, role: u32, generation_id: u64) -> Result<Role, Error> {
+        match self
+            .request(Body::RoleRequest(Role {
+                role,
+                generation_id,
+            }))
+            .await?
+        {
+            Reply::Message(Message {
+                body: Body::RoleReply(r),
+                ..
+            }) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sets which asynchronous messages this connection receives (`OFPT_SET_ASYNC`), and waits
+    /// for the switch to have applied it.
+    pub async fn set_async(&self, config: AsyncConfig) -> Result<(), Error> {
+        self.send(Body::SetAsync(config)).await?;
+        self.barrier().await
+    }
+
+    /// The asynchronous-message configuration (`OFPT_GET_ASYNC_REQUEST`).
+    pub async fn get_async(&self) -> Result<AsyncConfig, Error> {
+        match self.request(Body::GetAsyncRequest).await? {
+            Reply::Message(Message {
+                body: Body::GetAsyncReply(a),
+                ..
+            }) => Ok(a),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+fn unexpected(what: &impl std::fmt::Debug) -> Error {
+    let mut s = format!("{what:?}");
+    s.truncate(200);
+    Error::UnexpectedReply(s)
+}

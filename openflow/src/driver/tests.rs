@@ -1,0 +1,165 @@
+//! The driver over an in-memory stream (`tokio::io::duplex`) with a scripted switch.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+use super::handle::start;
+use super::*;
+use crate::msg::{
+    AsyncConfig, Body, Features, FlowStats, Hello, Message, MultipartBody, MultipartReply,
+};
+use crate::session::{SendError, SessionError, role};
+
+const DPID: u64 = 0xabc;
+
+async fn read(s: &mut DuplexStream) -> Option<Message> {
+    let mut header = [0u8; 8];
+    s.read_exact(&mut header).await.ok()?;
+    let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+    let mut buf = header.to_vec();
+    buf.resize(len.max(8), 0);
+    s.read_exact(&mut buf[8..]).await.ok()?;
+    Message::decode(&buf).ok()
+}
+
+async fn write(s: &mut DuplexStream, xid: u32, body: Body) {
+    let bytes = Message::new(xid, body)
+        .encode()
+        .expect("fake reply encodes");
+    s.write_all(&bytes).await.expect("fake switch writes");
+}
+
+fn stats(priority: u16) -> FlowStats {
+    FlowStats {
+        table_id: 0,
+        duration_sec: 0,
+        duration_nsec: 0,
+        priority,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        flags: 0,
+        cookie: 0,
+        packet_count: 0,
+        byte_count: 0,
+        match_: crate::oxm::Match::new(),
+        instructions: Vec::new(),
+    }
+}
+
+/// A switch that answers the handshake, role, async, barrier and flow-dump requests.
+async fn fake_switch(mut s: DuplexStream) {
+    let Some(_hello) = read(&mut s).await else {
+        return;
+    };
+    write(&mut s, 1, Body::Hello(Hello::of13())).await;
+    while let Some(m) = read(&mut s).await {
+        let reply = match m.body {
+            Body::FeaturesRequest => Body::FeaturesReply(Features {
+                datapath_id: DPID,
+                n_buffers: 0,
+                n_tables: 254,
+                auxiliary_id: 0,
+                capabilities: 0,
+                reserved: 0,
+            }),
+            Body::RoleRequest(r) => Body::RoleReply(r),
+            Body::GetAsyncRequest => Body::GetAsyncReply(AsyncConfig {
+                packet_in_mask: [1, 0],
+                port_status_mask: [7, 7],
+                flow_removed_mask: [0, 0],
+            }),
+            Body::BarrierRequest => Body::BarrierReply,
+            Body::MultipartRequest(_) => {
+                let part = MultipartReply {
+                    flags: 1,
+                    body: MultipartBody::Flow(vec![stats(1)]),
+                };
+                write(&mut s, m.xid, Body::MultipartReply(part)).await;
+                let part = MultipartReply {
+                    flags: 0,
+                    body: MultipartBody::Flow(vec![stats(2)]),
+                };
+                Body::MultipartReply(part)
+            }
+            _ => continue,
+        };
+        write(&mut s, m.xid, reply).await;
+    }
+}
+
+#[tokio::test]
+async fn handle_api_over_an_in_memory_stream() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let peer = tokio::spawn(fake_switch(theirs));
+    let sw = start(ours, DriverConfig::default())
+        .await
+        .expect("handshake");
+    assert_eq!(sw.datapath_id(), DPID);
+    assert!(matches!(*sw.state().borrow(), ConnState::Connected(_)));
+
+    // Concurrent requests on clones are told apart by xid.
+    let other = sw.clone();
+    let (r, a) = tokio::join!(sw.set_role(role::MASTER, 4), other.get_async());
+    assert_eq!(r.expect("role").role, role::MASTER);
+    assert_eq!(a.expect("async").port_status_mask, [7, 7]);
+    let flows = sw.dump_flows(FlowFilter::default()).await.expect("dump");
+    assert_eq!(flows.iter().map(|f| f.priority).collect::<Vec<_>>(), [1, 2]);
+    sw.barrier().await.expect("barrier");
+
+    let mut events = sw.events();
+    sw.close().await;
+    assert_eq!(sw.closed().await, SessionError::Local);
+    assert_eq!(
+        events.recv().await.ok(),
+        Some(SwitchEvent::Disconnected(SessionError::Local))
+    );
+    let err = sw.barrier().await.expect_err("closed");
+    assert!(
+        matches!(
+            err,
+            Error::Closed(SessionError::Local) | Error::Send(SendError::Closed(_))
+        ),
+        "{err}"
+    );
+    peer.await.expect("fake switch ends when we close");
+}
+
+#[tokio::test]
+async fn incompatible_peer_fails_the_handshake() {
+    let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+    let peer = tokio::spawn(async move {
+        let _ = read(&mut theirs).await;
+        let old = Hello {
+            version: 1,
+            bitmap: None,
+            other: Vec::new(),
+        };
+        write(&mut theirs, 1, Body::Hello(old)).await;
+        read(&mut theirs).await
+    });
+    let err = start(ours, DriverConfig::default())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&err, Error::Closed(SessionError::VersionMismatch { offered }) if offered == &[1]),
+        "{err}"
+    );
+    let refusal = peer
+        .await
+        .expect("peer")
+        .expect("HELLO_FAILED was flushed before closing");
+    assert!(matches!(refusal.body, Body::Error(e) if e.err_type == 0 && e.code == 0));
+}
+
+#[tokio::test]
+async fn dropping_every_handle_closes_the_connection() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let peer = tokio::spawn(fake_switch(theirs));
+    let sw = start(ours, DriverConfig::default())
+        .await
+        .expect("handshake");
+    drop(sw);
+    tokio::time::timeout(std::time::Duration::from_secs(5), peer)
+        .await
+        .expect("the switch saw EOF")
+        .expect("fake switch");
+}
