@@ -3,6 +3,7 @@
 //! `model` is plain data fed by the inputs; `desired` and `plan` are pure functions. Nothing
 //! here touches a socket or reads the clock.
 
+pub mod agent;
 pub mod apply;
 pub mod config;
 pub mod desired;

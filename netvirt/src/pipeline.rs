@@ -79,6 +79,15 @@ pub mod cookie {
     /// The node's own ports and addresses (gateway port, uplink).
     pub const NODE: u8 = 5;
 
+    /// The kind of a cookie that carries svcflow's mark.
+    pub const fn kind_of(cookie: u64) -> Option<u8> {
+        if cookie & MARK_MASK == MARK {
+            Some((cookie >> 40) as u8)
+        } else {
+            None
+        }
+    }
+
     /// The cookie of a flow of `kind` for object `id`.
     pub const fn make(kind: u8, id: u32) -> u64 {
         MARK | ((kind as u64) << 40) | id as u64

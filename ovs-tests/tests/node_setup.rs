@@ -26,7 +26,7 @@ async fn node_setup_converges_and_reads_back_bindings() {
         .await
         .unwrap();
     let setup = NodeSetup {
-        controller: format!("unix:{}/svcflow.sock", sb.dir().display()),
+        controller: format!("unix:{}/run/svcflow.sock", sb.dir().display()),
         datapath_id: netvirt::node_setup::datapath_id("n1"),
         ..NodeSetup::default()
     };

@@ -1,7 +1,7 @@
-//! netvirt's desired state on a real Open vSwitch: the golden scenario's flows and groups are
-//! installed (for now through `ovs-ofctl bundle`, until svcflow's own switch session lands),
-//! the switch's dump must print exactly what netvirt printed, and real traffic between
-//! namespace pods must reach services on every kind of address.
+//! netvirt's desired state on a real Open vSwitch, installed by svcflow's own switch session
+//! and node agent: the switch's `ovs-ofctl` dump must print exactly what netvirt printed, and
+//! real traffic between namespace pods must reach services on every kind of address, be
+//! refused at once where a service has no endpoint, and survive an `ovs-vswitchd` restart.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -9,10 +9,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use netvirt::desired::{DesiredState, desired};
+use std::time::{Duration, Instant};
+
+use netvirt::agent::{SwitchAgent, SyncReport, serve_rejects};
 use netvirt::flow::{DumpFlow, DumpGroup, OfctlStep};
 use netvirt::model::ServiceKey;
 use netvirt::plan::{Step, plan};
 use netvirt::scenario::Scenario;
+use openflow::driver::{DriverConfig, Listener};
 use ovs_tests::{Host, HostSpec, Process, Sandbox, tally};
 
 const BR: &str = "br-int";
@@ -24,6 +28,9 @@ struct Node {
     pods: BTreeMap<String, Host>,
     ext: Host,
     _servers: Vec<Process>,
+    /// svcflow's OpenFlow listener, which the switch dials as its controller.
+    listener: Option<Listener>,
+    agent: Option<SwitchAgent>,
 }
 
 fn scenario(name: &str) -> Scenario {
@@ -100,6 +107,8 @@ fn build(scenario: Scenario) -> Node {
         pods,
         ext,
         _servers: servers,
+        listener: None,
+        agent: None,
     }
 }
 
@@ -111,16 +120,49 @@ impl Node {
         out
     }
 
-    fn apply(
-        &self,
-        steps: &[Step<
-            netvirt::flow::FlowKey,
-            netvirt::flow::FlowEntry,
-            netvirt::flow::GroupEntry,
-        >],
-    ) {
-        let lines: Vec<String> = steps.iter().map(|s| OfctlStep(s).to_string()).collect();
-        self.sb.ofctl_bundle(BR, &lines).unwrap();
+    /// Points the switch at a listener of svcflow's (a unix socket in the sandbox) and takes the
+    /// connection. Setting the first controller flushes the switch, so this comes first.
+    async fn connect_controller(&mut self) {
+        // ovs-vswitchd accepts unix controllers only inside its run directory.
+        let sock = self.sb.dir().join("run/svcflow.sock");
+        let listener = Listener::bind(
+            &format!("punix:{}", sock.display()),
+            DriverConfig::default(),
+        )
+        .await
+        .unwrap();
+        self.listener = Some(listener);
+        self.sb
+            .set_controller(BR, &format!("unix:{}", sock.display()))
+            .unwrap();
+        self.accept().await;
+    }
+
+    /// Accepts the switch's (next) connection and starts an agent and a reject server for it.
+    async fn accept(&mut self) {
+        let listener = self.listener.as_mut().unwrap();
+        let switch = tokio::time::timeout(Duration::from_secs(15), listener.accept())
+            .await
+            .expect("the switch did not connect")
+            .unwrap();
+        assert_eq!(switch.datapath_id(), self.dpid());
+        tokio::spawn(serve_rejects(switch.clone()));
+        self.agent = Some(SwitchAgent::new(switch));
+    }
+
+    fn dpid(&self) -> u64 {
+        let text = self
+            .sb
+            .vsctl(&["get", "bridge", BR, "datapath_id"])
+            .unwrap();
+        u64::from_str_radix(text.trim().trim_matches('"'), 16).unwrap()
+    }
+
+    async fn sync(&mut self) -> SyncReport {
+        let want = self.desired();
+        let report = self.agent.as_mut().unwrap().sync(&want).await.unwrap();
+        self.assert_switch_holds(&want);
+        report
     }
 
     /// The switch must hold exactly the desired state, as `ovs-ofctl` prints it.
@@ -170,7 +212,12 @@ impl Node {
         &self.pods[name]
     }
 
-    fn connect_from_node_host(&self, proto: &str, target: &str, count: u32) -> Vec<Result<String, String>> {
+    fn connect_from_node_host(
+        &self,
+        proto: &str,
+        target: &str,
+        count: u32,
+    ) -> Vec<Result<String, String>> {
         let probe = env!("CARGO_BIN_EXE_svcflow-probe");
         let n = count.to_string();
         let out = self
@@ -186,11 +233,11 @@ impl Node {
     }
 }
 
-fn installed() -> Node {
-    let node = build(scenario("node-services"));
-    let want = node.desired();
-    node.apply(&plan(&want.state, &Default::default()));
-    node.assert_switch_holds(&want);
+async fn installed() -> Node {
+    let mut node = build(scenario("node-services"));
+    node.connect_controller().await;
+    let report = node.sync().await;
+    assert_eq!(report.flows_added, node.desired().state.flows.len());
     node
 }
 
@@ -198,9 +245,9 @@ fn only(counts: &BTreeMap<String, usize>, allowed: &[&str]) -> bool {
     counts.keys().all(|k| allowed.contains(&k.as_str()))
 }
 
-#[test]
-fn cluster_ip_spreads_tcp_and_udp_across_endpoints_from_several_clients() {
-    let node = installed();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_ip_spreads_tcp_and_udp_across_endpoints_from_several_clients() {
+    let node = installed().await;
     let web = ["p1", "p2"];
     let mut total = BTreeMap::new();
     for client in ["p3", "p1"] {
@@ -240,9 +287,9 @@ fn cluster_ip_spreads_tcp_and_udp_across_endpoints_from_several_clients() {
     );
 }
 
-#[test]
-fn a_pod_reaches_itself_through_its_service() {
-    let node = installed();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_reaches_itself_through_its_service() {
+    let node = installed().await;
     let counts = tally(
         &node
             .pod("p1")
@@ -265,9 +312,9 @@ fn a_pod_reaches_itself_through_its_service() {
     );
 }
 
-#[test]
-fn node_ports_external_ips_and_the_gateway_address_answer() {
-    let node = installed();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_ports_external_ips_and_the_gateway_address_answer() {
+    let node = installed().await;
     let np = tally(
         &node
             .ext
@@ -300,9 +347,9 @@ fn node_ports_external_ips_and_the_gateway_address_answer() {
     assert_eq!(direct.get("p3"), Some(&3), "{direct:?}");
 }
 
-#[test]
-fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_to_it() {
-    let mut node = installed();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_to_it() {
+    let mut node = installed().await;
     let before = node.desired();
     let key = ServiceKey::new("default", "web");
     node.scenario
@@ -329,8 +376,15 @@ fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_to_it(
         matches!(&steps[1], Step::DeleteFlow(k) if p2_dnat(k)),
         "{steps:?}"
     );
-    node.apply(&steps);
-    node.assert_switch_holds(&after);
+    let report = node.sync().await;
+    assert_eq!(
+        (
+            report.groups_changed,
+            report.flows_deleted,
+            report.flows_added
+        ),
+        (1, 1, 0)
+    );
     let counts = tally(
         &node
             .pod("p3")
@@ -338,6 +392,110 @@ fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_to_it(
             .unwrap(),
     );
     assert_eq!(counts.get("p1"), Some(&30), "{counts:?}");
-    // A no-op plan after convergence.
-    assert!(plan(&after.state, &after.state).is_empty());
+    // Converged: the next sync changes nothing.
+    assert!(node.sync().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_without_endpoints_refuses_at_once() {
+    let node = installed().await;
+    let started = Instant::now();
+    let tcp = node
+        .pod("p3")
+        .connect("tcp", "10.96.0.30:80", 3, &["--timeout-ms", "3000"])
+        .unwrap();
+    assert_eq!(
+        tcp,
+        vec![Err("refused".to_string()); 3],
+        "TCP to a service with no endpoint"
+    );
+    let udp = node
+        .pod("p3")
+        .connect("udp", "10.96.0.30:53", 3, &["--timeout-ms", "3000"])
+        .unwrap();
+    assert_eq!(
+        udp,
+        vec![Err("refused".to_string()); 3],
+        "UDP to a service with no endpoint"
+    );
+    // Refused by a reply, not by giving up: far below the 3 s client timeout of each attempt.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The node's host is refused as well.
+    let host = node.connect_from_node_host("tcp", "10.96.0.30:80", 1);
+    assert_eq!(host, vec![Err("err refused".to_string())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_ovs_vswitchd_restart_state_is_replayed_and_stale_state_removed() {
+    let mut node = installed().await;
+    // Stale state under svcflow's cookie, as a crashed earlier run might leave it.
+    node.sb
+        .add_flows(BR, &["cookie=0x5356020000000099,table=40,priority=100,tcp,nw_dst=10.96.9.9,tp_dst=80,actions=drop"])
+        .unwrap();
+    node.sb
+        .add_groups(BR, &["group_id=99,type=select,bucket=actions=drop"])
+        .unwrap();
+    // A flow of someone else's survives.
+    node.sb
+        .add_flows(BR, &["cookie=0x1,table=99,priority=1,actions=drop"])
+        .unwrap();
+    // A fresh agent (as after a reconnect) reads the switch and removes only the stale state.
+    let switch = node.agent.as_ref().unwrap().switch().clone();
+    node.agent = Some(SwitchAgent::new(switch));
+    let want = node.desired();
+    let report = node.agent.as_mut().unwrap().sync(&want).await.unwrap();
+    assert_eq!(
+        (
+            report.flows_added,
+            report.flows_deleted,
+            report.groups_changed
+        ),
+        (0, 1, 1)
+    );
+    assert!(
+        node.sb
+            .dump_flows(BR)
+            .unwrap()
+            .contains("cookie=0x1, table=99")
+    );
+    node.sb.ofctl("del-flows", BR, &["cookie=0x1/-1"]).unwrap();
+    node.assert_switch_holds(&want);
+
+    node.sb.restart_vswitchd().unwrap();
+    let started = Instant::now();
+    node.accept().await;
+    let report = node.sync().await;
+    let took = started.elapsed();
+    eprintln!(
+        "replayed {} flows within {took:?} of ovs-vswitchd coming back",
+        report.flows_added
+    );
+    assert_eq!(report.flows_added, want.state.flows.len());
+    assert!(took < Duration::from_secs(10), "replay took {took:?}");
+    let counts = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", "10.96.0.10:80", 20, &[])
+            .unwrap(),
+    );
+    assert!(
+        only(&counts, &["p1", "p2"]) && counts.values().sum::<usize>() == 20,
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn a_plan_printed_for_ovs_ofctl_does_what_it_says() {
+    let node = build(scenario("node-services"));
+    let want = node.desired();
+    let lines: Vec<String> = plan(&want.state, &Default::default())
+        .iter()
+        .map(|s| OfctlStep(s).to_string())
+        .collect();
+    node.sb.ofctl_bundle(BR, &lines).unwrap();
+    node.assert_switch_holds(&want);
 }

@@ -151,6 +151,8 @@ fn connect(args: &[String]) -> Result<(), String> {
         socket
             .set_read_timeout(Some(options.timeout))
             .map_err(|e| e.to_string())?;
+        // A connected socket hears ICMP port unreachable as ECONNREFUSED.
+        socket.connect(options.target).map_err(|e| e.to_string())?;
         Some(socket)
     } else {
         None
@@ -160,7 +162,7 @@ fn connect(args: &[String]) -> Result<(), String> {
             std::thread::sleep(options.gap);
         }
         let outcome = match &udp_socket {
-            Some(socket) => udp_attempt(socket, options.target),
+            Some(socket) => udp_attempt(socket),
             None => tcp_attempt(options.target, options.timeout),
         };
         let line = match outcome {
@@ -186,10 +188,10 @@ fn tcp_attempt(target: SocketAddr, timeout: Duration) -> std::io::Result<String>
     Ok(body.to_string())
 }
 
-fn udp_attempt(socket: &UdpSocket, target: SocketAddr) -> std::io::Result<String> {
-    socket.send_to(b"probe", target)?;
+fn udp_attempt(socket: &UdpSocket) -> std::io::Result<String> {
+    socket.send(b"probe")?;
     let mut buf = [0u8; 2048];
-    let (n, _) = socket.recv_from(&mut buf)?;
+    let n = socket.recv(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).trim().to_string())
 }
 

@@ -1,0 +1,175 @@
+//! The node agent's switch side: read what the switch holds, plan against the desired state,
+//! and apply the plan as one atomic bundle; and answer the packets that ask to refuse a
+//! connection. The I/O goes through an [`openflow::driver::SwitchHandle`]; every decision is
+//! made by the pure functions of this crate.
+
+use openflow::Action;
+use openflow::driver::{Error, FlowFilter, SwitchHandle};
+use openflow::msg::{FlowStats, GroupDesc, PacketIn, PacketOut};
+use openflow::{Body, Field};
+
+use crate::apply::{group_from_wire, messages};
+use crate::desired::DesiredState;
+use crate::flow::{FlowEntry, FlowKey, GroupEntry};
+use crate::pipeline::cookie;
+use crate::plan::{State, Step, plan};
+
+/// `OFPP_CONTROLLER`.
+const OFPP_CONTROLLER: u32 = 0xffff_fffd;
+
+/// A switch's state as svcflow sees it: flows under svcflow's cookie mark and every group.
+pub type SwitchState = State<FlowKey, FlowEntry, GroupEntry>;
+
+/// svcflow owns every group on its bridge (service groups and ELAN floods), but only the flows
+/// whose cookie carries its mark.
+pub fn state_from_dumps(flows: &[FlowStats], groups: &[GroupDesc]) -> SwitchState {
+    let mut state = SwitchState::default();
+    for f in flows
+        .iter()
+        .filter(|f| f.cookie & cookie::MARK_MASK == cookie::MARK)
+    {
+        let key = FlowKey {
+            table: f.table_id,
+            priority: f.priority,
+            matches: f.match_.clone(),
+        };
+        let entry = FlowEntry {
+            cookie: f.cookie,
+            instructions: f.instructions.clone(),
+        };
+        state.flows.insert(key, entry);
+    }
+    for g in groups {
+        // A group of a type svcflow never installs is kept under an impossible shape, so
+        // the plan replaces it.
+        let entry = group_from_wire(g.group_type, &g.buckets).unwrap_or(GroupEntry {
+            kind: crate::flow::GroupKind::All,
+            buckets: Vec::new(),
+        });
+        state.groups.insert(g.group_id, entry);
+    }
+    state
+}
+
+/// Reads the switch's svcflow state.
+pub async fn read_state(switch: &SwitchHandle) -> Result<SwitchState, Error> {
+    let filter = FlowFilter {
+        table_id: None,
+        cookie: cookie::MARK,
+        cookie_mask: cookie::MARK_MASK,
+    };
+    let flows = switch.dump_flows(filter).await?;
+    let groups = switch.dump_groups().await?;
+    Ok(state_from_dumps(&flows, &groups))
+}
+
+/// What one synchronisation did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Flows added.
+    pub flows_added: usize,
+    /// Flows modified in place.
+    pub flows_modified: usize,
+    /// Flows deleted.
+    pub flows_deleted: usize,
+    /// Groups added, modified or deleted.
+    pub groups_changed: usize,
+}
+
+impl SyncReport {
+    fn of(steps: &[Step<FlowKey, FlowEntry, GroupEntry>]) -> Self {
+        let mut r = Self::default();
+        for s in steps {
+            match s {
+                Step::AddFlow(..) => r.flows_added += 1,
+                Step::ModifyFlow(..) => r.flows_modified += 1,
+                Step::DeleteFlow(..) => r.flows_deleted += 1,
+                _ => r.groups_changed += 1,
+            }
+        }
+        r
+    }
+
+    /// Whether nothing had to change.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Keeps one switch equal to a desired state. It reads the switch once (after a connect or
+/// reconnect) and then plans against what it last applied, so an endpoint change costs one
+/// small bundle and no dump.
+pub struct SwitchAgent {
+    switch: SwitchHandle,
+    applied: Option<SwitchState>,
+}
+
+impl SwitchAgent {
+    /// An agent for a freshly connected switch; its first sync reads the switch.
+    pub fn new(switch: SwitchHandle) -> Self {
+        Self {
+            switch,
+            applied: None,
+        }
+    }
+
+    /// The switch.
+    pub fn switch(&self) -> &SwitchHandle {
+        &self.switch
+    }
+
+    /// Makes the switch hold `desired`: stale svcflow flows and groups go, missing ones come,
+    /// changed ones are modified in place, all in one atomic bundle. On error the agent forgets
+    /// what it believed and reads the switch again next time.
+    pub async fn sync(&mut self, desired: &DesiredState) -> Result<SyncReport, Error> {
+        let actual = match self.applied.take() {
+            Some(state) => state,
+            None => read_state(&self.switch).await?,
+        };
+        let steps = plan(&desired.state, &actual);
+        if !steps.is_empty() {
+            self.switch.bundle(messages(&steps)).await?;
+        }
+        self.applied = Some(desired.state.clone());
+        Ok(SyncReport::of(&steps))
+    }
+}
+
+/// The packet-out that refuses the connection of a packet sent to the controller by a service
+/// with no endpoint (`table=40` `controller` action), or `None` for any other packet-in.
+pub fn reject(packet_in: &PacketIn) -> Option<PacketOut> {
+    if cookie::kind_of(packet_in.cookie) != Some(cookie::SERVICE) {
+        return None;
+    }
+    let in_port = packet_in.match_.get(Field::InPortOxm)?.value;
+    let in_port = u32::try_from(in_port).ok()?;
+    let data = crate::reject::reply(&packet_in.data).ok()?;
+    Some(PacketOut {
+        buffer_id: u32::MAX,
+        in_port: OFPP_CONTROLLER,
+        actions: vec![Action::Output {
+            port: in_port,
+            max_len: 0,
+        }],
+        data,
+    })
+}
+
+/// Answers refusal packet-ins on `switch` until its session closes.
+pub async fn serve_rejects(switch: SwitchHandle) {
+    let mut events = switch.events();
+    loop {
+        match events.recv().await {
+            Ok(openflow::driver::SwitchEvent::PacketIn(pi)) => {
+                if let Some(out) = reject(&pi) {
+                    // A refused reply is not worth more than a lost packet: the client retries.
+                    let _ = switch.send(Body::PacketOut(out)).await;
+                }
+            }
+            Ok(openflow::driver::SwitchEvent::Disconnected(_)) => return,
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
