@@ -132,3 +132,86 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
     }
     out
 }
+
+/// The commands that give the gateway port's host side its address and routes, so that the
+/// node's own processes reach services (and pods) through `br-int`: the gateway host address
+/// as a /32, and the service CIDR and the pod CIDR routed via the virtual gateway, on-link.
+/// They are `ip` commands for the node itself to run (OVSDB cannot configure host addresses);
+/// each is idempotent (`replace`).
+pub fn host_gateway_commands(
+    setup: &NodeSetup,
+    config: &crate::config::Config,
+    node: &crate::model::Node,
+) -> Vec<Vec<String>> {
+    let port = setup.gateway_port.clone();
+    let mut commands = vec![
+        vec![
+            "ip".into(),
+            "link".into(),
+            "set".into(),
+            "dev".into(),
+            port.clone(),
+            "up".into(),
+        ],
+        vec![
+            "ip".into(),
+            "addr".into(),
+            "replace".into(),
+            format!("{}/32", config.gateway_host_ip),
+            "dev".into(),
+            port.clone(),
+        ],
+    ];
+    let Some(gateway) = crate::desired::virtual_gateway_ip(node) else {
+        return commands;
+    };
+    let mut cidrs = vec![config.service_cidr.to_string()];
+    cidrs.extend(node.pod_cidr.map(|c| c.to_string()));
+    for cidr in cidrs {
+        commands.push(
+            [
+                "ip",
+                "route",
+                "replace",
+                &cidr,
+                "via",
+                &gateway.to_string(),
+                "dev",
+                &port,
+                "onlink",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+    }
+    commands
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_gateway_commands_address_the_port_and_route_services_and_pods() {
+        let node = crate::model::Node {
+            name: "n1".into(),
+            ips: vec![],
+            pod_cidr: Some("10.244.3.0/24".parse().unwrap()),
+            labels: Default::default(),
+        };
+        let lines: Vec<String> =
+            host_gateway_commands(&NodeSetup::default(), &Default::default(), &node)
+                .iter()
+                .map(|c| c.join(" "))
+                .collect();
+        assert_eq!(
+            lines,
+            [
+                "ip link set dev svc-gw up",
+                "ip addr replace 169.254.0.1/32 dev svc-gw",
+                "ip route replace 10.96.0.0/12 via 10.244.3.1 dev svc-gw onlink",
+                "ip route replace 10.244.3.0/24 via 10.244.3.1 dev svc-gw onlink",
+            ]
+        );
+    }
+}

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use netvirt::agent::{SwitchAgent, SyncReport, serve_rejects};
 use netvirt::flow::{DumpFlow, DumpGroup, OfctlStep};
 use netvirt::model::ServiceKey;
+use netvirt::node_setup::{NodeSetup, host_gateway_commands};
 use netvirt::plan::{Step, plan};
 use netvirt::scenario::Scenario;
 use openflow::driver::{DriverConfig, Listener};
@@ -68,25 +69,11 @@ fn build(scenario: Scenario) -> Node {
     let mac = format!("mac=\"{}\"", gw.mac);
     sb.add_internal_port_with(BR, "svc-gw", gw.ofport as u16, &[&mac])
         .unwrap();
-    let host_ip = format!("{}/32", scenario.config.gateway_host_ip);
-    sb.node(&["ip", "addr", "add", &host_ip, "dev", "svc-gw"])
-        .unwrap();
-    for cidr in [
-        scenario.config.service_cidr.to_string(),
-        node.pod_cidr.unwrap().to_string(),
-    ] {
-        sb.node(&[
-            "ip",
-            "route",
-            "add",
-            &cidr,
-            "via",
-            &gateway_ip,
-            "dev",
-            "svc-gw",
-            "onlink",
-        ])
-        .unwrap();
+    // The gateway port's host side, configured as svcflow prescribes for the node.
+    let setup = NodeSetup::default();
+    for command in host_gateway_commands(&setup, &scenario.config, node) {
+        let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+        sb.node(&argv).unwrap();
     }
     let mut pods = BTreeMap::new();
     let mut servers = Vec::new();
