@@ -300,7 +300,7 @@ async fn a_pod_reaches_itself_through_its_service() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_ports_external_ips_and_the_gateway_address_answer() {
+async fn node_ports_external_and_lb_ips_and_the_gateway_address_answer() {
     let node = installed().await;
     let np = tally(
         &node
@@ -314,6 +314,8 @@ async fn node_ports_external_ips_and_the_gateway_address_answer() {
     );
     let ext = tally(&node.ext.connect("tcp", "198.18.0.50:80", 5, &[]).unwrap());
     assert_eq!(ext.get("p3"), Some(&5), "external IP: {ext:?}");
+    let lb = tally(&node.ext.connect("tcp", "198.18.0.60:80", 5, &[]).unwrap());
+    assert_eq!(lb.get("p3"), Some(&5), "load-balancer IP: {lb:?}");
     let gw = tally(
         &node
             .pod("p3")
