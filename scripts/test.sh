@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 
 status=0
+# The daemon's end-to-end test (ovs-tests/tests/daemon.rs) runs target/debug/svcflow, which
+# `cargo test` does not build for another package: build it first.
+cargo build -p svcflow
 cargo test --workspace "$@" || status=$?
 
 # Every sandbox names its namespaces and directories svcf-<pid>-<n>.

@@ -110,6 +110,119 @@ fn ofp_print_vectors() {
     );
 }
 
+/// tests/corpus/vectors.txt: errors (standard, Nicira, ONF, unknown), DESC,
+/// TABLE and PORT_STATS replies, multipart requests, packet-ins and more.
+#[test]
+fn corpus_vectors() {
+    let vectors = common::vectors("vectors.txt");
+    assert!(vectors.len() >= 90, "{}", vectors.len());
+    let mut failures = Vec::new();
+    for (name, bytes) in &vectors {
+        if let Err(e) = check_message(bytes) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {}:\n{}",
+        failures.len(),
+        vectors.len(),
+        failures.join("\n")
+    );
+}
+
+/// Experimenter errors decode with their experimenter id and type, and carry OVS's names.
+#[test]
+fn experimenter_errors() {
+    use openflow::msg::{ErrorMsg, OFPET_EXPERIMENTER};
+    let m = openflow::Message::decode(&unhex("0401001000000005ffff000d00002320")).unwrap();
+    let Body::Error(e) = &m.body else {
+        panic!("{m:?}")
+    };
+    assert_eq!(e.experimenter_error(), Some((0x2320, 13)));
+    assert_eq!(e.ovs_name(), Some("NXFMFC_BAD_TABLE_ID"));
+    assert_eq!(e.name(), None);
+    let onf = ErrorMsg {
+        err_type: OFPET_EXPERIMENTER,
+        code: 2313,
+        experimenter: Some(openflow::msg::ONF_EXPERIMENTER),
+        data: vec![],
+    };
+    assert_eq!(onf.ovs_name(), Some("OFPBFC_MSG_FAILED"));
+    let unknown = ErrorMsg {
+        experimenter: Some(0x1234),
+        ..onf.clone()
+    };
+    assert_eq!(unknown.experimenter_error(), Some((0x1234, 2313)));
+    assert_eq!(unknown.ovs_name(), None);
+    let standard = ErrorMsg {
+        err_type: 1,
+        code: 10,
+        experimenter: None,
+        data: vec![],
+    };
+    assert_eq!(standard.experimenter_error(), None);
+    // The OF1.3 name and the name ovs-ofctl 3.1 prints.
+    assert_eq!(standard.name(), Some("OFPBRC_IS_SLAVE"));
+    assert_eq!(standard.ovs_name(), Some("OFPBRC_IS_SECONDARY"));
+}
+
+/// Every error code around the ones OVS names prints as `ovs-ofctl` prints it:
+/// the name, or `***decode error: OFPBRC_BAD_LEN***` and a dump when OVS knows none.
+#[test]
+fn error_names_match_ovs_ofctl() {
+    let mut codes: Vec<(u16, u16, Option<u32>)> = Vec::new();
+    for ty in 0..=14 {
+        codes.extend((0..=16).map(|c| (ty, c, None)));
+    }
+    codes.extend((0..=50).map(|c| (0xffff, c, Some(0x2320))));
+    for range in [
+        2295..2320,
+        2355..2375,
+        2595..2605,
+        2635..2645,
+        4245..4255,
+        4440..4450,
+    ] {
+        codes.extend(range.map(|c| (0xffff, c, Some(0x4f4e_4600))));
+    }
+    codes.push((0xffff, 2, Some(0x1234)));
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = codes
+            .chunks(codes.len().div_ceil(8))
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .filter_map(|&(err_type, code, experimenter)| {
+                            let msg = openflow::Message::new(
+                                5,
+                                Body::Error(openflow::msg::ErrorMsg {
+                                    err_type,
+                                    code,
+                                    experimenter,
+                                    data: unhex("0414000800000002"),
+                                }),
+                            );
+                            check_message(&msg.encode().unwrap()).err()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {}:\n{}",
+        failures.len(),
+        codes.len(),
+        failures.join("\n")
+    );
+}
+
 /// PACKET_IN - OF1.3 from ofp-print.at, including the dissected packet line.
 #[test]
 fn packet_in_vector() {

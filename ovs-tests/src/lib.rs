@@ -18,6 +18,7 @@ mod host;
 mod netns;
 pub mod recipe;
 mod sandbox;
+pub mod svcflow;
 
 pub use cmd::wait_for;
 pub use error::SandboxError;

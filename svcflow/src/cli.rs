@@ -21,9 +21,48 @@ pub struct Cli {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing buys nothing
 pub enum Command {
     /// Run the controller daemon. Flags override the TOML file given with --config.
     Run(RunArgs),
+    /// OpenFlow 1.3 tools.
+    #[command(subcommand)]
+    Ofp(OfpCommand),
+}
+
+/// `svcflow ofp` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum OfpCommand {
+    /// Print OpenFlow messages given in hex as `ovs-ofctl ofp-print` does.
+    ///
+    /// The hex may contain spaces and newlines and may span several arguments; with no
+    /// argument, or `-`, it is read from stdin. Concatenated messages are each printed.
+    Print(PrintArgs),
+    /// Print a switch's flows as `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` does, read
+    /// over svcflow's own session.
+    DumpFlows(SwitchArgs),
+    /// Print a switch's groups as `ovs-ofctl -O OpenFlow13 dump-groups` does.
+    DumpGroups(SwitchArgs),
+}
+
+/// A switch to talk to.
+#[derive(Debug, Args)]
+pub struct SwitchArgs {
+    /// `unix:PATH` (e.g. the bridge's `br-int.mgmt` socket) or `tcp:IP:PORT`.
+    #[arg(value_name = "TARGET")]
+    pub target: String,
+}
+
+/// `svcflow ofp print` arguments.
+#[derive(Debug, Args)]
+pub struct PrintArgs {
+    /// Decode, re-encode and print the hex (in one lowercase run) instead of the text; fail
+    /// if the re-encoding differs from the input.
+    #[arg(long)]
+    pub reencode: bool,
+    /// Hex of one or more OpenFlow 1.3 messages; `-` or nothing reads stdin.
+    #[arg(value_name = "HEX")]
+    pub hex: Vec<String>,
 }
 
 /// `svcflow run` flags. Each has a key of the same name in the TOML file.
@@ -69,6 +108,10 @@ pub struct RunArgs {
     /// Log level: error, warn, info, debug or trace [default: info].
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// The node whose host this daemon runs on: svcflow then also configures the host side of
+    /// that node's gateway port (its address, and routes for the service and pod CIDRs).
+    #[arg(long, value_name = "NODE")]
+    pub host_node: Option<String>,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     pub check: bool,
@@ -155,6 +198,7 @@ impl RunArgs {
                 .or(file.state_dir)
                 .unwrap_or_else(|| PathBuf::from("/var/lib/svcflow")),
             log_level,
+            host_node: self.host_node.clone().or(file.host_node),
         })
     }
 }
@@ -168,6 +212,7 @@ mod tests {
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
             Command::Run(args) => args,
+            Command::Ofp(_) => unreachable!("svcflow run"),
         }
     }
 
@@ -216,6 +261,22 @@ mod tests {
         ])
         .merge(FileConfig::default())
         .unwrap();
+    }
+
+    #[test]
+    fn ofp_print_takes_hex_words_and_reencode() {
+        let cli =
+            Cli::try_parse_from(["svcflow", "ofp", "print", "--reencode", "0414", "0008"]).unwrap();
+        let Command::Ofp(OfpCommand::Print(args)) = cli.command else {
+            panic!("not ofp print")
+        };
+        assert!(args.reencode);
+        assert_eq!(args.hex, ["0414", "0008"]);
+        let cli = Cli::try_parse_from(["svcflow", "ofp", "print", "-"]).unwrap();
+        let Command::Ofp(OfpCommand::Print(args)) = cli.command else {
+            panic!("not ofp print")
+        };
+        assert_eq!(args.hex, ["-"]);
     }
 
     #[test]

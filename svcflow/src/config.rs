@@ -25,6 +25,8 @@ pub struct RunConfig {
     pub state_dir: PathBuf,
     /// `error`, `warn`, `info`, `debug` or `trace`.
     pub log_level: String,
+    /// The node whose host svcflow runs on; it configures that node's gateway port's host side.
+    pub host_node: Option<String>,
 }
 
 /// An OVSDB server to dial, and the node it belongs to.
@@ -64,6 +66,8 @@ pub struct FileConfig {
     pub state_dir: Option<PathBuf>,
     /// Log level.
     pub log_level: Option<String>,
+    /// See [`RunConfig::host_node`].
+    pub host_node: Option<String>,
 }
 
 /// Why a configuration was refused.

@@ -2,6 +2,9 @@
 
 mod cli;
 mod config;
+mod daemon;
+mod dump;
+mod ofp;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -17,17 +20,58 @@ fn main() -> ExitCode {
                 let _ = writeln!(std::io::stdout(), "{config:#?}");
                 ExitCode::SUCCESS
             }
-            Ok(_) => {
-                eprintln!(
-                    "svcflow run: the configuration is valid, but the daemon is not built yet \
-                     (use --check to print the effective configuration)"
-                );
-                ExitCode::from(2)
-            }
+            Ok(config) => daemon::run(config),
             Err(e) => {
                 eprintln!("svcflow run: {e}");
                 ExitCode::from(2)
             }
         },
+        cli::Command::Ofp(cli::OfpCommand::Print(args)) => {
+            match ofp::run(
+                &args.hex,
+                args.reencode,
+                &mut std::io::stdin().lock(),
+                &mut std::io::stdout().lock(),
+            ) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("svcflow ofp print: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        cli::Command::Ofp(cli::OfpCommand::DumpFlows(args)) => {
+            print_from_switch("dump-flows", dump::dump_flows(&args.target))
+        }
+        cli::Command::Ofp(cli::OfpCommand::DumpGroups(args)) => {
+            print_from_switch("dump-groups", dump::dump_groups(&args.target))
+        }
+    }
+}
+
+/// Runs one switch query on a small runtime and prints its text.
+fn print_from_switch(
+    what: &str,
+    query: impl std::future::Future<Output = Result<String, String>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("svcflow ofp {what}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(query) {
+        Ok(text) => {
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("svcflow ofp {what}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

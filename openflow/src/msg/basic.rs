@@ -105,12 +105,16 @@ impl fmt::Display for Hello {
     }
 }
 
-/// `OFPT_ERROR` (OF1.3 §7.4.4), including experimenter errors.
+/// `OFPET_EXPERIMENTER` (OF1.3 §7.4.4).
+pub const OFPET_EXPERIMENTER: u16 = 0xffff;
+
+/// `OFPT_ERROR` (OF1.3 §7.4.4), including experimenter errors
+/// (`struct ofp_error_experimenter_msg`: type 0xffff, `exp_type`, experimenter id).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorMsg {
     /// `ofp_error_type` (0xffff for experimenter).
     pub err_type: u16,
-    /// Code (`exp_code` for experimenter errors).
+    /// Code (`exp_type` for experimenter errors).
     pub code: u16,
     /// Experimenter id for `OFPET_EXPERIMENTER`.
     pub experimenter: Option<u32>,
@@ -122,7 +126,7 @@ impl ErrorMsg {
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.u16(self.err_type);
         w.u16(self.code);
-        if self.err_type == 0xffff {
+        if self.err_type == OFPET_EXPERIMENTER {
             w.u32(self.experimenter.unwrap_or(0));
         }
         w.bytes(&self.data);
@@ -131,7 +135,7 @@ impl ErrorMsg {
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let err_type = r.u16()?;
         let code = r.u16()?;
-        let experimenter = if err_type == 0xffff {
+        let experimenter = if err_type == OFPET_EXPERIMENTER {
             Some(r.u32()?)
         } else {
             None
@@ -144,9 +148,25 @@ impl ErrorMsg {
         })
     }
 
-    /// The OVS name of the error (`OFPBRC_BAD_TYPE`), if it is a standard OF1.3 one.
+    /// The OF1.3 §7.4.4 name of a standard error (`OFPBRC_IS_SLAVE`), if it is one.
+    /// See [`ErrorMsg::ovs_name`] for the name `ovs-ofctl` 3.1 prints.
     pub fn name(&self) -> Option<&'static str> {
         error_name(self.err_type, self.code)
+    }
+
+    /// The name `ovs-ofctl` 3.1 prints, for standard and Nicira/ONF
+    /// experimenter errors alike (see [`ofperr_name`]).
+    pub fn ovs_name(&self) -> Option<&'static str> {
+        ofperr_name(self.err_type, self.code, self.experimenter)
+    }
+
+    /// For an `OFPET_EXPERIMENTER` error (OF1.3 §7.4.4 `struct
+    /// ofp_error_experimenter_msg`): its experimenter id and `exp_type`.
+    pub fn experimenter_error(&self) -> Option<(u32, u16)> {
+        match (self.err_type, self.experimenter) {
+            (OFPET_EXPERIMENTER, Some(e)) => Some((e, self.code)),
+            _ => None,
+        }
     }
 }
 
@@ -292,38 +312,219 @@ pub fn error_name(ty: u16, code: u16) -> Option<&'static str> {
     table.get(usize::from(code)).copied()
 }
 
-impl fmt::Display for ErrorMsg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.name(), self.experimenter) {
-            (Some(n), _) => write!(f, " {n}")?,
-            (None, Some(e)) => {
-                write!(f, " ***unknown experimenter error {e:#x}({})***", self.code)?
-            }
-            (None, None) => write!(
-                f,
-                " ***unknown error OFPET({},{})***",
-                self.err_type, self.code
-            )?,
-        }
-        if self.err_type == 0 {
-            write!(f, "\n{}", String::from_utf8_lossy(&self.data))
+/// The name `ovs-ofctl` 3.1 prints for an error (`ofperr_get_name()` of the
+/// `enum ofperr` value `ofperr_decode()` finds for OpenFlow 1.3), or `None`
+/// when OVS 3.1 knows no such error.
+///
+/// Standard errors follow OF1.3 §7.4.4 with OVS's spellings (`OFPBRC_BAD_STAT`,
+/// `OFPBRC_IS_SECONDARY`, and `OFPBPC_*` for the OF1.3 property codes 13,2–4).
+/// `OFPET_EXPERIMENTER` (0xffff) errors are looked up by experimenter id and
+/// `exp_type`: Nicira's `NX1.2+(n)` codes and ONF's `ONF1.3(n)` codes as
+/// `include/openvswitch/ofp-errors.h` assigns them (bundle errors are ONF
+/// 2300–2315, per ONF EXT-230). The tables were checked against the installed
+/// `ovs-ofctl ofp-print` 3.1 over standard types 0–20 × codes 0–40, Nicira
+/// `exp_type` 0–600 and ONF `exp_type` 0–4999; `tests/ofp_print_vectors.rs`
+/// keeps checking the neighbourhood of every entry.
+pub fn ofperr_name(err_type: u16, code: u16, experimenter: Option<u32>) -> Option<&'static str> {
+    if err_type != OFPET_EXPERIMENTER {
+        return ofperr_standard(err_type, code);
+    }
+    match experimenter? {
+        super::NX_EXPERIMENTER => nx_error_name(code),
+        super::ONF_EXPERIMENTER => onf_error_name(code),
+        _ => None,
+    }
+}
+
+/// OF1.3 standard errors as OVS 3.1 names them (`ofp-errors.h`, `OF1.x+(type,code)`).
+fn ofperr_standard(ty: u16, code: u16) -> Option<&'static str> {
+    const BRC: &[&str] = &[
+        "OFPBRC_BAD_VERSION",
+        "OFPBRC_BAD_TYPE",
+        "OFPBRC_BAD_STAT",
+        "OFPBRC_BAD_VENDOR",
+        "OFPBRC_BAD_SUBTYPE",
+        "OFPBRC_EPERM",
+        "OFPBRC_BAD_LEN",
+        "OFPBRC_BUFFER_EMPTY",
+        "OFPBRC_BUFFER_UNKNOWN",
+        "OFPBRC_BAD_TABLE_ID",
+        "OFPBRC_IS_SECONDARY",
+        "OFPBRC_BAD_PORT",
+        "OFPBRC_BAD_PACKET",
+        "OFPBRC_MULTIPART_BUFFER_OVERFLOW",
+    ];
+    const TFFC: &[&str] = &[
+        "OFPTFFC_BAD_TABLE",
+        "OFPTFFC_BAD_METADATA",
+        "OFPBPC_BAD_TYPE",
+        "OFPBPC_BAD_LEN",
+        "OFPBPC_BAD_VALUE",
+        "OFPTFFC_EPERM",
+    ];
+    match (ty, code) {
+        (1, _) => BRC.get(usize::from(code)).copied(),
+        (2, 2) => Some("OFPBAC_BAD_VENDOR"),
+        (2, 3) => Some("OFPBAC_BAD_VENDOR_TYPE"),
+        (13, _) => TFFC.get(usize::from(code)).copied(),
+        _ => error_name(ty, code),
+    }
+}
+
+/// Nicira experimenter errors in OF1.2+ (`NX1.2+(n)`, or `NX1.2-1.3(n)`, in
+/// OVS 3.1 `ofp-errors.h`): `exp_type` to name.
+fn nx_error_name(code: u16) -> Option<&'static str> {
+    Some(match code {
+        2 => "NXBRC_NXM_INVALID",
+        3 => "NXBRC_NXM_BAD_TYPE",
+        4 => "NXBRC_MUST_BE_ZERO",
+        5 => "NXBRC_BAD_REASON",
+        6 => "OFPMOFC_MONITOR_EXISTS",
+        7 => "OFPMOFC_BAD_FLAGS",
+        8 => "OFPMOFC_UNKNOWN_MONITOR",
+        9 => "NXBRC_FM_BAD_EVENT",
+        10 => "NXBRC_UNENCODABLE_ERROR",
+        11 => "NXBAC_MUST_BE_ZERO",
+        12 => "NXFMFC_HARDWARE",
+        13 => "NXFMFC_BAD_TABLE_ID",
+        15 => "NXBAC_BAD_CONJUNCTION",
+        16 => "NXTTMFC_BAD_COMMAND",
+        17 => "NXTTMFC_BAD_OPT_LEN",
+        18 => "NXTTMFC_BAD_FIELD_IDX",
+        19 => "NXTTMFC_TABLE_FULL",
+        20 => "NXTTMFC_ALREADY_MAPPED",
+        21 => "NXTTMFC_DUP_ENTRY",
+        34 => "NXR_NOT_SUPPORTED",
+        35 => "NXR_STALE",
+        36 => "NXST_NOT_CONFIGURED",
+        37 => "NXFMFC_INVALID_TLV_FIELD",
+        38 => "NXTTMFC_INVALID_TLV_DEL",
+        39 => "NXBAC_BAD_HEADER_TYPE",
+        40 => "NXBAC_UNKNOWN_ED_PROP",
+        41 => "NXBAC_BAD_ED_PROP",
+        42 => "NXBAC_CT_DATAPATH_SUPPORT",
+        43 => "NXBMC_CT_DATAPATH_SUPPORT",
+        44 => "NXTFFC_DUP_TABLE",
+        _ => return None,
+    })
+}
+
+/// ONF experimenter errors in OF1.3 (`ONF1.3(n)` in OVS 3.1 `ofp-errors.h`):
+/// `exp_type` to name.
+fn onf_error_name(code: u16) -> Option<&'static str> {
+    const BFC: &[&str] = &[
+        "OFPBFC_UNKNOWN",
+        "OFPBFC_EPERM",
+        "OFPBFC_BAD_ID",
+        "OFPBFC_BUNDLE_EXIST",
+        "OFPBFC_BUNDLE_CLOSED",
+        "OFPBFC_OUT_OF_BUNDLES",
+        "OFPBFC_BAD_TYPE",
+        "OFPBFC_BAD_FLAGS",
+        "OFPBFC_MSG_BAD_LEN",
+        "OFPBFC_MSG_BAD_XID",
+        "OFPBFC_MSG_UNSUP",
+        "OFPBFC_MSG_CONFLICT",
+        "OFPBFC_MSG_TOO_MANY",
+        "OFPBFC_MSG_FAILED",
+        "OFPBFC_TIMEOUT",
+        "OFPBFC_BUNDLE_IN_PROGRESS",
+    ];
+    Some(match code {
+        2300..=2315 => return BFC.get(usize::from(code - 2300)).copied(),
+        2360 => "OFPFMFC_BAD_PRIORITY",
+        2370 => "OFPACFC_INVALID",
+        2371 => "OFPACFC_UNSUPPORTED",
+        2372 => "OFPACFC_EPERM",
+        2600 => "OFPBIC_DUP_INST",
+        2640 => "OFPBRC_MULTIPART_REQUEST_TIMEOUT",
+        2641 => "OFPBRC_MULTIPART_REPLY_TIMEOUT",
+        4250 => "OFPBAC_BAD_SET_MASK",
+        4443 => "OFPBPC_TOO_MANY",
+        4444 => "OFPBPC_DUP_TYPE",
+        4445 => "OFPBPC_BAD_EXPERIMENTER",
+        4446 => "OFPBPC_BAD_EXP_TYPE",
+        4447 => "OFPBPC_BAD_EXP_VALUE",
+        4448 => "OFPBPC_EPERM",
+        _ => return None,
+    })
+}
+
+/// What `ofp_to_string()` (verbosity 1) prints for the message an error
+/// quotes, without its final newline.
+fn format_payload(data: &[u8]) -> String {
+    if data.is_empty() {
+        return "OpenFlow message is empty".into();
+    }
+    let Some(h) = data.get(..super::HEADER_LEN) else {
+        return format!(
+            "OpenFlow packet too short (only {} bytes):\n{}",
+            data.len(),
+            text::hex_dump(data)
+        );
+    };
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    if len > data.len() {
+        // The header line only when `ofpraw_decode_partial()` knows the type.
+        let name = super::type_name_of(h[1]);
+        let xid = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        let head = if name.starts_with("OFPT_UNKNOWN") || h[0] != super::OFP13_VERSION {
+            String::new()
         } else {
-            match super::Message::decode(&self.data) {
-                Ok(m) => write!(f, "\n{m}"),
-                Err(_) => match (self.data.get(..8), super::Message::frame_len(&self.data)) {
-                    (Some(h), Some(len)) if len > self.data.len() => {
-                        let xid = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-                        write!(
-                            f,
-                            "\n{} (OF1.3) (xid={xid:#x}):\n(***truncated to {} bytes from {len}***)\n{}",
-                            super::type_name_of(h[1]),
-                            self.data.len(),
-                            text::hex_dump(&self.data)
-                        )
-                    }
-                    _ => write!(f, "\n{}", text::hex_dump(&self.data)),
-                },
+            format!("{name} (OF1.3) (xid={xid:#x}):\n")
+        };
+        return format!(
+            "{head}(***truncated to {} bytes from {len}***)\n{}",
+            data.len(),
+            text::hex_dump(data)
+        );
+    }
+    if len < data.len() {
+        return format!(
+            "(***only uses {len} bytes out of {}***)\n{}",
+            data.len(),
+            text::hex_dump(data)
+        );
+    }
+    match super::Message::decode(data) {
+        // Verbosity 1: an echo's payload is not dumped.
+        Ok(super::Message {
+            body: super::Body::EchoRequest(d) | super::Body::EchoReply(d),
+            ..
+        }) => {
+            let xid = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+            format!(
+                "{} (OF1.3) (xid={xid:#x}): {} bytes of payload",
+                super::type_name_of(h[1]),
+                d.len()
+            )
+        }
+        Ok(m) => m.to_string(),
+        Err(_) => text::hex_dump(data),
+    }
+}
+
+impl fmt::Display for ErrorMsg {
+    /// `ofp_print_error_msg()`. An error OVS cannot name makes `ovs-ofctl`
+    /// print `***decode error: OFPBRC_BAD_LEN***` and a dump of the whole
+    /// message; [`super::Message`]'s `Display` adds that dump.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(n) = self.ovs_name() else {
+            return f.write_str(" ***decode error: OFPBRC_BAD_LEN***");
+        };
+        writeln!(f, " {n}")?;
+        if n.starts_with("OFPHFC_") {
+            // `ds_put_printable()`: octal escapes for all but printable ASCII.
+            for &c in &self.data {
+                if (0x20..0x7f).contains(&c) && c != b'\\' && c != b'"' {
+                    write!(f, "{}", char::from(c))?;
+                } else {
+                    write!(f, "\\{c:03o}")?;
+                }
             }
+            Ok(())
+        } else {
+            f.write_str(&format_payload(&self.data))
         }
     }
 }

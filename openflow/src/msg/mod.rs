@@ -13,7 +13,10 @@ mod multipart;
 mod packet;
 mod port;
 
-pub use basic::{AsyncConfig, ErrorMsg, Features, Hello, PortMod, Role, SwitchConfig, TableMod};
+pub use basic::{
+    AsyncConfig, ErrorMsg, Features, Hello, OFPET_EXPERIMENTER, PortMod, Role, SwitchConfig,
+    TableMod, error_name, ofperr_name,
+};
 pub use ext::{BundleAdd, BundleControl, CtFlush, CtTuple};
 pub use flow::{FlowMod, FlowModCommand, FlowRemoved};
 pub use group::{Bucket, GroupMod, GroupModCommand, GroupType};
@@ -467,6 +470,47 @@ impl Message {
         Ok(Message { xid, body })
     }
 
+    /// The `ofperr` name with which `ovs-ofctl` 3.1 refuses a message this
+    /// codec accepts: an error OVS cannot name (`ofp_print_error_msg()`
+    /// answers `OFPBRC_BAD_LEN`), a port-stats reply with a port number
+    /// outside OVS's 16-bit range (`OFPBAC_BAD_OUT_PORT`), or a message type,
+    /// experimenter id or multipart type OVS has no `ofpraw` for in OF1.3
+    /// (`OFPBRC_BAD_TYPE`, `OFPBRC_BAD_VENDOR`, `OFPBRC_BAD_STAT`; see
+    /// `lib/ofp-msgs.c`).
+    pub fn ovs_decode_error(&self) -> Option<&'static str> {
+        self.ovs_refusal().map(|(error, _)| error)
+    }
+
+    /// [`Message::ovs_decode_error`], and whether `ovs-ofctl` prints the
+    /// header line before it (it does once `ofpraw_decode()` has succeeded).
+    fn ovs_refusal(&self) -> Option<(&'static str, bool)> {
+        // OF1.3 multipart types end at OFPMP_PORT_DESC (13); 0xffff is OFPMP_EXPERIMENTER.
+        let raw_multipart = |b: &MultipartBody| match b {
+            MultipartBody::Raw { mp_type, .. } => (14..0xffff).contains(mp_type),
+            _ => false,
+        };
+        match &self.body {
+            Body::Error(e) if e.ovs_name().is_none() => Some(("OFPBRC_BAD_LEN", true)),
+            Body::MultipartReply(MultipartReply {
+                body: MultipartBody::PortStats(v),
+                ..
+            }) if multipart::valid_port_stats(v) < v.len() => Some(("OFPBAC_BAD_OUT_PORT", true)),
+            Body::Unknown { msg_type, .. } if *msg_type > 29 => Some(("OFPBRC_BAD_TYPE", false)),
+            Body::Experimenter { experimenter, .. }
+                if ![NX_EXPERIMENTER, ONF_EXPERIMENTER].contains(experimenter) =>
+            {
+                Some(("OFPBRC_BAD_VENDOR", false))
+            }
+            Body::MultipartRequest(MultipartRequest { body, .. })
+            | Body::MultipartReply(MultipartReply { body, .. })
+                if raw_multipart(body) =>
+            {
+                Some(("OFPBRC_BAD_STAT", false))
+            }
+            _ => None,
+        }
+    }
+
     /// The name `ovs-ofctl` prints for the message type.
     pub fn type_name(&self) -> String {
         let n = match &self.body {
@@ -522,10 +566,34 @@ impl fmt::Display for Message {
             6 => "OF1.5".to_string(),
             v => format!("OF 0x{v:02x}"),
         };
+        if let Some((error, header)) = self.ovs_refusal() {
+            // `ofp_to_string()`: what it printed before the failure, then the
+            // error and a dump of the whole message.
+            if header {
+                write!(f, "{} ({v}) (xid={:#x}):", self.type_name(), self.xid)?;
+                match &self.body {
+                    Body::MultipartReply(m) => writeln!(f, "{m}")?,
+                    _ => f.write_str(" ")?,
+                }
+            }
+            let bytes = self.encode().unwrap_or_default();
+            return write!(
+                f,
+                "***decode error: {error}***\n{}",
+                crate::text::hex_dump(&bytes)
+            );
+        }
         write!(f, "{} ({v}) (xid={:#x}):", self.type_name(), self.xid)?;
         match &self.body {
             Body::Hello(h) => write!(f, "{h}"),
             Body::Error(e) => write!(f, "{e}"),
+            // `ofp_print_echo()` at `ofp-print`'s verbosity 2 dumps the payload.
+            Body::EchoRequest(d) | Body::EchoReply(d) if !d.is_empty() => write!(
+                f,
+                " {} bytes of payload\n{}",
+                d.len(),
+                crate::text::hex_dump(d)
+            ),
             Body::EchoRequest(d) | Body::EchoReply(d) => write!(f, " {} bytes of payload", d.len()),
             Body::FeaturesReply(x) => write!(f, "{x}"),
             Body::GetConfigReply(c) | Body::SetConfig(c) => write!(f, "{c}"),

@@ -253,9 +253,12 @@ pub struct MultipartReply {
     pub body: MultipartBody,
 }
 
+/// A fixed-size `char[n]` field: the string, then zeros. A string of `n`
+/// bytes fills the field without a terminating NUL, as a switch may send it
+/// (`ovs-ofctl` prints such fields whole), so such replies re-encode exactly.
 fn put_str(w: &mut Writer, s: &str, n: usize) {
     let b = s.as_bytes();
-    let k = b.len().min(n - 1);
+    let k = b.len().min(n);
     w.bytes(&b[..k]);
     w.zeros(n - k);
 }
@@ -831,6 +834,58 @@ impl fmt::Display for MultipartRequest {
     }
 }
 
+/// A port-stats counter as `ofputil_format_port_stats()` prints it: `?` for
+/// `UINT64_MAX`, which OF1.3 §7.3.5.6 uses for "not available".
+fn counter(c: u64) -> String {
+    if c == u64::MAX {
+        "?".into()
+    } else {
+        c.to_string()
+    }
+}
+
+/// How many leading entries of a port-stats reply OVS decodes: it refuses a
+/// port number it cannot map to 16 bits (`ofputil_port_from_ofp11()`:
+/// 0xff00 through 0xfffffeff are `OFPBAC_BAD_OUT_PORT`).
+pub(crate) fn valid_port_stats(v: &[PortStats]) -> usize {
+    v.iter()
+        .position(|p| text::port32_to_16(p.port_no).is_none())
+        .unwrap_or(v.len())
+}
+
+/// `ofp_print_table_stats_reply()` with `ofputil_table_features_format()`:
+/// an OF1.3 table-stats entry carries no features, so a table whose counters
+/// equal the previous entry's is a "ditto", and runs of dittos collapse into
+/// `tables A...B: ditto`.
+fn format_table_stats(v: &[TableStats]) -> String {
+    let mut blocks: Vec<String> = Vec::new();
+    let mut ditto: Option<(u8, u8)> = None;
+    let flush = |blocks: &mut Vec<String>, ditto: &mut Option<(u8, u8)>| match ditto.take() {
+        Some((a, b)) if a == b => blocks.push(format!("  table {a}: ditto")),
+        Some((a, b)) => blocks.push(format!("  tables {a}...{b}: ditto")),
+        None => {}
+    };
+    let counts = |t: &TableStats| (t.active_count, t.lookup_count, t.matched_count);
+    for (i, t) in v.iter().enumerate() {
+        let same = i > 0 && v.get(i - 1).map(counts) == Some(counts(t));
+        if same {
+            ditto = Some(ditto.map_or((t.table_id, t.table_id), |(a, _)| (a, t.table_id)));
+            continue;
+        }
+        flush(&mut blocks, &mut ditto);
+        blocks.push(format!(
+            "  table {}:\n    active={}, lookup={}, matched={}",
+            t.table_id, t.active_count, t.lookup_count, t.matched_count
+        ));
+    }
+    flush(&mut blocks, &mut ditto);
+    if blocks.is_empty() {
+        String::new()
+    } else {
+        format!("\n{}", blocks.join("\n\n"))
+    }
+}
+
 impl fmt::Display for MultipartReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         more_flags(f, self.flags)?;
@@ -853,21 +908,14 @@ impl fmt::Display for MultipartReply {
                     a.packet_count, a.byte_count, a.flow_count
                 )
             }
-            MultipartBody::Table(v) => {
-                write!(f, " {} tables", v.len())?;
-                for t in v {
-                    write!(
-                        f,
-                        "\n  {}: active={}, lookup={}, matched={}",
-                        t.table_id, t.active_count, t.lookup_count, t.matched_count
-                    )?;
-                }
-                Ok(())
-            }
+            MultipartBody::Table(v) => f.write_str(&format_table_stats(v)),
             MultipartBody::PortStats(v) => {
-                write!(f, " {} ports", v.len())?;
-                for p in v {
-                    let c = &p.counters;
+                // `ofputil_count_port_stats()` stops at the first port OVS
+                // cannot decode; `Message`'s `Display` adds the decode error.
+                let n = valid_port_stats(v);
+                write!(f, " {n} ports")?;
+                for p in &v[..n] {
+                    let c = p.counters.map(counter);
                     write!(
                         f,
                         "\n  port {:>2}: rx pkts={}, bytes={}, drop={}, errs={}, frame={}, over={}, crc={}\n           tx pkts={}, bytes={}, drop={}, errs={}, coll={}",

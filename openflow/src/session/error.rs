@@ -182,12 +182,11 @@ fn list(v: &[Failure]) -> String {
 /// `OFPBRC_IS_SLAVE`-style name of an error, or its type and code, with the type of the
 /// offending message the error quotes (OF1.3 §7.4.4: at least its first 64 bytes).
 pub fn error_text(e: &ErrorMsg) -> String {
-    let name = match (e.name(), e.experimenter) {
+    // Standard errors by their OF1.3 names; Nicira and ONF experimenter errors by their OVS
+    // names (`OFPBFC_*` for bundles).
+    let name = match (e.name().or_else(|| e.ovs_name()), e.experimenter) {
         (Some(n), _) => n.to_string(),
-        (None, Some(ONF_EXPERIMENTER)) => match onf_bundle_error(e.code) {
-            Some(n) => n.to_string(),
-            None => format!("ONF error {}", e.code),
-        },
+        (None, Some(ONF_EXPERIMENTER)) => format!("ONF error {}", e.code),
         (None, Some(x)) => format!("experimenter {x:#x} error {}", e.code),
         (None, None) => format!("OFPET {} code {}", e.err_type, e.code),
     };
@@ -220,27 +219,4 @@ fn offending_type(data: &[u8]) -> Option<String> {
         t => format!("message type {t}"),
     };
     Some(name)
-}
-
-/// ONF bundle error codes in OF1.3 (ONF EXT-230; `OFPBFC_*` of OF1.4 §7.4.4 plus 2300).
-fn onf_bundle_error(code: u16) -> Option<&'static str> {
-    const NAMES: &[&str] = &[
-        "OFPBFC_UNKNOWN",
-        "OFPBFC_EPERM",
-        "OFPBFC_BAD_ID",
-        "OFPBFC_BUNDLE_EXIST",
-        "OFPBFC_BUNDLE_CLOSED",
-        "OFPBFC_OUT_OF_BUNDLES",
-        "OFPBFC_BAD_TYPE",
-        "OFPBFC_BAD_FLAGS",
-        "OFPBFC_MSG_BAD_LEN",
-        "OFPBFC_MSG_BAD_XID",
-        "OFPBFC_MSG_UNSUP",
-        "OFPBFC_MSG_CONFLICT",
-        "OFPBFC_MSG_TOO_MANY",
-        "OFPBFC_MSG_FAILED",
-        "OFPBFC_TIMEOUT",
-        "OFPBFC_BUNDLE_IN_PROGRESS",
-    ];
-    NAMES.get(usize::from(code.checked_sub(2300)?)).copied()
 }

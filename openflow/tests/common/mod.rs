@@ -24,7 +24,8 @@ pub fn ofctl() -> PathBuf {
         }
     }
     panic!(
-        "ovs-ofctl not found: install Open vSwitch 3.1 (apt-get install -y openvswitch-switch) to run the differential tests"
+        "ovs-ofctl not found: install openvswitch-switch (Open vSwitch 3.1: \
+         apt-get install -y openvswitch-switch) to run the differential tests"
     );
 }
 
@@ -159,11 +160,19 @@ pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// `openflow/tests/corpus`, from the openflow crate or a sibling crate that
+/// includes this module with `#[path]`.
+pub fn corpus_dir() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .unwrap_or(&manifest)
+        .join("openflow/tests/corpus")
+}
+
 /// Non-empty, non-comment lines of a corpus file.
 pub fn corpus(name: &str) -> Vec<String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(name);
+    let path = corpus_dir().join(name);
     std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
@@ -195,4 +204,54 @@ pub fn check_message(bytes: &[u8]) -> Result<openflow::Message, String> {
         ));
     }
     Ok(msg)
+}
+
+/// The `name ;; hex` lines of a vector corpus file.
+pub fn vectors(name: &str) -> Vec<(String, Vec<u8>)> {
+    corpus(name)
+        .iter()
+        .map(|l| {
+            let (n, h) = l
+                .split_once(" ;; ")
+                .unwrap_or_else(|| panic!("{name}: no ` ;; ` in `{l}`"));
+            (n.to_string(), unhex(h))
+        })
+        .collect()
+}
+
+/// Every message of the corpus: what `ovs-ofctl` sends for flows.txt,
+/// groups.txt and commands.txt (captured by the fake switch), and the
+/// vectors.txt messages it cannot send. Each is (description, bytes).
+pub fn all_messages() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (cmd, file) in [("add-flows", "flows.txt"), ("add-groups", "groups.txt")] {
+        let lines = corpus(file);
+        let path = std::env::temp_dir().join(format!(
+            "ofctl-corpus-{}-{:?}-{file}",
+            std::process::id(),
+            thread::current().id()
+        ));
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write corpus");
+        let msgs = capture(&[cmd, "TARGET", path.to_str().expect("utf-8 temp path")]);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(msgs.len(), lines.len(), "message count for {file}");
+        out.extend(
+            lines
+                .into_iter()
+                .zip(msgs)
+                .map(|(l, m)| (format!("{file}: {l}"), m)),
+        );
+    }
+    for line in corpus("commands.txt") {
+        let args: Vec<&str> = line.split(" ;; ").collect();
+        for m in capture(&args) {
+            out.push((format!("commands.txt: {line}"), m));
+        }
+    }
+    out.extend(
+        vectors("vectors.txt")
+            .into_iter()
+            .map(|(n, b)| (format!("vectors.txt: {n}"), b)),
+    );
+    out
 }

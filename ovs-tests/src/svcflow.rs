@@ -1,0 +1,124 @@
+//! Running the `svcflow` daemon inside a sandbox's node namespace, and talking to its REST
+//! northbound there with `curl`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use crate::{Sandbox, SandboxError, cmd};
+
+/// Where `svcflow run` listens for switches, inside the node namespace.
+pub const OPENFLOW: &str = "127.0.0.1:6653";
+/// Where its REST northbound listens, inside the node namespace.
+pub const REST: &str = "127.0.0.1:8181";
+/// The RESTCONF config root.
+pub const NB: &str = "http://127.0.0.1:8181/restconf/config";
+
+/// `$SVCFLOW_BIN`, or `svcflow` next to the running binary's directory, as Cargo lays it out.
+/// Cargo does not build it for `ovs-tests`: `scripts/test.sh` runs `cargo build -p svcflow`.
+pub fn svcflow_binary() -> Result<PathBuf, SandboxError> {
+    if let Some(path) = std::env::var_os("SVCFLOW_BIN") {
+        return Ok(path.into());
+    }
+    let exe = std::env::current_exe()?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("svcflow"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            SandboxError::Invalid(format!(
+                "the svcflow binary was not found next to {}: run `cargo build -p svcflow` \
+                 first (scripts/test.sh does), or set SVCFLOW_BIN",
+                exe.display()
+            ))
+        })
+}
+
+/// `svcflow run` in the node namespace, for node `n1` on the sandbox's OVSDB, configuring
+/// n1's host side (`--host-node n1`, since it runs there); killed on drop.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts the daemon; run `n` names its log, `<sandbox>/svcflow-<n>.log`. Its state lives
+    /// in `<sandbox>/state`, so a second start finds the first one's state.
+    pub fn start(sb: &Sandbox, n: u32, log_level: &str) -> Result<Daemon, SandboxError> {
+        let log = sb.dir().join(format!("svcflow-{n}.log"));
+        let remote = format!("n1={}", sb.db_remote());
+        let child = Command::new("ip")
+            .args(["netns", "exec", sb.node_netns()])
+            .arg(svcflow_binary()?)
+            .args(["run", "--openflow-listen", OPENFLOW, "--rest-listen", REST])
+            .args([
+                "--ovsdb-remote",
+                &remote,
+                "--log-level",
+                log_level,
+                "--host-node",
+                "n1",
+            ])
+            .arg("--state-dir")
+            .arg(sb.dir().join("state"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .map_err(|source| SandboxError::Spawn {
+                program: "svcflow".into(),
+                source,
+            })?;
+        Ok(Daemon {
+            child: Some(child),
+            log,
+        })
+    }
+
+    /// What the daemon has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits up to 10 s for the exit.
+    pub fn terminate(&mut self) -> Result<ExitStatus, SandboxError> {
+        let Some(mut child) = self.child.take() else {
+            return Err(SandboxError::Invalid("the daemon is not running".into()));
+        };
+        cmd::run(&["kill", "-TERM", &child.id().to_string()])?;
+        let exited = cmd::wait_for("svcflow to exit", Duration::from_secs(10), || {
+            child.try_wait().ok().flatten()
+        });
+        if exited.is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        exited
+    }
+
+    /// Kills the daemon (SIGKILL), as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `curl -X METHOD <NB>/PATH [-d BODY]` in the node namespace; fails on an HTTP error.
+pub fn rest(sb: &Sandbox, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {
+    let url = format!("{NB}/{path}");
+    let mut argv = vec!["curl", "-sS", "-f", "-X", method, &url];
+    if !body.is_empty() {
+        argv.extend(["-H", "Content-Type: application/json", "-d", body]);
+    }
+    sb.node(&argv)
+}

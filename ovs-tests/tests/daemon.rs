@@ -1,0 +1,274 @@
+//! `svcflow run` end to end: the daemon, running in the node namespace beside ovs-vswitchd,
+//! sets up `br-int` over OVSDB, takes its switch over OpenFlow, and programs a ClusterIP
+//! service posted over REST, so that real TCP connections from a pod reach both backends.
+//! Restarted on the same state directory (with the switch's flows wiped meanwhile), it serves
+//! the same state and puts the flows back; SIGTERM stops it and leaves the flows in place.
+//!
+//! It runs `target/<profile>/svcflow`, which Cargo does not build for this package's tests:
+//! `scripts/test.sh` runs `cargo build -p svcflow` first (or set `SVCFLOW_BIN`).
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::time::Duration;
+
+use ovs_tests::svcflow::{Daemon, NB, OPENFLOW, rest};
+use ovs_tests::{Host, HostSpec, Sandbox, tally, wait_for};
+
+const BR: &str = "br-int";
+const NODE_IP: &str = "192.168.50.10";
+const VIP: &str = "10.96.0.10:80";
+
+fn curl(sb: &Sandbox, method: &str, path: &str, body: &str) -> String {
+    rest(sb, method, path, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+fn pod_body(uid: &str, ip: &str, mac: &str) -> String {
+    format!(
+        r#"{{"pods":[{{"uid":"{uid}","name":"{uid}","network-NS":"default",
+        "host-ip-address":"{NODE_IP}","port-mac-address":"{mac}",
+        "interface":[{{"uid":"{uid}","ip-address":"{ip}","network-type":"FLAT"}}]}}]}}"#
+    )
+}
+
+/// Puts the endpoints of service `web`: `ips` on port 8080, on node n1.
+fn put_endpoints(sb: &Sandbox, ips: &[&str]) {
+    let addresses: Vec<String> = ips
+        .iter()
+        .map(|ip| format!(r#"{{"service:ip-address":"{ip}","service:node-name":"n1"}}"#))
+        .collect();
+    curl(
+        sb,
+        "PUT",
+        "service:endpoints-info/endpoints/ep-web",
+        &format!(
+            r#"{{"service:endpoints":[{{"service:uid":"ep-web","service:name":"web",
+            "service:network-NS":"default","service:endpoint-addresses":[{}],
+            "service:endpoint-ports":[{{"service:name":"http","service:port":8080}}]}}]}}"#,
+            addresses.join(",")
+        ),
+    );
+}
+
+/// Adds a pod host on `ofport`, bound to the pod `uid` by `external_ids:iface-id`.
+fn add_pod(sb: &mut Sandbox, uid: &str, ip: &str, mac: &str, ofport: u16) -> Host {
+    let spec = HostSpec::new(uid, &format!("{ip}/24"), mac, ofport).with_gateway("10.244.0.1");
+    let host = sb.add_host(BR, spec).unwrap();
+    sb.vsctl(&[
+        "set",
+        "interface",
+        uid,
+        &format!("external_ids:iface-id={uid}"),
+    ])
+    .unwrap();
+    host
+}
+
+/// Waits until one connection from `client` to the VIP succeeds, then makes 30.
+fn spread(daemon: &Daemon, client: &Host) -> std::collections::BTreeMap<String, usize> {
+    let first = wait_for("the service to answer", Duration::from_secs(30), || {
+        let attempt = client
+            .connect("tcp", VIP, 1, &["--timeout-ms", "1000"])
+            .ok()?;
+        attempt.first()?.as_ref().ok().cloned()
+    });
+    if let Err(e) = first {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    tally(&client.connect("tcp", VIP, 30, &[]).unwrap())
+}
+
+fn assert_spread(counts: &std::collections::BTreeMap<String, usize>, daemon: &Daemon) {
+    assert!(
+        counts.keys().all(|k| k == "pa" || k == "pb")
+            && counts.get("pa").copied().unwrap_or(0) > 0
+            && counts.get("pb").copied().unwrap_or(0) > 0
+            && counts.values().sum::<usize>() == 30,
+        "30 connections should reach both backends and nothing else: {counts:?}\ndaemon log:\n{}",
+        daemon.log()
+    );
+}
+
+fn sorted_flows(sb: &Sandbox) -> Vec<String> {
+    let mut flows: Vec<String> = sb
+        .dump_flows(BR)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    flows.sort();
+    flows
+}
+
+#[test]
+fn the_daemon_serves_a_cluster_ip_survives_a_restart_and_stops_cleanly() {
+    assert!(std::path::Path::new(env!("CARGO_BIN_EXE_svcflow-probe")).is_file());
+    let mut sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let mut daemon = Daemon::start(&sb, 1, "debug").unwrap();
+
+    // The daemon creates br-int, points it at itself and adds the gateway port.
+    let ready = wait_for("br-int and svc-gw", Duration::from_secs(30), || {
+        sb.vsctl(&["get", "interface", "svc-gw", "ofport"])
+            .ok()
+            .filter(|p| p.trim().parse::<i64>().is_ok_and(|p| p > 0))
+    });
+    if let Err(e) = ready {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    assert_eq!(
+        sb.vsctl(&["get-controller", BR]).unwrap().trim(),
+        format!("tcp:{OPENFLOW}")
+    );
+
+    let pa = add_pod(&mut sb, "pa", "10.244.0.11", "0a:58:0a:f4:00:0b", 11);
+    let pb = add_pod(&mut sb, "pb", "10.244.0.12", "0a:58:0a:f4:00:0c", 12);
+    let pc = add_pod(&mut sb, "pc", "10.244.0.13", "0a:58:0a:f4:00:0d", 13);
+    let _servers = [
+        pa.serve("pa", &["tcp:8080"]).unwrap(),
+        pb.serve("pb", &["tcp:8080"]).unwrap(),
+    ];
+
+    // The REST northbound answers once the daemon is up.
+    let up = wait_for("the REST northbound", Duration::from_secs(20), || {
+        sb.node(&["curl", "-sf", &format!("{NB}/k8s-node:k8s-nodes-info")])
+            .ok()
+    });
+    if let Err(e) = up {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    curl(
+        &sb,
+        "PUT",
+        "k8s-node:k8s-nodes-info/k8s-nodes/node-1",
+        &format!(
+            r#"{{"k8s-node:k8s-nodes":[{{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+            "k8s-node:internal-ip-address":"{NODE_IP}","k8s-node:pod-cidr":"10.244.0.0/24"}}]}}"#
+        ),
+    );
+    for (uid, host) in [("pa", &pa), ("pb", &pb), ("pc", &pc)] {
+        curl(
+            &sb,
+            "PUT",
+            &format!("pod:coe/pods/{uid}"),
+            &pod_body(uid, host.ip(), host.mac()),
+        );
+    }
+    curl(
+        &sb,
+        "PUT",
+        "service:service-information/services/svc-web",
+        r#"{"service:services":[{"service:uid":"svc-web","service:name":"web",
+        "service:network-NS":"default","service:cluster-ip-address":"10.96.0.10",
+        "service:service-ports":[{"service:name":"http","service:port":80,
+        "service:target-port":"8080"}]}]}"#,
+    );
+    put_endpoints(&sb, &["10.244.0.11", "10.244.0.12"]);
+
+    let counts = spread(&daemon, &pc);
+    assert_spread(&counts, &daemon);
+    assert!(daemon.log().contains("node n1: synced model revision"));
+
+    // The node's own host reaches the service through the gateway port svcflow configured.
+    let probe = env!("CARGO_BIN_EXE_svcflow-probe");
+    let from_host = sb
+        .node(&[probe, "connect", "tcp", VIP, "--count", "10"])
+        .unwrap();
+    assert_eq!(
+        from_host.lines().filter(|l| l.starts_with("ok p")).count(),
+        10,
+        "{from_host}"
+    );
+
+    // `svcflow ofp dump-flows` and `dump-groups` print what ovs-ofctl prints.
+    let svcflow = ovs_tests::svcflow::svcflow_binary().unwrap();
+    let svcflow = svcflow.to_string_lossy();
+    let target = sb.mgmt_target(BR);
+    let mut ours: Vec<String> = sb
+        .node(&[&svcflow, "ofp", "dump-flows", &target])
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    ours.sort();
+    assert_eq!(ours, sorted_flows(&sb));
+    let mut ours: Vec<String> = sb
+        .node(&[&svcflow, "ofp", "dump-groups", &target])
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let mut theirs: Vec<String> = sb
+        .dump_groups(BR)
+        .unwrap()
+        .lines()
+        .skip(1) // the reply header, with its xid
+        .map(String::from)
+        .collect();
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+
+    // A change over REST reaches the switch: without pb's address, every connection goes to pa.
+    put_endpoints(&sb, &["10.244.0.11"]);
+    let only_pa = wait_for("pb's endpoint to go", Duration::from_secs(20), || {
+        let counts = tally(&pc.connect("tcp", VIP, 10, &[]).ok()?);
+        (counts.get("pa") == Some(&10)).then_some(())
+    });
+    if let Err(e) = only_pa {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    put_endpoints(&sb, &["10.244.0.11", "10.244.0.12"]);
+    let pb_back = wait_for(
+        "pb's endpoint to come back",
+        Duration::from_secs(20),
+        || {
+            let counts = tally(&pc.connect("tcp", VIP, 10, &[]).ok()?);
+            counts.contains_key("pb").then_some(())
+        },
+    );
+    if let Err(e) = pb_back {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    let counts = tally(&pc.connect("tcp", VIP, 30, &[]).unwrap());
+    assert_spread(&counts, &daemon);
+
+    // ovs-vswitchd crashes and comes back without flows; its switch reconnects, and a new
+    // agent reads it and puts the flows back.
+    sb.restart_vswitchd().unwrap();
+    let counts = spread(&daemon, &pc);
+    assert_spread(&counts, &daemon);
+    assert!(
+        daemon.log().contains("(connection 2)"),
+        "the switch did not reconnect:\n{}",
+        daemon.log()
+    );
+
+    // Restart on the same state directory. While the daemon is down, wipe the switch, so
+    // that only the new daemon can make the service work again.
+    daemon.kill();
+    sb.ofctl("del-flows", BR, &[]).unwrap();
+    sb.ofctl("del-groups", BR, &[]).unwrap();
+    assert_eq!(sb.dump_flows(BR).unwrap().trim(), "");
+    let mut daemon = Daemon::start(&sb, 2, "debug").unwrap();
+    let counts = spread(&daemon, &pc);
+    assert_spread(&counts, &daemon);
+    // The state came back from disk: GET serves what was posted before the restart.
+    let services = curl(&sb, "GET", "service:service-information", "");
+    assert!(
+        services.contains("svc-web") && services.contains("10.96.0.10"),
+        "{services}"
+    );
+    let endpoints = curl(&sb, "GET", "service:endpoints-info", "");
+    assert!(endpoints.contains("10.244.0.12"), "{endpoints}");
+
+    // SIGTERM: a clean exit, and the flows stay on the switch.
+    let before = sorted_flows(&sb);
+    assert!(before.len() > 5, "{before:?}");
+    let status = daemon
+        .terminate()
+        .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    assert!(status.success(), "{status}\n{}", daemon.log());
+    assert!(daemon.log().contains("SIGTERM"), "{}", daemon.log());
+    assert_eq!(sorted_flows(&sb), before);
+    let counts = tally(&pc.connect("tcp", VIP, 30, &[]).unwrap());
+    assert_spread(&counts, &daemon);
+}

@@ -1,0 +1,222 @@
+//! `svcflow run`: the daemon. It wires the parts together:
+//!
+//! - the REST northbound ([`coe::rest::Northbound`]) publishes models;
+//! - one task per node ([`node`]) dials the node's OVSDB server, converges `br-int`, its
+//!   controller and the gateway port, and reports the node's port bindings;
+//! - the OpenFlow listener accepts switches, known by datapath id ([`switches`]);
+//! - one reconcile task ([`reconcile`]) keeps every connected switch equal to
+//!   `netvirt::desired::desired` of its node.
+//!
+//! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
+
+mod node;
+mod reconcile;
+mod switches;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use coe::rest::{Northbound, RestConfig};
+use netvirt::desired::NodeBindings;
+use openflow::driver::{DriverConfig, Listener, SwitchHandle};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::RunConfig;
+
+/// What the reconcile task is told.
+#[derive(Debug)]
+pub(crate) enum Change {
+    /// A node's port bindings, as its OVSDB replica now says.
+    Bindings(String, NodeBindings),
+    /// A node's OVSDB task stopped (the node left the configuration).
+    NodeGone(String),
+    /// A switch connected; the number tells its connections apart.
+    SwitchUp(u64, SwitchHandle),
+    /// That connection closed.
+    SwitchDown(u64),
+}
+
+/// A shutdown signal: `true` once the daemon is stopping.
+pub(crate) type Shutdown = watch::Receiver<bool>;
+
+/// Waits until `shutdown` says stop (or its sender is gone).
+pub(crate) async fn stopped(mut shutdown: Shutdown) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// Runs the daemon until a signal; the exit code says whether it started and stopped cleanly.
+pub fn run(config: RunConfig) -> ExitCode {
+    init_logging(&config.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: &str) {
+    let level = tracing::Level::from_str(level).unwrap_or(tracing::Level::INFO);
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// The controller target a node's switch dials for a listen address.
+fn controller_target(listen: SocketAddr) -> String {
+    if listen.ip().is_unspecified() {
+        // A switch cannot dial 0.0.0.0; on the node itself, loopback reaches the listener.
+        format!("tcp:127.0.0.1:{}", listen.port())
+    } else {
+        match listen {
+            SocketAddr::V4(a) => format!("tcp:{}:{}", a.ip(), a.port()),
+            SocketAddr::V6(a) => format!("tcp:[{}]:{}", a.ip(), a.port()),
+        }
+    }
+}
+
+async fn serve(config: RunConfig) -> Result<(), String> {
+    let (stop_tx, shutdown) = watch::channel(false);
+
+    // The northbound: open (and replay) the durable state first, so a bad state dir fails fast.
+    let overrides: BTreeMap<String, String> = config
+        .ovsdb_remotes
+        .iter()
+        .map(|r| (r.node.clone(), r.target.clone()))
+        .collect();
+    let mut rest = RestConfig::new(config.state_dir.clone());
+    rest.listen = config.rest_listen;
+    rest.auth_file = config.auth_file.clone();
+    rest.ovsdb_remotes = overrides.clone();
+    rest.node_port_range = config.pipeline.node_port_range.0..=config.pipeline.node_port_range.1;
+    let operational: Arc<dyn coe::rest::operational::OperationalSource> =
+        Arc::new(coe::rest::operational::Unavailable);
+    let nb = tokio::task::spawn_blocking(move || Northbound::open(&rest, operational))
+        .await
+        .map_err(|e| format!("opening the REST northbound: {e}"))?
+        .map_err(|e| format!("opening the REST northbound: {e}"))?;
+    let models = nb.subscribe();
+    tracing::info!(
+        revision = models.borrow().revision,
+        nodes = models.borrow().model.nodes.len(),
+        services = models.borrow().model.services.len(),
+        "REST state loaded from {}",
+        config.state_dir.display()
+    );
+
+    // The OpenFlow listener.
+    let target = format!(
+        "ptcp:{}:{}",
+        config.openflow_listen.port(),
+        config.openflow_listen.ip()
+    );
+    let listener = Listener::bind(&target, DriverConfig::default())
+        .await
+        .map_err(|e| format!("OpenFlow listener {}: {e}", config.openflow_listen))?;
+    tracing::info!("OpenFlow listener on {}", config.openflow_listen);
+
+    let (changes_tx, changes_rx) = mpsc::unbounded_channel();
+
+    let rest_task = tokio::spawn({
+        let shutdown = shutdown.clone();
+        let listen = config.rest_listen;
+        async move {
+            tracing::info!("REST northbound on {listen}");
+            nb.serve(stopped(shutdown)).await
+        }
+    });
+    let accept_task = tokio::spawn(switches::accept(
+        listener,
+        changes_tx.clone(),
+        shutdown.clone(),
+    ));
+    let nodes_task = tokio::spawn(node::manage(
+        overrides,
+        controller_target(config.openflow_listen),
+        models.clone(),
+        changes_tx,
+        shutdown.clone(),
+    ));
+    let reconcile_task = tokio::spawn(reconcile::run(
+        config.pipeline.clone(),
+        config.host_node.clone(),
+        models,
+        changes_rx,
+        shutdown.clone(),
+    ));
+
+    let mut failure = None;
+    tokio::select! {
+        signal = wait_for_signal() => match signal {
+            Ok(name) => tracing::info!("{name}: shutting down; flows stay on the switches"),
+            Err(e) => failure = Some(format!("cannot listen for signals: {e}")),
+        },
+        result = rest_task => {
+            let why = match result {
+                Ok(Ok(())) => "the REST northbound stopped".to_string(),
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => format!("the REST northbound task failed: {e}"),
+            };
+            failure = Some(why);
+        }
+    }
+    let _ = stop_tx.send(true);
+    let wait = async {
+        let _ = accept_task.await;
+        let _ = nodes_task.await;
+        let _ = reconcile_task.await;
+    };
+    if tokio::time::timeout(std::time::Duration::from_secs(5), wait)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some tasks did not stop within 5 s; exiting anyway");
+    }
+    match failure {
+        Some(why) => Err(why),
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+async fn wait_for_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switches_dial_the_listen_address_or_loopback() {
+        let t = |a: &str| controller_target(a.parse().unwrap());
+        assert_eq!(t("127.0.0.1:6653"), "tcp:127.0.0.1:6653");
+        assert_eq!(t("0.0.0.0:6653"), "tcp:127.0.0.1:6653");
+        assert_eq!(t("10.1.2.3:6633"), "tcp:10.1.2.3:6633");
+        assert_eq!(t("[fd00::1]:6653"), "tcp:[fd00::1]:6653");
+    }
+}

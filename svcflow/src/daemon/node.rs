@@ -1,0 +1,225 @@
+//! The OVSDB side of each node: dial its OVSDB server, converge `br-int` (with its controller
+//! and gateway port), and report the port bindings whenever they change.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coe::rest::Published;
+use netvirt::desired::NodeBindings;
+use netvirt::node_setup::{NodeSetup, bindings, datapath_id, setup_ops};
+use ovsdb::ClientConfig;
+use ovsdb::vswitch::VSwitch;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::{Change, Shutdown, stopped};
+
+/// The OVSDB remote of every node: the command line's, then the REST model's for the others.
+fn remotes(
+    overrides: &BTreeMap<String, String>,
+    published: &Published,
+) -> BTreeMap<String, String> {
+    let mut all = published.ovsdb_remotes.clone();
+    all.extend(overrides.iter().map(|(n, r)| (n.clone(), r.clone())));
+    all
+}
+
+/// Keeps one node task per OVSDB remote, following the model's nodes: a new node gets a task,
+/// a changed remote a fresh one, a removed node loses its task.
+pub(crate) async fn manage(
+    overrides: BTreeMap<String, String>,
+    controller: String,
+    mut models: watch::Receiver<Arc<Published>>,
+    changes: mpsc::UnboundedSender<Change>,
+    shutdown: Shutdown,
+) {
+    let mut running: BTreeMap<String, (String, JoinHandle<()>)> = BTreeMap::new();
+    loop {
+        let wanted = remotes(&overrides, &models.borrow_and_update());
+        running.retain(|node, (remote, task)| {
+            if wanted.get(node) == Some(remote) {
+                return true;
+            }
+            tracing::info!("node {node}: no longer dialling OVSDB at {remote}");
+            task.abort();
+            let _ = changes.send(Change::NodeGone(node.clone()));
+            false
+        });
+        for (node, remote) in wanted {
+            if running.contains_key(&node) {
+                continue;
+            }
+            let setup = NodeSetup {
+                controller: controller.clone(),
+                datapath_id: datapath_id(&node),
+                ..NodeSetup::default()
+            };
+            let task = tokio::spawn(run_node(
+                node.clone(),
+                remote.clone(),
+                setup,
+                changes.clone(),
+                shutdown.clone(),
+            ));
+            running.insert(node, (remote, task));
+        }
+        tokio::select! {
+            _ = stopped(shutdown.clone()) => break,
+            changed = models.changed() => if changed.is_err() { break },
+        }
+    }
+    for (_, (_, task)) in running {
+        task.abort();
+    }
+}
+
+/// How long to wait for the replica to change before looking again anyway.
+const IDLE_CHECK: Duration = Duration::from_secs(60);
+/// Pause after a failed connect, transaction or setup computation.
+const RETRY: Duration = Duration::from_secs(2);
+/// The longest pause between attempts to reach an OVSDB server for the first time.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+async fn run_node(
+    node: String,
+    remote: String,
+    setup: NodeSetup,
+    changes: mpsc::UnboundedSender<Change>,
+    shutdown: Shutdown,
+) {
+    tokio::select! {
+        _ = stopped(shutdown) => {}
+        _ = converge(&node, &remote, &setup, &changes) => {}
+    }
+}
+
+/// Dials `remote`, then forever: applies `setup_ops` until there are none, reports bindings
+/// that changed, and waits for the replica to change.
+async fn converge(
+    node: &str,
+    remote: &str,
+    setup: &NodeSetup,
+    changes: &mpsc::UnboundedSender<Change>,
+) {
+    let mut backoff = Duration::from_secs(1);
+    let vs = loop {
+        match VSwitch::connect(remote, ClientConfig::default()).await {
+            Ok((vs, mut events)) => {
+                tracing::info!(
+                    "node {node}: connected to OVSDB at {remote}; its switch dials {} as datapath {:016x}",
+                    setup.controller,
+                    setup.datapath_id
+                );
+                // Log connection changes; the client reconnects by itself.
+                let name = node.to_string();
+                tokio::spawn(async move {
+                    while let Some(event) = events.recv().await {
+                        match event {
+                            // Our own close, at shutdown or when the node leaves.
+                            ovsdb::ClientEvent::Disconnected(ovsdb::SessionError::Local) => {
+                                tracing::debug!("node {name}: OVSDB connection closed")
+                            }
+                            ovsdb::ClientEvent::Disconnected(e) => {
+                                tracing::warn!("node {name}: OVSDB connection lost: {e}")
+                            }
+                            ovsdb::ClientEvent::Resynced => {
+                                tracing::info!("node {name}: OVSDB reconnected")
+                            }
+                            _ => {}
+                        }
+                    }
+                });
+                break vs;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "node {node}: cannot connect to OVSDB at {remote}: {e}; retrying in {backoff:?}"
+                );
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    };
+    let mut reported: Option<NodeBindings> = None;
+    loop {
+        // Compute into a local: the replica guard must not live across an await.
+        let ops = setup_ops(&vs.replica.read(), setup);
+        match ops {
+            Err(e) => {
+                tracing::warn!("node {node}: cannot plan the bridge setup: {e}");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+            Ok(ops) if !ops.is_empty() => {
+                tracing::info!(
+                    "node {node}: setting up {} ({} OVSDB operations)",
+                    setup.bridge,
+                    ops.len()
+                );
+                if let Err(e) = vs.client.transact("Open_vSwitch", ops).await {
+                    tracing::warn!("node {node}: bridge setup transaction failed: {e}");
+                    tokio::time::sleep(RETRY).await;
+                }
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let now = bindings(&vs.replica.read(), &setup.bridge);
+        if reported.as_ref() != Some(&now) {
+            tracing::info!(
+                "node {node}: {} pod interfaces bound, gateway port {}",
+                now.ofports.len(),
+                now.gateway
+                    .map_or("missing".to_string(), |g| format!("on port {}", g.ofport))
+            );
+            if changes
+                .send(Change::Bindings(node.to_string(), now.clone()))
+                .is_err()
+            {
+                return;
+            }
+            reported = Some(now);
+        }
+        let last = reported.clone();
+        let changed = vs
+            .replica
+            .wait_for(IDLE_CHECK, |r| {
+                let setup_needed = setup_ops(r, setup).map_or(true, |ops| !ops.is_empty());
+                (setup_needed || Some(bindings(r, &setup.bridge)) != last).then_some(())
+            })
+            .await;
+        match changed {
+            Ok(()) | Err(ovsdb::Error::Timeout) => {}
+            Err(e) => {
+                tracing::warn!("node {node}: OVSDB replica: {e}");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_remotes_override_the_models() {
+        let published = Published {
+            ovsdb_remotes: BTreeMap::from([
+                ("n1".to_string(), "tcp:10.0.0.1:6640".to_string()),
+                ("n2".to_string(), "tcp:10.0.0.2:6640".to_string()),
+            ]),
+            ..Published::default()
+        };
+        let overrides = BTreeMap::from([
+            ("n1".to_string(), "unix:/run/db.sock".to_string()),
+            ("n3".to_string(), "tcp:10.0.0.3:6640".to_string()),
+        ]);
+        let all = remotes(&overrides, &published);
+        assert_eq!(all.len(), 3);
+        assert_eq!(all["n1"], "unix:/run/db.sock");
+        assert_eq!(all["n2"], "tcp:10.0.0.2:6640");
+        assert_eq!(all["n3"], "tcp:10.0.0.3:6640");
+    }
+}

@@ -1,0 +1,249 @@
+//! The reconcile task: whenever the model, a node's bindings or the set of connected switches
+//! changes, recompute each node's desired state and sync its switch.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coe::rest::Published;
+use netvirt::agent::{SwitchAgent, serve_rejects};
+use netvirt::config::Config;
+use netvirt::desired::{NodeBindings, desired};
+use netvirt::node_setup::datapath_id;
+use netvirt::node_setup::{NodeSetup, host_gateway_commands};
+use openflow::driver::SwitchHandle;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::{Change, Shutdown, stopped};
+
+/// After a failed sync, try again this much later (unless something else changes first).
+const RETRY: Duration = Duration::from_secs(2);
+
+struct Agent {
+    connection: u64,
+    agent: SwitchAgent,
+}
+
+struct State {
+    config: Config,
+    /// The node whose host this daemon runs on, whose gateway port's host side it configures.
+    host_node: Option<String>,
+    /// The host commands last applied there.
+    host_applied: Option<Vec<Vec<String>>>,
+    bindings: BTreeMap<String, NodeBindings>,
+    /// The agent of each node whose switch is connected.
+    agents: BTreeMap<String, Agent>,
+    /// Switches whose datapath id names no known node, by connection.
+    idle: BTreeMap<u64, SwitchHandle>,
+}
+
+impl State {
+    /// The node whose datapath id `dpid` is, among the model's nodes and the nodes svcflow
+    /// dials over OVSDB.
+    fn node_of(&self, dpid: u64, model: &Published) -> Option<String> {
+        model
+            .model
+            .nodes
+            .keys()
+            .chain(model.ovsdb_remotes.keys())
+            .chain(self.bindings.keys())
+            .find(|name| datapath_id(name) == dpid)
+            .cloned()
+    }
+
+    fn switch_up(&mut self, connection: u64, switch: SwitchHandle, model: &Published) {
+        let dpid = switch.datapath_id();
+        match self.node_of(dpid, model) {
+            Some(node) => self.adopt(node, connection, switch),
+            None => {
+                tracing::warn!(
+                    "switch with datapath id {dpid:016x} (connection {connection}) is no known \
+                     node's; leaving it idle until a node with that id appears"
+                );
+                self.idle.insert(connection, switch);
+            }
+        }
+    }
+
+    fn adopt(&mut self, node: String, connection: u64, switch: SwitchHandle) {
+        tracing::info!("node {node}: its switch is connection {connection}");
+        tokio::spawn(serve_rejects(switch.clone()));
+        // A new agent reads the switch on its first sync, so a reconnect starts from truth.
+        self.agents.insert(
+            node,
+            Agent {
+                connection,
+                agent: SwitchAgent::new(switch),
+            },
+        );
+    }
+
+    fn switch_down(&mut self, connection: u64) {
+        self.idle.remove(&connection);
+        self.agents.retain(|node, a| {
+            let keep = a.connection != connection;
+            if !keep {
+                tracing::info!("node {node}: switch gone; its flows stay until it reconnects");
+            }
+            keep
+        });
+    }
+
+    /// Idle switches whose node has since become known get their agent.
+    fn adopt_idle(&mut self, model: &Published) {
+        let idle = std::mem::take(&mut self.idle);
+        for (connection, switch) in idle {
+            match self.node_of(switch.datapath_id(), model) {
+                Some(node) => self.adopt(node, connection, switch),
+                None => {
+                    self.idle.insert(connection, switch);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, change: Change, model: &Published) {
+        match change {
+            Change::Bindings(node, b) => {
+                self.bindings.insert(node, b);
+            }
+            Change::NodeGone(node) => {
+                self.bindings.remove(&node);
+            }
+            Change::SwitchUp(connection, switch) => self.switch_up(connection, switch, model),
+            Change::SwitchDown(connection) => self.switch_down(connection),
+        }
+    }
+
+    /// Syncs every node that has a model entry, bindings and a switch. Returns whether any
+    /// sync failed (and so should be retried).
+    async fn sync_all(&mut self, model: &Published) -> bool {
+        let mut failed = false;
+        for (name, agent) in &mut self.agents {
+            let Some(node) = model.model.nodes.get(name) else {
+                tracing::debug!("node {name}: not in the model yet; not syncing");
+                continue;
+            };
+            let Some(bindings) = self.bindings.get(name) else {
+                tracing::debug!("node {name}: no OVSDB bindings yet; not syncing");
+                continue;
+            };
+            if self.host_node.as_ref() == Some(name) && bindings.gateway.is_some() {
+                let commands = host_gateway_commands(&NodeSetup::default(), &self.config, node);
+                if self.host_applied.as_ref() != Some(&commands) {
+                    match run_host_commands(&commands) {
+                        Ok(()) => {
+                            tracing::info!("node {name}: configured the gateway port's host side");
+                            self.host_applied = Some(commands);
+                        }
+                        Err(e) => {
+                            tracing::warn!(
+                                "node {name}: configuring the gateway port's host side: {e}"
+                            );
+                            failed = true;
+                        }
+                    }
+                }
+            }
+            let want = desired(node, &model.model, &self.config, bindings);
+            for conflict in &want.conflicts {
+                tracing::warn!("node {name}: {conflict}");
+            }
+            match agent.agent.sync(&want).await {
+                Ok(report) => tracing::info!(
+                    "node {name}: synced model revision {}: {} flows added, {} modified, {} \
+                     deleted, {} groups changed ({} flows, {} groups desired)",
+                    model.revision,
+                    report.flows_added,
+                    report.flows_modified,
+                    report.flows_deleted,
+                    report.groups_changed,
+                    want.state.flows.len(),
+                    want.state.groups.len()
+                ),
+                Err(e) => {
+                    tracing::warn!("node {name}: sync failed: {e}; retrying");
+                    failed = true;
+                }
+            }
+        }
+        failed
+    }
+}
+
+/// Runs `ip` commands on this host, stopping at the first that fails.
+fn run_host_commands(commands: &[Vec<String>]) -> Result<(), String> {
+    for command in commands {
+        let Some((program, args)) = command.split_first() else {
+            continue;
+        };
+        let out = std::process::Command::new(program)
+            .args(args)
+            .output()
+            .map_err(|e| format!("{}: {e}", command.join(" ")))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{}: {}",
+                command.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs until shutdown.
+pub(crate) async fn run(
+    config: Config,
+    host_node: Option<String>,
+    mut models: watch::Receiver<Arc<Published>>,
+    mut changes: mpsc::UnboundedReceiver<Change>,
+    shutdown: Shutdown,
+) {
+    let mut state = State {
+        config,
+        host_node,
+        host_applied: None,
+        bindings: BTreeMap::new(),
+        agents: BTreeMap::new(),
+        idle: BTreeMap::new(),
+    };
+    let mut retry_at: Option<Instant> = None;
+    loop {
+        let retry = async {
+            match retry_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut model = models.borrow().clone();
+        tokio::select! {
+            _ = stopped(shutdown.clone()) => return,
+            changed = models.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                model = models.borrow_and_update().clone();
+            }
+            change = changes.recv() => match change {
+                Some(change) => state.apply(change, &model),
+                None => return,
+            },
+            _ = retry => {}
+        }
+        // Coalesce a burst: take everything already pending before syncing once.
+        while let Ok(change) = changes.try_recv() {
+            state.apply(change, &model);
+        }
+        if models.has_changed().unwrap_or(false) {
+            model = models.borrow_and_update().clone();
+        }
+        // A switch that connected before its node was known may be known now.
+        if !state.idle.is_empty() {
+            state.adopt_idle(&model);
+        }
+        let failed = state.sync_all(&model).await;
+        retry_at = failed.then(|| Instant::now() + RETRY);
+    }
+}

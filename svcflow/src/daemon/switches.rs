@@ -1,0 +1,53 @@
+//! The OpenFlow side: accept switches and tell the reconcile task when each comes and goes.
+
+use openflow::driver::Listener;
+use tokio::sync::mpsc;
+
+use super::{Change, Shutdown, stopped};
+
+/// Accepts switches until shutdown. Each connection gets a number; when it closes, the
+/// reconcile task hears `SwitchDown` with that number, so a late close of an old connection
+/// never removes its replacement.
+pub(crate) async fn accept(
+    mut listener: Listener,
+    changes: mpsc::UnboundedSender<Change>,
+    shutdown: Shutdown,
+) {
+    let mut next_id = 0u64;
+    loop {
+        let switch = tokio::select! {
+            _ = stopped(shutdown.clone()) => return,
+            accepted = listener.accept() => match accepted {
+                Ok(switch) => switch,
+                Err(e) => {
+                    tracing::error!("OpenFlow listener stopped: {e}");
+                    return;
+                }
+            },
+        };
+        next_id += 1;
+        let id = next_id;
+        tracing::info!(
+            "switch connected: datapath id {:016x} (connection {id})",
+            switch.datapath_id()
+        );
+        let watcher = switch.clone();
+        let tx = changes.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stopped(shutdown) => {}
+                why = watcher.closed() => {
+                    tracing::info!(
+                        "switch disconnected: datapath id {:016x} (connection {id}): {why}",
+                        watcher.datapath_id()
+                    );
+                    let _ = tx.send(Change::SwitchDown(id));
+                }
+            }
+        });
+        if changes.send(Change::SwitchUp(id, switch)).is_err() {
+            return;
+        }
+    }
+}

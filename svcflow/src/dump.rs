@@ -1,0 +1,66 @@
+//! `svcflow ofp dump-flows` and `dump-groups`: a switch's flows and groups, read over
+//! svcflow's own session and printed exactly as `ovs-ofctl -O OpenFlow13 dump-flows --no-stats`
+//! and `dump-groups` print them.
+
+use openflow::driver::{DriverConfig, FlowFilter, connect};
+
+use netvirt::apply::group_from_wire;
+use netvirt::flow::{DumpFlow, DumpGroup, FlowEntry, FlowKey};
+
+/// The flows of the switch at `target` (`unix:PATH` or `tcp:IP:PORT`), one line each, ordered
+/// by table, then priority (highest first).
+pub async fn dump_flows(target: &str) -> Result<String, String> {
+    let switch = connect(target, DriverConfig::default())
+        .await
+        .map_err(|e| format!("{target}: {e}"))?;
+    let flows = switch
+        .dump_flows(FlowFilter::default())
+        .await
+        .map_err(|e| format!("{target}: dump flows: {e}"))?;
+    let mut lines: Vec<(FlowKey, FlowEntry)> = flows
+        .into_iter()
+        .map(|f| {
+            let key = FlowKey {
+                table: f.table_id,
+                priority: f.priority,
+                matches: f.match_,
+            };
+            let entry = FlowEntry {
+                cookie: f.cookie,
+                instructions: f.instructions,
+            };
+            (key, entry)
+        })
+        .collect();
+    lines.sort_by(|a, b| a.0.cmp(&b.0));
+    switch.close().await;
+    Ok(lines
+        .iter()
+        .map(|(k, v)| format!("{}\n", DumpFlow(k, v)))
+        .collect())
+}
+
+/// The groups of the switch at `target`, by id, one line each as `ovs-ofctl dump-groups`
+/// prints them below its `OFPST_GROUP_DESC reply` header.
+pub async fn dump_groups(target: &str) -> Result<String, String> {
+    let switch = connect(target, DriverConfig::default())
+        .await
+        .map_err(|e| format!("{target}: {e}"))?;
+    let mut groups = switch
+        .dump_groups()
+        .await
+        .map_err(|e| format!("{target}: dump groups: {e}"))?;
+    switch.close().await;
+    groups.sort_by_key(|g| g.group_id);
+    let mut out = String::new();
+    for g in &groups {
+        match group_from_wire(g.group_type, &g.buckets) {
+            Some(entry) => out.push_str(&format!("{}\n", DumpGroup(g.group_id, &entry))),
+            None => out.push_str(&format!(
+                " group_id={},type={:?} (not shown)\n",
+                g.group_id, g.group_type
+            )),
+        }
+    }
+    Ok(out)
+}
