@@ -334,6 +334,22 @@ async fn node_ports_external_and_lb_ips_and_the_gateway_address_answer() {
             .unwrap(),
     );
     assert_eq!(direct.get("p3"), Some(&3), "{direct:?}");
+    // And within a namespace: p1 to p2, answered by proxy ARP and routed like the rest.
+    let same = tally(
+        &node
+            .pod("p1")
+            .connect("tcp", "10.244.0.12:8080", 3, &[])
+            .unwrap(),
+    );
+    assert_eq!(same.get("p2"), Some(&3), "{same:?}");
+    let neigh = node
+        .pod("p1")
+        .run(&["ip", "neigh", "show", "10.244.0.12"])
+        .unwrap();
+    assert!(
+        neigh.contains("0a:58:0a:f4:00:01"),
+        "p2 should resolve to the gateway MAC: {neigh}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -487,4 +503,60 @@ fn a_plan_printed_for_ovs_ofctl_does_what_it_says() {
         .collect();
     node.sb.ofctl_bundle(BR, &lines).unwrap();
     node.assert_switch_holds(&want);
+}
+
+/// A pod's IPv6 link-local address, once duplicate address detection has finished.
+fn link_local(host: &Host) -> String {
+    ovs_tests::wait_for(
+        "a usable IPv6 link-local address",
+        Duration::from_secs(10),
+        || {
+            let out = host
+                .run(&[
+                    "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link",
+                ])
+                .ok()?;
+            if out.contains("tentative") {
+                return None;
+            }
+            let addr = out
+                .split_whitespace()
+                .skip_while(|w| *w != "inet6")
+                .nth(1)?;
+            Some(addr.split('/').next()?.to_string())
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elan_floods_within_its_namespace_only() {
+    let node = installed().await;
+    // IPv6 is not IPv4, so it is not routed: its multicast floods the sender's ELAN, which is
+    // its namespace's pods plus the gateway port. An all-nodes ping from p1 is answered by p2
+    // (same namespace) and never by p3 (another namespace).
+    let (p2, p3) = (link_local(node.pod("p2")), link_local(node.pod("p3")));
+    let out = node
+        .pod("p1")
+        .output(&[
+            "ping",
+            "-6",
+            "-c",
+            "3",
+            "-i",
+            "0.3",
+            "-w",
+            "3",
+            "ff02::1%eth0",
+        ])
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("from {p2}")),
+        "p2 did not answer:\n{text}"
+    );
+    assert!(
+        !text.contains(&format!("from {p3}")),
+        "p3, in another namespace, answered:\n{text}"
+    );
 }
