@@ -167,6 +167,50 @@ fn the_daemon_serves_a_cluster_ip_survives_a_restart_and_stops_cleanly() {
     assert_spread(&counts, &daemon);
     assert!(daemon.log().contains("node n1: synced model revision"));
 
+    // The operational view shows the service's group, its buckets with endpoints and
+    // counters, and its flow, read from the switch.
+    let op = sb
+        .node(&[
+            "curl",
+            "-sS",
+            "-f",
+            "http://127.0.0.1:8181/restconf/operational/service:service-information",
+        ])
+        .unwrap();
+    let op: serde_json::Value = serde_json::from_str(&op).unwrap();
+    let text = op.to_string();
+    assert!(text.contains("\"uid\":\"svc-web\""), "{text}");
+    let buckets: Vec<&serde_json::Value> = op
+        .pointer("/service:service-information/services")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["groups"].as_array().into_iter().flatten())
+        .flat_map(|g| g["buckets"].as_array().into_iter().flatten())
+        .collect();
+    let endpoints: Vec<&str> = buckets
+        .iter()
+        .filter_map(|b| b["endpoint"].as_str())
+        .collect();
+    assert_eq!(
+        endpoints,
+        ["10.244.0.11:8080", "10.244.0.12:8080"],
+        "{text}"
+    );
+    let packets: u64 = buckets
+        .iter()
+        .filter_map(|b| b["packet-count"].as_u64())
+        .sum();
+    // Statistics reach the switch's counters with a short delay; some have arrived.
+    assert!(
+        packets > 0,
+        "bucket counters should count the connections: {text}"
+    );
+    assert!(
+        text.contains("nw_dst=10.96.0.10,tp_dst=80 actions=group:"),
+        "{text}"
+    );
+
     // The node's own host reaches the service through the gateway port svcflow configured.
     let probe = env!("CARGO_BIN_EXE_svcflow-probe");
     let from_host = sb

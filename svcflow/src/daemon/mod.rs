@@ -10,6 +10,7 @@
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
 mod node;
+mod operational;
 mod reconcile;
 mod switches;
 
@@ -105,8 +106,11 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     rest.auth_file = config.auth_file.clone();
     rest.ovsdb_remotes = overrides.clone();
     rest.node_port_range = config.pipeline.node_port_range.0..=config.pipeline.node_port_range.1;
+    let installed = operational::Installed::default();
     let operational: Arc<dyn coe::rest::operational::OperationalSource> =
-        Arc::new(coe::rest::operational::Unavailable);
+        Arc::new(operational::Operational {
+            installed: installed.clone(),
+        });
     let nb = tokio::task::spawn_blocking(move || Northbound::open(&rest, operational))
         .await
         .map_err(|e| format!("opening the REST northbound: {e}"))?
@@ -156,6 +160,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let reconcile_task = tokio::spawn(reconcile::run(
         config.pipeline.clone(),
         config.host_node.clone(),
+        installed,
         models,
         changes_rx,
         shutdown.clone(),

@@ -15,6 +15,7 @@ use openflow::driver::SwitchHandle;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::operational::{Installed, Synced};
 use super::{Change, Shutdown, stopped};
 
 /// After a failed sync, try again this much later (unless something else changes first).
@@ -31,6 +32,8 @@ struct State {
     host_node: Option<String>,
     /// The host commands last applied there.
     host_applied: Option<Vec<Vec<String>>>,
+    /// What was last synced, for the operational view.
+    installed: Installed,
     bindings: BTreeMap<String, NodeBindings>,
     /// The agent of each node whose switch is connected.
     agents: BTreeMap<String, Agent>,
@@ -85,6 +88,9 @@ impl State {
             let keep = a.connection != connection;
             if !keep {
                 tracing::info!("node {node}: switch gone; its flows stay until it reconnects");
+                if let Ok(mut installed) = self.installed.write() {
+                    installed.remove(node);
+                }
             }
             keep
         });
@@ -118,7 +124,7 @@ impl State {
 
     /// Syncs every node that has a model entry, bindings and a switch. Returns whether any
     /// sync failed (and so should be retried).
-    async fn sync_all(&mut self, model: &Published) -> bool {
+    async fn sync_all(&mut self, model: &Arc<Published>) -> bool {
         let mut failed = false;
         for (name, agent) in &mut self.agents {
             let Some(node) = model.model.nodes.get(name) else {
@@ -150,7 +156,18 @@ impl State {
             for conflict in &want.conflicts {
                 tracing::warn!("node {name}: {conflict}");
             }
-            match agent.agent.sync(&want).await {
+            let result = agent.agent.sync(&want).await;
+            if result.is_ok() {
+                let synced = Synced {
+                    switch: agent.agent.switch().clone(),
+                    desired: Arc::new(want.clone()),
+                    model: model.clone(),
+                };
+                if let Ok(mut installed) = self.installed.write() {
+                    installed.insert(name.clone(), synced);
+                }
+            }
+            match result {
                 Ok(report) => tracing::info!(
                     "node {name}: synced model revision {}: {} flows added, {} modified, {} \
                      deleted, {} groups changed ({} flows, {} groups desired)",
@@ -197,6 +214,7 @@ fn run_host_commands(commands: &[Vec<String>]) -> Result<(), String> {
 pub(crate) async fn run(
     config: Config,
     host_node: Option<String>,
+    installed: Installed,
     mut models: watch::Receiver<Arc<Published>>,
     mut changes: mpsc::UnboundedReceiver<Change>,
     shutdown: Shutdown,
@@ -205,6 +223,7 @@ pub(crate) async fn run(
         config,
         host_node,
         host_applied: None,
+        installed,
         bindings: BTreeMap::new(),
         agents: BTreeMap::new(),
         idle: BTreeMap::new(),

@@ -1,0 +1,160 @@
+//! The operational view the REST northbound serves: per service, its group on each node with
+//! buckets, endpoints, weights and counters, and its flows with counters, read live from the
+//! switches (flow and group statistics) and explained by the desired state last synced.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use coe::rest::Published;
+use coe::rest::operational::{
+    BoxFuture, BucketState, FlowState, GroupState, OperationalSource, ServiceState,
+};
+use netvirt::desired::DesiredState;
+use netvirt::flow::{DumpFlow, FlowEntry, FlowKey};
+use netvirt::pipeline::cookie;
+use openflow::driver::{FlowFilter, SwitchHandle};
+use openflow::msg::{GroupStats, MultipartBody};
+
+/// `OFPG_ALL`.
+const OFPG_ALL: u32 = 0xffff_fffc;
+
+/// What was last synced on each node: its switch, the desired state and the model it came from.
+#[derive(Clone)]
+pub(crate) struct Synced {
+    pub switch: SwitchHandle,
+    pub desired: Arc<DesiredState>,
+    pub model: Arc<Published>,
+}
+
+/// Shared between the reconcile loop (which writes) and the REST server (which reads).
+pub(crate) type Installed = Arc<RwLock<BTreeMap<String, Synced>>>;
+
+/// The daemon's [`OperationalSource`].
+pub(crate) struct Operational {
+    pub installed: Installed,
+}
+
+impl OperationalSource for Operational {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>> {
+        Box::pin(async move {
+            let nodes: Vec<(String, Synced)> = match self.installed.read() {
+                Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                Err(_) => return Err("operational state is unavailable".to_string()),
+            };
+            if nodes.is_empty() {
+                return Err("no node's switch is connected and synced yet".to_string());
+            }
+            let mut services: BTreeMap<String, ServiceState> = BTreeMap::new();
+            for (node, synced) in nodes {
+                node_services(&node, &synced, &mut services)
+                    .await
+                    .map_err(|e| format!("node {node}: {e}"))?;
+            }
+            Ok(services.into_values().collect())
+        })
+    }
+}
+
+async fn node_services(
+    node: &str,
+    synced: &Synced,
+    out: &mut BTreeMap<String, ServiceState>,
+) -> Result<(), String> {
+    let filter = FlowFilter {
+        table_id: None,
+        cookie: cookie::MARK,
+        cookie_mask: cookie::MARK_MASK,
+    };
+    let flows = synced
+        .switch
+        .dump_flows(filter)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut groups: BTreeMap<u32, GroupStats> = BTreeMap::new();
+    let replies = synced
+        .switch
+        .multipart(MultipartBody::GroupRequest(OFPG_ALL))
+        .await
+        .map_err(|e| e.to_string())?;
+    for reply in replies {
+        if let MultipartBody::Group(stats) = reply {
+            groups.extend(stats.into_iter().map(|g| (g.group_id, g)));
+        }
+    }
+    for (port, state) in &synced.desired.services {
+        // `namespace/name:port/protocol[/external]`.
+        let key = port.split(':').next().unwrap_or(port);
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let uid = synced
+            .model
+            .model
+            .services
+            .get(&netvirt::model::ServiceKey::new(namespace, name))
+            .map_or_else(|| key.to_string(), |s| s.uid.clone());
+        let service = out.entry(key.to_string()).or_insert_with(|| ServiceState {
+            uid,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            groups: Vec::new(),
+            flows: Vec::new(),
+            packet_count: 0,
+            byte_count: 0,
+        });
+        if let Some(group_id) = state.group {
+            let stats = groups.get(&group_id);
+            let buckets = state
+                .backends
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let (packets, bytes) = stats
+                        .and_then(|s| s.bucket_stats.get(i).copied())
+                        .unwrap_or_default();
+                    let endpoint = match b.ip {
+                        std::net::IpAddr::V4(ip) => format!("{ip}:{}", b.port),
+                        std::net::IpAddr::V6(ip) => format!("[{ip}]:{}", b.port),
+                    };
+                    BucketState {
+                        bucket_id: i as u32,
+                        endpoint,
+                        weight: b.weight,
+                        packet_count: packets,
+                        byte_count: bytes,
+                    }
+                })
+                .collect();
+            let (packets, bytes) = stats.map_or((0, 0), |s| (s.packet_count, s.byte_count));
+            service.packet_count += packets;
+            service.byte_count += bytes;
+            service.groups.push(GroupState {
+                node: node.to_string(),
+                group_id,
+                group_type: "select".to_string(),
+                buckets,
+                packet_count: packets,
+                byte_count: bytes,
+            });
+        }
+        for f in flows.iter().filter(|f| f.cookie == state.cookie) {
+            let key = FlowKey {
+                table: f.table_id,
+                priority: f.priority,
+                matches: f.match_.clone(),
+            };
+            let entry = FlowEntry {
+                cookie: f.cookie,
+                instructions: f.instructions.clone(),
+            };
+            service.flows.push(FlowState {
+                node: node.to_string(),
+                table_id: f.table_id,
+                priority: f.priority,
+                cookie: f.cookie,
+                flow: DumpFlow(&key, &entry).to_string().trim_start().to_string(),
+                packet_count: f.packet_count,
+                byte_count: f.byte_count,
+            });
+        }
+    }
+    Ok(())
+}
