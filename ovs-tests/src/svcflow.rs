@@ -47,20 +47,42 @@ impl Daemon {
     /// Starts the daemon; run `n` names its log, `<sandbox>/svcflow-<n>.log`. Its state lives
     /// in `<sandbox>/state`, so a second start finds the first one's state.
     pub fn start(sb: &Sandbox, n: u32, log_level: &str) -> Result<Daemon, SandboxError> {
-        let log = sb.dir().join(format!("svcflow-{n}.log"));
         let remote = format!("n1={}", sb.db_remote());
-        let child = Command::new("ip")
-            .args(["netns", "exec", sb.node_netns()])
-            .arg(svcflow_binary()?)
-            .args(["run", "--openflow-listen", OPENFLOW, "--rest-listen", REST])
-            .args([
-                "--ovsdb-remote",
-                &remote,
-                "--log-level",
-                log_level,
-                "--host-node",
-                "n1",
-            ])
+        let args = [
+            "--openflow-listen",
+            OPENFLOW,
+            "--rest-listen",
+            REST,
+            "--ovsdb-remote",
+            &remote,
+            "--log-level",
+            log_level,
+            "--host-node",
+            "n1",
+        ];
+        Self::spawn(sb, n, Some(sb.node_netns()), &args)
+    }
+
+    /// Starts `svcflow run ARGS --state-dir <sandbox>/state` in `netns`, or in the test's own
+    /// network namespace when `None`.
+    pub fn spawn(
+        sb: &Sandbox,
+        n: u32,
+        netns: Option<&str>,
+        args: &[&str],
+    ) -> Result<Daemon, SandboxError> {
+        let log = sb.dir().join(format!("svcflow-{n}.log"));
+        let mut command = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(svcflow_binary()?);
+                c
+            }
+            None => Command::new(svcflow_binary()?),
+        };
+        let child = command
+            .arg("run")
+            .args(args)
             .arg("--state-dir")
             .arg(sb.dir().join("state"))
             .stdin(Stdio::null())

@@ -150,6 +150,14 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         changes_tx.clone(),
         shutdown.clone(),
     ));
+    let passive_task = config.ovsdb_manager_listen.map(|addr| {
+        tokio::spawn(node::listen(
+            addr,
+            controller_target(config.openflow_listen),
+            changes_tx.clone(),
+            shutdown.clone(),
+        ))
+    });
     let nodes_task = tokio::spawn(node::manage(
         overrides,
         controller_target(config.openflow_listen),
@@ -185,6 +193,9 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let wait = async {
         let _ = accept_task.await;
         let _ = nodes_task.await;
+        if let Some(task) = passive_task {
+            let _ = task.await;
+        }
         let _ = reconcile_task.await;
     };
     if tokio::time::timeout(std::time::Duration::from_secs(5), wait)

@@ -141,6 +141,17 @@ async fn converge(
             }
         }
     };
+    keep_converged(node, &vs, setup, changes).await;
+}
+
+/// Forever: applies `setup_ops` until there are none, reports bindings that changed, and
+/// waits for the replica to change.
+async fn keep_converged(
+    node: &str,
+    vs: &VSwitch,
+    setup: &NodeSetup,
+    changes: &mpsc::UnboundedSender<Change>,
+) {
     let mut reported: Option<NodeBindings> = None;
     loop {
         // Compute into a local: the replica guard must not live across an await.
@@ -221,5 +232,84 @@ mod tests {
         assert_eq!(all["n1"], "unix:/run/db.sock");
         assert_eq!(all["n2"], "tcp:10.0.0.2:6640");
         assert_eq!(all["n3"], "tcp:10.0.0.3:6640");
+    }
+}
+
+/// Passive mode: node `ovsdb-server`s pointed at svcflow with
+/// `ovs-vsctl set-manager tcp:ADDR` connect here. Each is named by its Open_vSwitch
+/// `external_ids:hostname` (or `system-id`), which must be a node's name in the model; it is then
+/// set up and watched like a dialled one, for as long as its connection lasts.
+pub(crate) async fn listen(
+    addr: std::net::SocketAddr,
+    controller: String,
+    changes: mpsc::UnboundedSender<Change>,
+    shutdown: Shutdown,
+) {
+    let target = format!("ptcp:{}:{}", addr.port(), addr.ip());
+    let listener = match ovsdb::Listener::bind(&target, ClientConfig::default()).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!("cannot listen for OVSDB managers on {target}: {e}");
+            return;
+        }
+    };
+    tracing::info!("listening for node OVSDB servers (set-manager tcp:{addr})");
+    loop {
+        let accepted = tokio::select! {
+            _ = stopped(shutdown.clone()) => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (client, mut events, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("accepting an OVSDB manager connection: {e}");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        let controller = controller.clone();
+        let changes = changes.clone();
+        tokio::spawn(async move {
+            let vs = match VSwitch::new(client).await {
+                Ok(vs) => vs,
+                Err(e) => {
+                    tracing::warn!("OVSDB server at {peer}: {e}");
+                    return;
+                }
+            };
+            let name = {
+                let replica = vs.replica.read();
+                ovsdb::vswitch::VSwitchQuery::open_vswitch(&*replica).and_then(|o| {
+                    o.external_ids
+                        .get("hostname")
+                        .or_else(|| o.external_ids.get("system-id"))
+                        .cloned()
+                })
+            };
+            let Some(node) = name else {
+                tracing::warn!(
+                    "OVSDB server at {peer} has no external_ids:hostname or system-id; ignoring it"
+                );
+                return;
+            };
+            tracing::info!("node {node}: its OVSDB server connected from {peer}");
+            let setup = NodeSetup {
+                controller,
+                datapath_id: datapath_id(&node),
+                ..NodeSetup::default()
+            };
+            tokio::select! {
+                _ = keep_converged(&node, &vs, &setup, &changes) => {}
+                _ = async {
+                    while let Some(event) = events.recv().await {
+                        if matches!(event, ovsdb::ClientEvent::Disconnected(_)) {
+                            break;
+                        }
+                    }
+                } => {
+                    tracing::info!("node {node}: its OVSDB server disconnected");
+                }
+            }
+        });
     }
 }
