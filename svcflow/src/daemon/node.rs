@@ -210,31 +210,6 @@ async fn keep_converged(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_line_remotes_override_the_models() {
-        let published = Published {
-            ovsdb_remotes: BTreeMap::from([
-                ("n1".to_string(), "tcp:10.0.0.1:6640".to_string()),
-                ("n2".to_string(), "tcp:10.0.0.2:6640".to_string()),
-            ]),
-            ..Published::default()
-        };
-        let overrides = BTreeMap::from([
-            ("n1".to_string(), "unix:/run/db.sock".to_string()),
-            ("n3".to_string(), "tcp:10.0.0.3:6640".to_string()),
-        ]);
-        let all = remotes(&overrides, &published);
-        assert_eq!(all.len(), 3);
-        assert_eq!(all["n1"], "unix:/run/db.sock");
-        assert_eq!(all["n2"], "tcp:10.0.0.2:6640");
-        assert_eq!(all["n3"], "tcp:10.0.0.3:6640");
-    }
-}
-
 /// Passive mode: node `ovsdb-server`s pointed at svcflow with
 /// `ovs-vsctl set-manager tcp:ADDR` connect here. Each is named by its Open_vSwitch
 /// `external_ids:hostname` (or `system-id`), which must be a node's name in the model; it is then
@@ -311,5 +286,30 @@ pub(crate) async fn listen(
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_remotes_override_the_models() {
+        let published = Published {
+            ovsdb_remotes: BTreeMap::from([
+                ("n1".to_string(), "tcp:10.0.0.1:6640".to_string()),
+                ("n2".to_string(), "tcp:10.0.0.2:6640".to_string()),
+            ]),
+            ..Published::default()
+        };
+        let overrides = BTreeMap::from([
+            ("n1".to_string(), "unix:/run/db.sock".to_string()),
+            ("n3".to_string(), "tcp:10.0.0.3:6640".to_string()),
+        ]);
+        let all = remotes(&overrides, &published);
+        assert_eq!(all.len(), 3);
+        assert_eq!(all["n1"], "unix:/run/db.sock");
+        assert_eq!(all["n2"], "tcp:10.0.0.2:6640");
+        assert_eq!(all["n3"], "tcp:10.0.0.3:6640");
     }
 }
