@@ -135,6 +135,39 @@ fn run() -> Result<(), SandboxError> {
         println!("   {backend:<8} answered {n}");
     }
 
+    println!("== the operational view (GET /restconf/operational/service:service-information)");
+    // OVS folds datapath counters into its statistics about once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let op = sb.node(&[
+        "curl",
+        "-sS",
+        "-f",
+        "http://127.0.0.1:8181/restconf/operational/service:service-information",
+    ])?;
+    let op: serde_json::Value = serde_json::from_str(&op)
+        .map_err(|e| SandboxError::Invalid(format!("operational view: {e}")))?;
+    let services = op
+        .pointer("/service:service-information/services")
+        .and_then(|v| v.as_array());
+    for service in services.into_iter().flatten() {
+        for group in service["groups"].as_array().into_iter().flatten() {
+            println!(
+                "   service {} on {}: group {}",
+                service["name"].as_str().unwrap_or("?"),
+                group["node"].as_str().unwrap_or("?"),
+                group["group-id"]
+            );
+            for bucket in group["buckets"].as_array().into_iter().flatten() {
+                println!(
+                    "     endpoint {} weight {}: {} packets",
+                    bucket["endpoint"].as_str().unwrap_or("?"),
+                    bucket["weight"],
+                    bucket["packet-count"]
+                );
+            }
+        }
+    }
+
     println!("== what svcflow installed for the service (svcflow ofp dump-groups / dump-flows)");
     let svcflow = ovs_tests::svcflow::svcflow_binary()?;
     let svcflow = svcflow.to_string_lossy();
