@@ -1008,12 +1008,7 @@ pub fn encode_actions(actions: &[Action], w: &mut Writer) {
 mod tests {
     use super::*;
     use crate::ct::{Ct, CtZone, Nat};
-
-    fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_util::unhex;
 
     /// One table drives parse, emit and text: (value, bytes from ovs-ofctl 3.1, text).
     fn table() -> Vec<(Action, &'static str, &'static str)> {

@@ -57,6 +57,8 @@ pub mod oxm;
 pub mod packet_fmt;
 pub mod session;
 pub mod subfield;
+#[cfg(test)]
+mod test_util;
 pub mod text;
 pub mod wire;
 

@@ -639,12 +639,7 @@ mod tests {
     use super::*;
     use crate::field::Field;
     use crate::oxm::Match;
-
-    fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_util::unhex;
 
     /// (message, bytes as ovs-ofctl 3.1 sends them, ovs-ofctl ofp-print text).
     fn table() -> Vec<(Message, &'static str, &'static str)> {
