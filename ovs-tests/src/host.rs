@@ -230,21 +230,32 @@ impl Host {
         count: u32,
         extra: &[&str],
     ) -> Result<Vec<Attempt>, SandboxError> {
-        let probe = probe_binary()?;
-        let probe = probe.to_string_lossy();
-        let count = count.to_string();
-        let mut argv = vec![probe.as_ref(), "connect", proto, target, "--count", &count];
-        argv.extend_from_slice(extra);
-        let out = self.run(&argv)?;
-        Ok(out
-            .lines()
-            .map(|line| match line.split_once(' ') {
-                Some(("ok", name)) => Ok(name.to_string()),
-                Some((_, why)) => Err(why.to_string()),
-                None => Err(line.to_string()),
-            })
-            .collect())
+        probe_connect(&self.netns, proto, target, count, extra)
     }
+}
+
+/// Runs `svcflow-probe connect` inside `netns` and returns each attempt.
+pub(crate) fn probe_connect(
+    netns: &str,
+    proto: &str,
+    target: &str,
+    count: u32,
+    extra: &[&str],
+) -> Result<Vec<Attempt>, SandboxError> {
+    let probe = probe_binary()?;
+    let probe = probe.to_string_lossy();
+    let count = count.to_string();
+    let mut argv = vec![probe.as_ref(), "connect", proto, target, "--count", &count];
+    argv.extend_from_slice(extra);
+    let out = cmd::run(&netns_argv(netns, &argv))?;
+    Ok(out
+        .lines()
+        .map(|line| match line.split_once(' ') {
+            Some(("ok", name)) => Ok(name.to_string()),
+            Some((_, why)) => Err(why.to_string()),
+            None => Err(line.to_string()),
+        })
+        .collect())
 }
 
 /// Counts attempts per backend name; failures count under `err <reason>`.

@@ -181,6 +181,17 @@ impl Sandbox {
         self.run_ovs(&argv)
     }
 
+    /// Runs `svcflow-probe connect` from the node's own host stack (see [`Host::connect`]).
+    pub fn connect_from_node(
+        &self,
+        proto: &str,
+        target: &str,
+        count: u32,
+        extra: &[&str],
+    ) -> Result<Vec<crate::Attempt>, SandboxError> {
+        crate::host::probe_connect(&self.node_netns, proto, target, count, extra)
+    }
+
     /// Runs a command in the node's host namespace.
     pub fn node(&self, argv: &[&str]) -> Result<String, SandboxError> {
         cmd::run(&netns_argv(&self.node_netns, argv))

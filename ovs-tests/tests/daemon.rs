@@ -212,14 +212,15 @@ fn the_daemon_serves_a_cluster_ip_survives_a_restart_and_stops_cleanly() {
     );
 
     // The node's own host reaches the service through the gateway port svcflow configured.
-    let probe = env!("CARGO_BIN_EXE_svcflow-probe");
-    let from_host = sb
-        .node(&[probe, "connect", "tcp", VIP, "--count", "10"])
-        .unwrap();
+    let from_host = tally(&sb.connect_from_node("tcp", VIP, 10, &[]).unwrap());
     assert_eq!(
-        from_host.lines().filter(|l| l.starts_with("ok p")).count(),
+        from_host
+            .iter()
+            .filter(|(k, _)| k.starts_with('p'))
+            .map(|(_, n)| n)
+            .sum::<usize>(),
         10,
-        "{from_host}"
+        "{from_host:?}"
     );
 
     // `svcflow ofp dump-flows` and `dump-groups` print what ovs-ofctl prints.

@@ -198,26 +198,6 @@ impl Node {
     fn pod(&self, name: &str) -> &Host {
         &self.pods[name]
     }
-
-    fn connect_from_node_host(
-        &self,
-        proto: &str,
-        target: &str,
-        count: u32,
-    ) -> Vec<Result<String, String>> {
-        let probe = env!("CARGO_BIN_EXE_svcflow-probe");
-        let n = count.to_string();
-        let out = self
-            .sb
-            .node(&[probe, "connect", proto, target, "--count", &n])
-            .unwrap();
-        out.lines()
-            .map(|l| match l.split_once(' ') {
-                Some(("ok", name)) => Ok(name.to_string()),
-                _ => Err(l.to_string()),
-            })
-            .collect()
-    }
 }
 
 async fn installed() -> Node {
@@ -249,7 +229,12 @@ async fn cluster_ip_spreads_tcp_and_udp_across_endpoints_from_several_clients() 
             *total.entry(k).or_insert(0) += v;
         }
     }
-    let host = tally(&node.connect_from_node_host("tcp", "10.96.0.10:80", 50));
+    let host = tally(
+        &node
+            .sb
+            .connect_from_node("tcp", "10.96.0.10:80", 50, &[])
+            .unwrap(),
+    );
     assert!(only(&host, &web), "node host: {host:?}");
     assert!(
         total["p1"] >= 10 && total["p2"] >= 10,
@@ -430,8 +415,11 @@ async fn a_service_without_endpoints_refuses_at_once() {
         started.elapsed()
     );
     // The node's host is refused as well.
-    let host = node.connect_from_node_host("tcp", "10.96.0.30:80", 1);
-    assert_eq!(host, vec![Err("err refused".to_string())]);
+    let host = node
+        .sb
+        .connect_from_node("tcp", "10.96.0.30:80", 1, &[])
+        .unwrap();
+    assert_eq!(host, vec![Err("refused".to_string())]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
