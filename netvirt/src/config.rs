@@ -26,6 +26,10 @@ pub struct Config {
     pub local_endpoint_weight: u16,
     /// The NodePort range, inclusive.
     pub node_port_range: (u16, u16),
+    /// The most buckets in one select group; a service port with more endpoints is split
+    /// over chained groups (`chain.rs`). At most [`crate::chain::GROUP_BUCKETS_MAX`]; lower
+    /// values serve tests and demos.
+    pub group_buckets_max: usize,
 }
 
 impl Default for Config {
@@ -39,6 +43,7 @@ impl Default for Config {
             hairpin_zone: 65001,
             local_endpoint_weight: 1,
             node_port_range: (30000, 32767),
+            group_buckets_max: crate::chain::GROUP_BUCKETS_MAX,
         }
     }
 }

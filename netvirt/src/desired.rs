@@ -8,12 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
-use openflow::action::{OFPP_IN_PORT16, Resubmit};
+use openflow::action::{Multipath, OFPP_IN_PORT16, Resubmit};
 use openflow::ct::{Ct, CtZone, Nat};
 use openflow::instruction::Instruction;
 use openflow::subfield::Subfield;
 use openflow::{Action, Field, Match, OxmField};
 
+use crate::chain::{self, V4Backend};
 use crate::config::Config;
 use crate::flow::{Bucket, FlowEntry, FlowKey, GroupEntry, GroupKind};
 use crate::ids;
@@ -65,11 +66,21 @@ pub struct DesiredState {
 /// How one service port is programmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicePortState {
-    /// Its select group, or `None` when it has no backend and refuses connections.
-    pub group: Option<u32>,
+    /// Its select group; a big service's chained groups (`chain.rs`); none when it has no
+    /// backend and refuses connections.
+    pub groups: Vec<ServiceGroup>,
     /// Its cookie (the flows that steer to the group or refuse).
     pub cookie: u64,
-    /// Backends, in bucket order.
+    /// All its backends, sorted by address and port; `groups` gives the bucket order.
+    pub backends: Vec<Backend>,
+}
+
+/// One select group of a service port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceGroup {
+    /// Group id.
+    pub id: u32,
+    /// Its backends, in bucket order.
     pub backends: Vec<Backend>,
 }
 
@@ -429,52 +440,81 @@ impl Builder<'_> {
                 }
             }
         }
+        // A big service port's chained groups are named `<port name>#<part>`.
+        let plans: Vec<PortPlan> = plans
+            .into_iter()
+            .map(|(name, protocol, addresses, found)| {
+                let v4_backends: Vec<V4Backend> = found
+                    .iter()
+                    .filter_map(|b| v4(&b.ip).map(|ip| (*b, ip)))
+                    .collect();
+                let parts = chain::partition(&v4_backends, config.group_buckets_max)
+                    .unwrap_or_else(|| {
+                        if v4_backends.is_empty() {
+                            Vec::new()
+                        } else {
+                            vec![v4_backends]
+                        }
+                    });
+                PortPlan {
+                    name,
+                    protocol,
+                    addresses,
+                    found,
+                    parts,
+                }
+            })
+            .collect();
+        let part_names: Vec<String> = plans
+            .iter()
+            .filter(|p| p.parts.len() > 1)
+            .flat_map(|p| (0..p.parts.len()).map(|k| format!("{}#{k}", p.name)))
+            .collect();
         let ids = ids::allocate(
-            plans.iter().map(|(name, ..)| name.as_str()),
+            plans
+                .iter()
+                .map(|p| p.name.as_str())
+                .chain(part_names.iter().map(String::as_str)),
             group::SERVICE_MAX,
         );
         let mut endpoints: BTreeSet<(Protocol, Ipv4Addr, u16)> = BTreeSet::new();
-        for (name, protocol, addresses, found) in plans {
+        for plan in plans {
+            let PortPlan {
+                name,
+                protocol,
+                addresses,
+                found,
+                parts,
+            } = plan;
             let Some(&id) = ids.get(&name) else {
                 self.out.conflicts.push(format!("{name}: no group id left"));
                 continue;
             };
             let c = cookie::make(cookie::SERVICE, id);
-            let v4_backends: Vec<(Backend, Ipv4Addr)> = found
-                .iter()
-                .filter_map(|b| v4(&b.ip).map(|ip| (*b, ip)))
-                .collect();
-            let actions = if v4_backends.is_empty() {
-                vec![Action::Controller(openflow::action::Controller {
-                    max_len: u16::MAX,
-                    controller_id: 0,
-                    reason: 1,
-                    userdata: REJECT_USERDATA.to_vec(),
-                    pause: false,
-                    meter_id: None,
-                    legacy: false,
-                })]
-            } else {
-                let buckets = v4_backends
-                    .iter()
-                    .map(|(b, ip)| Bucket {
-                        weight: b.weight,
-                        actions: vec![
-                            set(reg::ENDPOINT_IP, u32::from(*ip)),
-                            set(reg::ENDPOINT_PORT, u32::from(b.port)),
-                            resubmit(table::ENDPOINT),
-                        ],
-                    })
-                    .collect();
-                self.out.state.groups.insert(
-                    id,
-                    GroupEntry {
-                        kind: GroupKind::Select,
-                        buckets,
-                    },
-                );
-                endpoints.extend(v4_backends.iter().map(|(b, ip)| (protocol, *ip, b.port)));
-                vec![Action::Group(id)]
+            let mut groups = Vec::new();
+            for (k, part) in parts.iter().enumerate() {
+                let group_id = if parts.len() == 1 {
+                    Some(id)
+                } else {
+                    ids.get(&format!("{name}#{k}")).copied()
+                };
+                let Some(group_id) = group_id else {
+                    self.out
+                        .conflicts
+                        .push(format!("{name}#{k}: no group id left"));
+                    continue;
+                };
+                self.out.state.groups.insert(group_id, select_group(part));
+                endpoints.extend(part.iter().map(|(b, ip)| (protocol, *ip, b.port)));
+                groups.push(ServiceGroup {
+                    id: group_id,
+                    backends: part.iter().map(|(b, _)| *b).collect(),
+                });
+            }
+            let actions = match groups.as_slice() {
+                [] => vec![reject_action()],
+                [one] => vec![Action::Group(one.id)],
+                _ => self.chain(&name, id, c, &groups),
             };
             for (address, port) in &addresses {
                 let m = l4(protocol)
@@ -485,7 +525,7 @@ impl Builder<'_> {
             self.out.services.insert(
                 name,
                 ServicePortState {
-                    group: (!v4_backends.is_empty()).then_some(id),
+                    groups,
                     cookie: c,
                     backends: found,
                 },
@@ -533,6 +573,93 @@ impl Builder<'_> {
             );
         }
     }
+
+    /// The slot-range flows of a big service port split over `groups`, and the actions of
+    /// its table-40 flows: hash the connection into a slot, then look the slot up.
+    fn chain(&mut self, name: &str, id: u32, c: u64, groups: &[ServiceGroup]) -> Vec<Action> {
+        let weights: Vec<u64> = groups
+            .iter()
+            .map(|g| g.backends.iter().map(|b| u64::from(b.weight)).sum())
+            .collect();
+        let slots = chain::slots(&weights);
+        if !slots.exact {
+            self.out.conflicts.push(format!(
+                "{name}: total endpoint weight above {}; weights across its {} groups are \
+                 approximated",
+                chain::SLOTS_MAX,
+                groups.len()
+            ));
+        }
+        for (g, ranges) in groups.iter().zip(&slots.ranges) {
+            for &(value, mask) in ranges {
+                let m = Match::new().with(reg::CHAIN_ID, id);
+                let m = if mask == u32::MAX {
+                    m.with(reg::CHAIN_SLOT, value)
+                } else {
+                    m.with_masked(reg::CHAIN_SLOT, value, mask)
+                };
+                self.flow(table::CHAIN, 100, m, c, apply(vec![Action::Group(g.id)]));
+            }
+        }
+        vec![
+            set(reg::CHAIN_ID, id),
+            Action::Multipath(Multipath {
+                fields: NX_HASH_FIELDS_SYMMETRIC_L4,
+                basis: chain::MULTIPATH_BASIS,
+                algorithm: NX_MP_ALG_MODULO_N,
+                max_link: (slots.n_links - 1) as u16,
+                arg: 0,
+                dst: Subfield::range(reg::CHAIN_SLOT, 0, 15),
+            }),
+            resubmit(table::CHAIN),
+        ]
+    }
+}
+
+/// `NX_HASH_FIELDS_SYMMETRIC_L4` (`include/openflow/nicira-ext.h`).
+const NX_HASH_FIELDS_SYMMETRIC_L4: u16 = 1;
+/// `NX_MP_ALG_MODULO_N` (`include/openflow/nicira-ext.h`).
+const NX_MP_ALG_MODULO_N: u16 = 0;
+
+/// A service port while its groups are being planned.
+struct PortPlan {
+    name: String,
+    protocol: Protocol,
+    addresses: Vec<(Ipv4Addr, u16)>,
+    found: Vec<Backend>,
+    parts: Vec<Vec<V4Backend>>,
+}
+
+/// A select group with one bucket per backend: load the endpoint, then DNAT in table 41.
+fn select_group(backends: &[V4Backend]) -> GroupEntry {
+    let buckets = backends
+        .iter()
+        .map(|(b, ip)| Bucket {
+            weight: b.weight,
+            actions: vec![
+                set(reg::ENDPOINT_IP, u32::from(*ip)),
+                set(reg::ENDPOINT_PORT, u32::from(b.port)),
+                resubmit(table::ENDPOINT),
+            ],
+        })
+        .collect();
+    GroupEntry {
+        kind: GroupKind::Select,
+        buckets,
+    }
+}
+
+/// Sends the packet to the controller, which refuses its connection.
+fn reject_action() -> Action {
+    Action::Controller(openflow::action::Controller {
+        max_len: u16::MAX,
+        controller_id: 0,
+        reason: 1,
+        userdata: REJECT_USERDATA.to_vec(),
+        pause: false,
+        meter_id: None,
+        legacy: false,
+    })
 }
 
 /// A scope of a service port: group-name suffix, traffic policy, and (address, port) pairs.

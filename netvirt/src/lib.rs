@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod apply;
+pub mod chain;
 pub mod config;
 pub mod desired;
 pub mod flow;

@@ -19,6 +19,8 @@ pub mod table {
     pub const SERVICE: u8 = 40;
     /// One flow per endpoint: DNAT to it and commit.
     pub const ENDPOINT: u8 = 41;
+    /// A big service's slot ranges, each to one of its chained groups (`chain.rs`).
+    pub const CHAIN: u8 = 42;
     /// SNAT a pod reaching itself through a service to the virtual loopback IP.
     pub const HAIRPIN: u8 = 45;
     /// Route by destination IP: rewrite MACs, decrement TTL, choose the output port.
@@ -43,6 +45,10 @@ pub mod reg {
     pub const ELAN: Field = Field::Reg6;
     /// The output port chosen by L3 forwarding.
     pub const OUT_PORT: Field = Field::Reg7;
+    /// A big service's slot, chosen by `multipath` (bits 0..15).
+    pub const CHAIN_SLOT: Field = Field::Reg1;
+    /// A big service's id (its group-id space value), for table 42.
+    pub const CHAIN_ID: Field = Field::Reg5;
 }
 
 /// `ct_state` bits (`lib/packets.h` `CS_*`).

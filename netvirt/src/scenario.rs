@@ -46,6 +46,7 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
     local_endpoint_weight: Option<u16>,
+    group_buckets_max: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,6 +144,15 @@ impl Scenario {
         let mut config = Config::default();
         if let Some(weight) = file.config.local_endpoint_weight {
             config.local_endpoint_weight = weight;
+        }
+        if let Some(max) = file.config.group_buckets_max {
+            if !(1..=crate::chain::GROUP_BUCKETS_MAX).contains(&max) {
+                return Err(format!(
+                    "config.group_buckets_max: {max} is not in 1..={}",
+                    crate::chain::GROUP_BUCKETS_MAX
+                ));
+            }
+            config.group_buckets_max = max;
         }
         let node = Node {
             name: file.node.name,

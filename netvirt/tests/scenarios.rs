@@ -72,8 +72,13 @@ fn scenarios_match_their_golden_files() {
 fn the_pipeline_document_quotes_only_real_output() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("../docs/pipeline.md")).unwrap();
-    let (flows, groups) = render(&root.join("tests/scenarios/node-services"));
-    let produced: Vec<&str> = flows.lines().chain(groups.lines()).collect();
+    let mut rendered = String::new();
+    for name in ["node-services", "big-service"] {
+        let (flows, groups) = render(&root.join("tests/scenarios").join(name));
+        rendered.push_str(&flows);
+        rendered.push_str(&groups);
+    }
+    let produced: Vec<&str> = rendered.lines().collect();
     let quoted: Vec<&str> = doc
         .lines()
         .filter(|l| l.starts_with(" cookie=") || l.starts_with(" group_id="))

@@ -169,10 +169,7 @@ impl Node {
             .collect();
         expected.sort();
         actual.sort();
-        assert_eq!(
-            actual, expected,
-            "flows on the switch differ from netvirt's"
-        );
+        assert_same_lines(&actual, &expected, "flows");
         let mut expected: Vec<String> = want
             .state
             .groups
@@ -184,20 +181,43 @@ impl Node {
             .dump_groups(BR)
             .unwrap()
             .lines()
-            .skip(1)
+            .filter(|l| l.starts_with(" group_id="))
             .map(str::to_string)
             .collect();
         expected.sort();
         actual.sort();
-        assert_eq!(
-            actual, expected,
-            "groups on the switch differ from netvirt's"
-        );
+        assert_same_lines(&actual, &expected, "groups");
     }
 
     fn pod(&self, name: &str) -> &Host {
         &self.pods[name]
     }
+}
+
+/// Fails with the lines that differ (not whole dumps, which can be megabytes).
+fn assert_same_lines(actual: &[String], expected: &[String], what: &str) {
+    if actual == expected {
+        return;
+    }
+    let clip = |l: &String| l.chars().take(400).collect::<String>();
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|l| !actual.contains(l))
+        .map(clip)
+        .collect();
+    let extra: Vec<String> = actual
+        .iter()
+        .filter(|l| !expected.contains(l))
+        .map(clip)
+        .collect();
+    panic!(
+        "{what} on the switch differ from netvirt's ({} on the switch, {} expected)\n\
+         missing from the switch:\n{}\nonly on the switch:\n{}",
+        actual.len(),
+        expected.len(),
+        missing.join("\n"),
+        extra.join("\n")
+    );
 }
 
 async fn installed() -> Node {
@@ -351,7 +371,7 @@ async fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_
     let after = node.desired();
     let steps = plan(&after.state, &before.state);
     // Only web's group changes, and p2's TCP DNAT flow goes, since no other service uses it.
-    let web_group = after.services["default/web:80/tcp"].group.unwrap();
+    let web_group = after.services["default/web:80/tcp"].groups[0].id;
     let p2_dnat = |k: &netvirt::flow::FlowKey| {
         k.table == netvirt::pipeline::table::ENDPOINT
             && before.state.flows[k].cookie
@@ -547,4 +567,133 @@ async fn an_elan_floods_within_its_namespace_only() {
         !text.contains(&format!("from {p3}")),
         "p3, in another namespace, answered:\n{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_split_over_chained_groups_reaches_every_endpoint() {
+    let mut node = build(scenario("big-service"));
+    node.connect_controller().await;
+    node.sync().await;
+    let want = node.desired();
+    let groups = &want.services["default/big:80/tcp"].groups;
+    assert!(groups.len() >= 3, "{groups:?}");
+    let endpoints = ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"];
+    let counts = tally(
+        &node
+            .pod("c1")
+            .connect("tcp", "10.96.0.40:80", 200, &[])
+            .unwrap(),
+    );
+    assert!(only(&counts, &endpoints), "{counts:?}");
+    assert_eq!(counts.values().sum::<usize>(), 200, "{counts:?}");
+    for e in endpoints {
+        assert!(counts.contains_key(e), "{e} got no connection: {counts:?}");
+    }
+}
+
+/// The packet count of each group, from `ovs-ofctl dump-group-stats`.
+fn group_packets(sb: &Sandbox) -> BTreeMap<u32, u64> {
+    let text = sb.ofctl("dump-group-stats", BR, &[]).unwrap();
+    let field = |line: &str, name: &str| -> Option<u64> {
+        let start = line.find(name)? + name.len();
+        let digits: String = line[start..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    text.lines()
+        .filter_map(|l| {
+            Some((
+                u32::try_from(field(l, "group_id=")?).ok()?,
+                field(l, "packet_count=")?,
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_5000_endpoint_service_installs_spreads_over_every_chained_group_and_churns_one() {
+    let mut node = build(scenario("node-services"));
+    let key = ServiceKey::new("default", "huge");
+    let mut service = node.scenario.model.services[&ServiceKey::new("default", "web")].clone();
+    service.key = key.clone();
+    service.uid = "huge".to_string();
+    service.cluster_ips = vec!["10.96.0.99".parse().unwrap()];
+    service.kind = netvirt::model::ServiceType::ClusterIp;
+    service.ports[0].node_port = None;
+    service.ports[0].target_port = netvirt::model::TargetPort::Number(9999);
+    let endpoints: Vec<netvirt::model::Endpoint> = (0..5000u32)
+        .map(|i| netvirt::model::Endpoint {
+            address: std::net::Ipv4Addr::from(0x0af5_0000 + i).into(),
+            ports: Vec::new(),
+            node: Some("n2".to_string()),
+            conditions: Default::default(),
+            zone: None,
+            weight: None,
+        })
+        .collect();
+    node.scenario.model.services.insert(key.clone(), service);
+    node.scenario.model.endpoints.insert(key.clone(), endpoints);
+    node.connect_controller().await;
+    node.sync().await;
+    let before = node.desired();
+    let groups = before.services["default/huge:80/tcp"].groups.clone();
+    assert!(groups.len() >= 2, "{}", groups.len());
+    assert!(
+        groups
+            .iter()
+            .all(|g| g.backends.len() <= netvirt::chain::GROUP_BUCKETS_MAX)
+    );
+    assert_eq!(groups.iter().map(|g| g.backends.len()).sum::<usize>(), 5000);
+
+    // New connections from many source ports: each lands in some chained group (the
+    // endpoints do not exist, so nothing answers; the group counters tell where they went).
+    let attempts = node
+        .pod("p1")
+        .connect("tcp", "10.96.0.99:80", 400, &["--timeout-ms", "5"])
+        .unwrap();
+    assert_eq!(attempts.len(), 400);
+    let packets = group_packets(&node.sb);
+    for g in &groups {
+        assert!(
+            packets.get(&g.id).copied().unwrap_or(0) > 0,
+            "chained group {} got no traffic: {packets:?}",
+            g.id
+        );
+    }
+
+    // One endpoint leaves: only its group, its DNAT flow and the slot ranges change.
+    let gone = std::net::Ipv4Addr::from(0x0af5_0000 + 1234);
+    node.scenario
+        .model
+        .endpoints
+        .get_mut(&key)
+        .unwrap()
+        .retain(|e| e.address != std::net::IpAddr::V4(gone));
+    let after = node.desired();
+    let steps = plan(&after.state, &before.state);
+    let group_steps = steps
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Step::ModifyGroup(..) | Step::AddGroup(..) | Step::DeleteGroup(..)
+            )
+        })
+        .count();
+    assert_eq!(group_steps, 1, "{steps:?}");
+    let huge_cookie = after.services["default/huge:80/tcp"].cookie;
+    let dnat_cookie =
+        netvirt::pipeline::cookie::make(netvirt::pipeline::cookie::ENDPOINT, u32::from(gone));
+    for step in &steps {
+        let cookie = match step {
+            Step::AddFlow(_, e) | Step::ModifyFlow(_, e) => e.cookie,
+            Step::DeleteFlow(k) => before.state.flows[k].cookie,
+            _ => continue,
+        };
+        assert!(cookie == huge_cookie || cookie == dnat_cookie, "{step:?}");
+    }
+    let report = node.sync().await;
+    assert_eq!(report.groups_changed, 1);
 }

@@ -100,9 +100,10 @@ async fn node_services(
             packet_count: 0,
             byte_count: 0,
         });
-        if let Some(group_id) = state.group {
+        for group in &state.groups {
+            let group_id = group.id;
             let stats = groups.get(&group_id);
-            let buckets = state
+            let buckets = group
                 .backends
                 .iter()
                 .enumerate()
