@@ -1,6 +1,10 @@
 //! Inputs to the controller: Kubernetes watchers and the REST northbound.
 //!
+//! [`k8s`] watches Kubernetes (Services, EndpointSlices, Nodes, Pods, Namespaces) with kube-rs
+//! and translates what it sees into the same model; see docs/kubernetes.md.
+//!
 //! [`rest`] is the RESTCONF northbound that OpenDaylight's COE watcher drives: parsing,
 //! validation, durable storage and the translation into [`netvirt::model::Model`].
 
+pub mod k8s;
 pub mod rest;

@@ -261,9 +261,11 @@ impl Builder<'_> {
                     dst: Subfield::whole(Field::InPort),
                     value: 0,
                 },
+                // `ovs-ofctl` parses `output:REG` with max_len 65535 (it prints no max_len),
+                // so the same flow loaded from text compares equal.
                 Action::OutputReg {
                     src: Subfield::whole(reg::OUT_PORT),
-                    max_len: 0,
+                    max_len: u16::MAX,
                 },
             ]),
         );

@@ -8,6 +8,7 @@ pub mod apply;
 pub mod chain;
 pub mod config;
 pub mod desired;
+pub mod engine;
 pub mod flow;
 pub mod ids;
 pub mod model;

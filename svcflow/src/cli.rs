@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use ipnet::Ipv4Net;
 
 use crate::config::{
-    ConfigError, FileConfig, RunConfig, parse_log_level, parse_ovsdb_remote, parse_port_range,
+    ConfigError, FileConfig, RunConfig, parse_kubernetes, parse_log_level, parse_ovsdb_remote,
+    parse_port_range,
 };
 
 /// svcflow: an OpenFlow controller that replaces kube-proxy and iptables on Open vSwitch.
@@ -112,6 +113,14 @@ pub struct RunArgs {
     /// that node's gateway port (its address, and routes for the service and pod CIDRs).
     #[arg(long, value_name = "NODE")]
     pub host_node: Option<String>,
+    /// Watch Kubernetes (Services, EndpointSlices, Nodes, Pods, Namespaces) as an input:
+    /// `in-cluster` (the pod's service account), `kubeconfig` (needs --kubeconfig) or `off`
+    /// [default: off, or kubeconfig when --kubeconfig is given].
+    #[arg(long, value_name = "MODE")]
+    pub kubernetes: Option<String>,
+    /// Watch Kubernetes with this kubeconfig file (its current context).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     pub check: bool,
@@ -182,6 +191,12 @@ impl RunArgs {
                 .or(file.log_level.as_deref())
                 .unwrap_or("info"),
         )?;
+        // The flags decide together if either is given; else the file's keys do.
+        let kubernetes = if self.kubernetes.is_some() || self.kubeconfig.is_some() {
+            parse_kubernetes(self.kubernetes.as_deref(), self.kubeconfig.as_deref())?
+        } else {
+            parse_kubernetes(file.kubernetes.as_deref(), file.kubeconfig.as_deref())?
+        };
         Ok(RunConfig {
             openflow_listen: self
                 .openflow_listen
@@ -199,6 +214,7 @@ impl RunArgs {
                 .unwrap_or_else(|| PathBuf::from("/var/lib/svcflow")),
             log_level,
             host_node: self.host_node.clone().or(file.host_node),
+            kubernetes,
         })
     }
 }
@@ -261,6 +277,43 @@ mod tests {
         ])
         .merge(FileConfig::default())
         .unwrap();
+    }
+
+    #[test]
+    fn kubernetes_is_off_in_cluster_or_a_kubeconfig() {
+        let k = |argv: &[&str], file: &str| {
+            run_args(argv)
+                .merge(toml::from_str(file).unwrap())
+                .map(|c| c.kubernetes)
+        };
+        assert_eq!(k(&[], ""), Ok(None));
+        assert_eq!(
+            k(&["--kubernetes", "in-cluster"], ""),
+            Ok(Some(coe::k8s::Source::InCluster))
+        );
+        assert_eq!(
+            k(&["--kubeconfig", "/k"], ""),
+            Ok(Some(coe::k8s::Source::Kubeconfig("/k".into())))
+        );
+        assert_eq!(
+            k(&[], "kubeconfig = \"/f\"\n"),
+            Ok(Some(coe::k8s::Source::Kubeconfig("/f".into())))
+        );
+        assert_eq!(
+            k(&["--kubernetes", "off"], "kubernetes = \"in-cluster\"\n"),
+            Ok(None)
+        );
+        for (argv, wanted) in [
+            (
+                &["--kubernetes", "in-cluster", "--kubeconfig", "/k"][..],
+                "not both",
+            ),
+            (&["--kubernetes", "kubeconfig"][..], "needs --kubeconfig"),
+            (&["--kubernetes", "yes"][..], "expected in-cluster"),
+        ] {
+            let err = k(argv, "").unwrap_err();
+            assert!(err.0.contains(wanted), "{argv:?}: {err}");
+        }
     }
 
     #[test]

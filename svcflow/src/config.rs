@@ -27,6 +27,8 @@ pub struct RunConfig {
     pub log_level: String,
     /// The node whose host svcflow runs on; it configures that node's gateway port's host side.
     pub host_node: Option<String>,
+    /// Where to watch Kubernetes from, if at all.
+    pub kubernetes: Option<coe::k8s::Source>,
 }
 
 /// An OVSDB server to dial, and the node it belongs to.
@@ -68,6 +70,10 @@ pub struct FileConfig {
     pub log_level: Option<String>,
     /// See [`RunConfig::host_node`].
     pub host_node: Option<String>,
+    /// `in-cluster` or `off`.
+    pub kubernetes: Option<String>,
+    /// A kubeconfig file; turns Kubernetes on.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Why a configuration was refused.
@@ -141,6 +147,33 @@ pub fn parse_log_level(text: &str) -> Result<String, ConfigError> {
         "error" | "warn" | "info" | "debug" | "trace" => Ok(text.to_string()),
         _ => Err(ConfigError(format!(
             "log level `{text}`: expected error, warn, info, debug or trace"
+        ))),
+    }
+}
+
+/// The Kubernetes source from `--kubernetes MODE` and `--kubeconfig PATH`: `in-cluster`, or
+/// the kubeconfig file, or (mode `off` or neither given) none.
+pub fn parse_kubernetes(
+    mode: Option<&str>,
+    kubeconfig: Option<&Path>,
+) -> Result<Option<coe::k8s::Source>, ConfigError> {
+    match (mode, kubeconfig) {
+        (None | Some("kubeconfig"), Some(path)) => {
+            Ok(Some(coe::k8s::Source::Kubeconfig(path.to_path_buf())))
+        }
+        (Some("kubeconfig"), None) => Err(ConfigError(
+            "kubernetes `kubeconfig` needs --kubeconfig PATH".into(),
+        )),
+        (Some("in-cluster"), None) => Ok(Some(coe::k8s::Source::InCluster)),
+        (Some("in-cluster"), Some(_)) => Err(ConfigError(
+            "kubernetes: give either in-cluster or --kubeconfig, not both".into(),
+        )),
+        (Some("off"), Some(_)) => Err(ConfigError(
+            "kubernetes is off but --kubeconfig is given".into(),
+        )),
+        (None | Some("off"), None) => Ok(None),
+        (Some(other), _) => Err(ConfigError(format!(
+            "kubernetes `{other}`: expected in-cluster, kubeconfig or off"
         ))),
     }
 }

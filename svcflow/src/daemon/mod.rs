@@ -1,6 +1,7 @@
 //! `svcflow run`: the daemon. It wires the parts together:
 //!
-//! - the REST northbound ([`coe::rest::Northbound`]) publishes models;
+//! - the REST northbound ([`coe::rest::Northbound`]) publishes models; with Kubernetes on,
+//!   [`kubernetes`] merges them with the watchers' model (Kubernetes wins on shared keys);
 //! - one task per node ([`node`]) dials the node's OVSDB server, converges `br-int`, its
 //!   controller and the gateway port, and reports the node's port bindings;
 //! - the OpenFlow listener accepts switches, known by datapath id ([`switches`]);
@@ -9,6 +10,7 @@
 //!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
+mod kubernetes;
 mod node;
 mod operational;
 mod reconcile;
@@ -124,6 +126,15 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         config.state_dir.display()
     );
 
+    // Kubernetes, if on: its model merged with REST's feeds the same channel.
+    let (models, kube_task) = match &config.kubernetes {
+        Some(source) => {
+            let (merged, task) = kubernetes::start(source, models, shutdown.clone()).await?;
+            (merged, Some(task))
+        }
+        None => (models, None),
+    };
+
     // The OpenFlow listener.
     let target = format!(
         "ptcp:{}:{}",
@@ -194,6 +205,9 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         let _ = accept_task.await;
         let _ = nodes_task.await;
         if let Some(task) = passive_task {
+            let _ = task.await;
+        }
+        if let Some(task) = kube_task {
             let _ = task.await;
         }
         let _ = reconcile_task.await;

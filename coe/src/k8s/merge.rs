@@ -1,0 +1,239 @@
+//! Merging the REST northbound's model with the Kubernetes one. Pure.
+//!
+//! **Precedence: Kubernetes wins.** The two models are merged object by object, keyed as the
+//! model keys them: nodes and namespaces by name, pods by uid, services (with their endpoints)
+//! by `namespace/name`. A key that only one input has is taken from it. On a key that both
+//! have, the Kubernetes object is taken and a [`Conflict`] names the key, so the daemon can warn.
+//!
+//! Why Kubernetes: in a cluster the API server is the system of record, and it is live. The
+//! REST store is durable: it replays whatever was written to it, possibly long ago, so letting
+//! it win would let a forgotten REST write shadow a live Service indefinitely. REST stays
+//! useful for what Kubernetes does not hold (services with endpoints outside the cluster,
+//! nodes it does not know), and those merge in unchanged.
+//!
+//! A REST namespace keeps its ELAN id unless a Kubernetes namespace already uses that id; then
+//! the REST namespace is left out of the merged model, so `netvirt::desired::elan_ids`
+//! allocates it a free id (reported as a conflict too).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use netvirt::model::Model;
+
+/// A key both inputs define; the Kubernetes object was taken.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Conflict {
+    /// `node`, `namespace`, `pod`, `service` or `namespace-elan`.
+    pub kind: &'static str,
+    /// The key.
+    pub key: String,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.kind == "namespace-elan" {
+            write!(
+                f,
+                "REST namespace {} has the ELAN id of a Kubernetes namespace; it gets another",
+                self.key
+            )
+        } else {
+            write!(
+                f,
+                "{} {} is defined by both REST and Kubernetes; Kubernetes wins",
+                self.kind, self.key
+            )
+        }
+    }
+}
+
+/// The merged model and OVSDB remotes, and the keys both inputs defined.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Merged {
+    /// The model.
+    pub model: Model,
+    /// OVSDB remotes by node name.
+    pub ovsdb_remotes: BTreeMap<String, String>,
+    /// Keys defined by both, sorted.
+    pub conflicts: Vec<Conflict>,
+}
+
+/// Merges `rest` (with its OVSDB remotes) and `kube` (with its); Kubernetes wins.
+pub fn merge(
+    rest: &Model,
+    rest_remotes: &BTreeMap<String, String>,
+    kube: &Model,
+    kube_remotes: &BTreeMap<String, String>,
+) -> Merged {
+    let mut conflicts = Vec::new();
+    let mut model = kube.clone();
+    for (name, node) in &rest.nodes {
+        if model.nodes.contains_key(name) {
+            conflicts.push(Conflict {
+                kind: "node",
+                key: name.clone(),
+            });
+        } else {
+            model.nodes.insert(name.clone(), node.clone());
+        }
+    }
+    let kube_elans: BTreeSet<u32> = kube.namespaces.values().map(|n| n.elan).collect();
+    for (name, ns) in &rest.namespaces {
+        if model.namespaces.contains_key(name) {
+            conflicts.push(Conflict {
+                kind: "namespace",
+                key: name.clone(),
+            });
+        } else if kube_elans.contains(&ns.elan) {
+            conflicts.push(Conflict {
+                kind: "namespace-elan",
+                key: name.clone(),
+            });
+        } else {
+            model.namespaces.insert(name.clone(), ns.clone());
+        }
+    }
+    for (uid, pod) in &rest.pods {
+        if model.pods.contains_key(uid) {
+            conflicts.push(Conflict {
+                kind: "pod",
+                key: uid.clone(),
+            });
+        } else {
+            model.pods.insert(uid.clone(), pod.clone());
+        }
+    }
+    for (key, service) in &rest.services {
+        if model.services.contains_key(key) {
+            conflicts.push(Conflict {
+                kind: "service",
+                key: key.to_string(),
+            });
+        } else {
+            model.services.insert(key.clone(), service.clone());
+            if let Some(endpoints) = rest.endpoints.get(key) {
+                model.endpoints.insert(key.clone(), endpoints.clone());
+            }
+        }
+    }
+    let mut ovsdb_remotes = kube_remotes.clone();
+    for (node, remote) in rest_remotes {
+        // A node's remote comes with the node: REST only for REST-only nodes.
+        if !kube.nodes.contains_key(node) {
+            ovsdb_remotes.insert(node.clone(), remote.clone());
+        }
+    }
+    conflicts.sort();
+    Merged {
+        model,
+        ovsdb_remotes,
+        conflicts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use netvirt::model::{Namespace, Node, Service, ServiceKey};
+
+    fn node(name: &str, ip: &str) -> Node {
+        Node {
+            name: name.into(),
+            ips: vec![ip.parse().unwrap()],
+            pod_cidr: None,
+            labels: BTreeMap::new(),
+        }
+    }
+
+    fn service(ns: &str, name: &str, ip: &str) -> Service {
+        Service {
+            key: ServiceKey::new(ns, name),
+            uid: String::new(),
+            kind: Default::default(),
+            cluster_ips: vec![ip.parse().unwrap()],
+            ports: Vec::new(),
+            external_ips: Vec::new(),
+            lb_ingress_ips: Vec::new(),
+            session_affinity: Default::default(),
+            external_traffic_policy: Default::default(),
+            internal_traffic_policy: Default::default(),
+        }
+    }
+
+    #[test]
+    fn kubernetes_wins_on_shared_keys_and_each_side_keeps_its_own() {
+        let mut rest = Model::default();
+        rest.nodes.insert("n1".into(), node("n1", "10.0.0.1"));
+        rest.nodes.insert("vm".into(), node("vm", "10.0.0.9"));
+        let both = ServiceKey::new("default", "web");
+        let rest_only = ServiceKey::new("legacy", "db");
+        rest.services
+            .insert(both.clone(), service("default", "web", "10.96.0.1"));
+        rest.endpoints.insert(both.clone(), Vec::new());
+        rest.services
+            .insert(rest_only.clone(), service("legacy", "db", "10.96.0.2"));
+        rest.endpoints.insert(rest_only.clone(), Vec::new());
+        rest.namespaces.insert(
+            "legacy".into(),
+            Namespace {
+                name: "legacy".into(),
+                elan: 7,
+            },
+        );
+        rest.namespaces.insert(
+            "clash".into(),
+            Namespace {
+                name: "clash".into(),
+                elan: 5,
+            },
+        );
+        let mut kube = Model::default();
+        kube.nodes.insert("n1".into(), node("n1", "192.168.0.1"));
+        kube.services
+            .insert(both.clone(), service("default", "web", "10.96.0.100"));
+        kube.endpoints.insert(both.clone(), Vec::new());
+        kube.namespaces.insert(
+            "default".into(),
+            Namespace {
+                name: "default".into(),
+                elan: 5,
+            },
+        );
+        let rest_remotes = BTreeMap::from([
+            ("n1".to_string(), "tcp:10.0.0.1:6640".to_string()),
+            ("vm".to_string(), "tcp:10.0.0.9:6640".to_string()),
+        ]);
+        let kube_remotes = BTreeMap::from([("n1".to_string(), "tcp:192.168.0.1:6640".to_string())]);
+        let m = merge(&rest, &rest_remotes, &kube, &kube_remotes);
+        assert_eq!(m.model.nodes["n1"].ips[0].to_string(), "192.168.0.1");
+        assert!(m.model.nodes.contains_key("vm"));
+        assert_eq!(
+            m.model.services[&both].cluster_ips[0].to_string(),
+            "10.96.0.100"
+        );
+        assert!(m.model.services.contains_key(&rest_only));
+        assert!(m.model.endpoints.contains_key(&rest_only));
+        assert_eq!(m.model.namespaces["legacy"].elan, 7);
+        assert!(!m.model.namespaces.contains_key("clash"));
+        assert_eq!(m.ovsdb_remotes["n1"], "tcp:192.168.0.1:6640");
+        assert_eq!(m.ovsdb_remotes["vm"], "tcp:10.0.0.9:6640");
+        let names: Vec<String> = m.conflicts.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "REST namespace clash has the ELAN id of a Kubernetes namespace; it gets another",
+                "node n1 is defined by both REST and Kubernetes; Kubernetes wins",
+                "service default/web is defined by both REST and Kubernetes; Kubernetes wins",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_empty_kubernetes_model_leaves_rest_unchanged() {
+        let mut rest = Model::default();
+        rest.nodes.insert("n1".into(), node("n1", "10.0.0.1"));
+        let m = merge(&rest, &BTreeMap::new(), &Model::default(), &BTreeMap::new());
+        assert_eq!(m.model, rest);
+        assert!(m.conflicts.is_empty());
+    }
+}

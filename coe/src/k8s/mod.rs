@@ -1,0 +1,24 @@
+//! Kubernetes as an input: watchers (kube-rs reflectors) and their translation into the model.
+//!
+//! - [`translate`] is pure: a [`translate::Snapshot`] of the watched objects becomes a
+//!   [`netvirt::model::Model`], the nodes' OVSDB remotes, and typed warnings for whatever is
+//!   invalid. It is where every Service rule lives, and it is tested table by table.
+//! - [`merge`] is pure too: the REST northbound's model and the Kubernetes one become one
+//!   model. Kubernetes wins on a key both define (see [`merge`] for why).
+//! - [`watch`] is the I/O: one reflector per kind (Services without
+//!   `service.kubernetes.io/service-proxy-name`, EndpointSlices without
+//!   `service.kubernetes.io/headless`, Nodes, Pods, Namespaces), and a publisher that, once
+//!   every store has listed, translates the stores after each burst of events and publishes
+//!   the result. While the API server is unreachable the stores keep their last contents, so
+//!   the published model (and the flows) stay as they are; a relist swaps a store at once.
+//! - `fake` (cargo feature `fake-apiserver`) is an in-process API server for tests.
+
+#[cfg(feature = "fake-apiserver")]
+pub mod fake;
+pub mod merge;
+pub mod translate;
+pub mod watch;
+
+pub use merge::{Conflict, Merged, merge};
+pub use translate::{Snapshot, Translation, Warning, iface_id, translate};
+pub use watch::{KubeModel, Source, WatchConfig, Watchers, client};

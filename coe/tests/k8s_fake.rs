@@ -1,0 +1,165 @@
+//! The fake API server speaks the protocol the watchers rely on: lists with a resourceVersion,
+//! label selectors, watch streams with bookmarks, and 410 Gone.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use axum::http::Request;
+use coe::k8s::fake::FakeApiServer;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+fn service(name: &str, labels: serde_json::Value) -> Service {
+    serde_json::from_value(json!({
+        "metadata": {"namespace": "default", "name": name, "labels": labels},
+        "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_filter_by_label_and_carry_the_resource_version() {
+    let server = FakeApiServer::start_new().await.unwrap();
+    server.apply(&service("a", json!({}))).unwrap();
+    server
+        .apply(&service(
+            "b",
+            json!({"service.kubernetes.io/service-proxy-name": "x"}),
+        ))
+        .unwrap();
+    let rv = server.apply(&service("c", json!({"tier": "web"}))).unwrap();
+    let api: Api<Service> = Api::all(server.client().unwrap());
+    let names = |l: &kube::core::ObjectList<Service>| -> Vec<String> {
+        l.items
+            .iter()
+            .map(|s| s.metadata.name.clone().unwrap())
+            .collect()
+    };
+    let all = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(names(&all), ["a", "b", "c"]);
+    assert_eq!(all.metadata.resource_version, Some(rv.to_string()));
+    assert_eq!(all.items[0].metadata.resource_version, Some("2".into()));
+    assert!(all.items[0].metadata.uid.is_some());
+    let cases = [
+        ("!service.kubernetes.io/service-proxy-name", vec!["a", "c"]),
+        ("service.kubernetes.io/service-proxy-name", vec!["b"]),
+        ("tier=web", vec!["c"]),
+        ("tier!=web", vec!["a", "b"]),
+        (
+            "tier==web,!service.kubernetes.io/service-proxy-name",
+            vec!["c"],
+        ),
+    ];
+    for (selector, want) in cases {
+        let list = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .unwrap();
+        assert_eq!(names(&list), want, "{selector}");
+    }
+    // Namespaced paths filter by namespace.
+    let other: Api<Service> = Api::namespaced(server.client().unwrap(), "other");
+    assert!(
+        other
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // An unsupported selector is a 400 Status, not a hang or a panic.
+    let err = api
+        .list(&ListParams::default().labels("tier in (web)"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unsupported selector"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_stream_changes_bookmarks_and_gone() {
+    let server = FakeApiServer::start_new().await.unwrap();
+    let rv = server.apply(&service("a", json!({}))).unwrap();
+    let api: Api<Service> = Api::all(server.client().unwrap());
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    server.apply(&service("b", json!({}))).unwrap();
+    server.apply(&service("b", json!({"x": "y"}))).unwrap();
+    server.delete::<Service>("default", "a").unwrap();
+    let mut seen = Vec::new();
+    let mut bookmark = None;
+    while bookmark.is_none() || seen.len() < 3 {
+        let event = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match event {
+            WatchEvent::Added(s) => seen.push(format!("ADDED {}", s.metadata.name.unwrap())),
+            WatchEvent::Modified(s) => seen.push(format!("MODIFIED {}", s.metadata.name.unwrap())),
+            WatchEvent::Deleted(s) => seen.push(format!("DELETED {}", s.metadata.name.unwrap())),
+            WatchEvent::Bookmark(b) => bookmark = Some(b.metadata.resource_version),
+            WatchEvent::Error(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(seen, ["ADDED b", "MODIFIED b", "DELETED a"]);
+    assert_eq!(bookmark, Some(server.resource_version().to_string()));
+
+    // A watch from before a compaction gets an ERROR event with a 410 Status.
+    server.compact();
+    let mut old = api
+        .watch(&WatchParams::default(), &rv.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    match old.next().await.unwrap().unwrap() {
+        WatchEvent::Error(e) => assert_eq!(e.code, 410),
+        other => panic!("{other:?}"),
+    }
+    // Open watches get one too when expired, and their stream ends.
+    server.expire_watches();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap()
+        {
+            Some(Ok(WatchEvent::Error(e))) => {
+                assert_eq!(e.code, 410);
+                break;
+            }
+            Some(Ok(WatchEvent::Bookmark(_))) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    // An exact list at a compacted version is HTTP 410.
+    let client = server.client().unwrap();
+    let request = Request::get("/api/v1/services?resourceVersion=2&resourceVersionMatch=Exact")
+        .body(Vec::new())
+        .unwrap();
+    let err = client.request_text(request).await.unwrap_err();
+    assert!(
+        err.to_string().contains("410") || err.to_string().contains("too old"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_vanishes_and_comes_back_on_the_same_port_with_its_state() {
+    let mut server = FakeApiServer::start_new().await.unwrap();
+    server.apply(&service("a", json!({}))).unwrap();
+    let addr = server.addr();
+    server.stop().await;
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    server.start().await.unwrap();
+    assert_eq!(server.addr(), addr);
+    let api: Api<Service> = Api::all(server.client().unwrap());
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+}
