@@ -1,8 +1,10 @@
 //! Hosts: network namespaces attached to a bridge by a veth pair, and processes inside them.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::{SandboxError, cmd};
 
@@ -269,4 +271,157 @@ pub fn tally(attempts: &[Attempt]) -> std::collections::BTreeMap<String, usize> 
         *counts.entry(key).or_insert(0) += 1;
     }
     counts
+}
+
+/// One line of a running probe (`svcflow-probe loop` or `hold`): what happened, how long the
+/// attempt or exchange took, and when the test read the line (just after the attempt ended).
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// When the line was read.
+    pub at: Instant,
+    /// The backend that answered, or why none did.
+    pub outcome: Attempt,
+    /// How long the attempt (or the ping's round trip) took.
+    pub took: Duration,
+}
+
+impl Sample {
+    /// When the attempt started (as far as the test can tell).
+    pub fn started(&self) -> Instant {
+        self.at.checked_sub(self.took).unwrap_or(self.at)
+    }
+
+    fn parse(at: Instant, line: &str) -> Self {
+        let mut words = line.split(' ');
+        let (status, what, took) = (words.next(), words.next(), words.next());
+        let took = took
+            .and_then(|ms| ms.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_millis);
+        let outcome = match (status, what) {
+            (Some("ok"), Some(name)) => Ok(name.to_string()),
+            (Some("err"), Some(why)) => Err(why.to_string()),
+            _ => Err(format!("unparsed `{line}`")),
+        };
+        Sample { at, outcome, took }
+    }
+}
+
+/// A probe that runs until told to stop, whose output lines are collected as they come.
+/// Killed on drop.
+#[derive(Debug)]
+pub struct ProbeStream {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+    reader: Option<JoinHandle<()>>,
+    command: String,
+}
+
+impl ProbeStream {
+    fn spawn(argv: &[&str]) -> Result<Self, SandboxError> {
+        let (program, args) = argv.split_first().ok_or(SandboxError::EmptyCommand)?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|source| SandboxError::Spawn {
+                program: (*program).to_string(),
+                source,
+            })?;
+        let stdin = child.stdin.take();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let reader = child.stdout.take().map(|stdout| {
+            let samples = samples.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    let sample = Sample::parse(Instant::now(), &line);
+                    if let Ok(mut samples) = samples.lock() {
+                        samples.push(sample);
+                    }
+                }
+            })
+        });
+        Ok(Self {
+            child,
+            stdin,
+            samples,
+            reader,
+            command: argv.join(" "),
+        })
+    }
+
+    /// The samples so far.
+    pub fn samples(&self) -> Vec<Sample> {
+        self.samples.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Waits until at least `n` samples have arrived.
+    pub fn wait_for_samples(&self, n: usize, timeout: Duration) -> Result<(), SandboxError> {
+        cmd::wait_for(
+            &format!("{n} results from `{}`", self.command),
+            timeout,
+            || (self.samples().len() >= n).then_some(()),
+        )
+    }
+
+    /// Whether the probe is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Closes the probe's stdin, which tells it to stop after the attempt in progress, waits
+    /// up to 10 s for it to exit, and returns every sample.
+    pub fn stop(&mut self) -> Result<Vec<Sample>, SandboxError> {
+        drop(self.stdin.take());
+        let exited = cmd::wait_for(
+            &format!("`{}` to stop", self.command),
+            Duration::from_secs(10),
+            || self.child.try_wait().ok().flatten(),
+        );
+        if exited.is_err() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        exited.map(|_| self.samples())
+    }
+}
+
+impl Drop for ProbeStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Host {
+    /// Starts `svcflow-probe loop PROTO TARGET EXTRA…`: new connections (or UDP requests)
+    /// one after another until [`ProbeStream::stop`].
+    pub fn probe_loop(
+        &self,
+        proto: &str,
+        target: &str,
+        extra: &[&str],
+    ) -> Result<ProbeStream, SandboxError> {
+        let probe = probe_binary()?;
+        let probe = probe.to_string_lossy();
+        let mut argv = vec![probe.as_ref(), "loop", proto, target];
+        argv.extend_from_slice(extra);
+        ProbeStream::spawn(&netns_argv(&self.netns, &argv))
+    }
+
+    /// Starts `svcflow-probe hold TARGET EXTRA…`: one long-lived TCP connection that exchanges
+    /// a line every `--gap-ms` until [`ProbeStream::stop`]; it ends at the first failure.
+    pub fn probe_hold(&self, target: &str, extra: &[&str]) -> Result<ProbeStream, SandboxError> {
+        let probe = probe_binary()?;
+        let probe = probe.to_string_lossy();
+        let mut argv = vec![probe.as_ref(), "hold", target];
+        argv.extend_from_slice(extra);
+        ProbeStream::spawn(&netns_argv(&self.netns, &argv))
+    }
 }

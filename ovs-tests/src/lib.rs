@@ -22,6 +22,6 @@ pub mod svcflow;
 
 pub use cmd::wait_for;
 pub use error::SandboxError;
-pub use host::{Attempt, Host, HostSpec, Process, probe_binary, tally};
+pub use host::{Attempt, Host, HostSpec, ProbeStream, Process, Sample, probe_binary, tally};
 pub use netns::{NETNS_PREFIX, leftover_namespaces};
 pub use sandbox::{Sandbox, SandboxOptions};

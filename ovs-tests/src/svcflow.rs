@@ -120,6 +120,25 @@ impl Daemon {
         exited
     }
 
+    /// The daemon's process id while it runs (`ip netns exec` execs it, so this is svcflow's
+    /// own), or `None` once it was stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (a `kill` name such as `STOP` or `CONT`) to the running daemon.
+    pub fn signal(&self, signal: &str) -> Result<(), SandboxError> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| SandboxError::Invalid("the daemon is not running".into()))?;
+        cmd::run(&["kill", &format!("-{signal}"), &pid.to_string()]).map(|_| ())
+    }
+
+    /// Every sync the daemon has logged so far, in order.
+    pub fn syncs(&self) -> Vec<SyncLine> {
+        self.log().lines().filter_map(SyncLine::parse).collect()
+    }
+
     /// Kills the daemon (SIGKILL), as in a crash.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -132,6 +151,60 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// One logged sync: `node N: synced model revision R: A flows added, M modified, D deleted,
+/// G groups changed (F flows, H groups desired)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncLine {
+    /// The model revision synced.
+    pub revision: u64,
+    /// Flows added.
+    pub added: u64,
+    /// Flows modified in place.
+    pub modified: u64,
+    /// Flows deleted.
+    pub deleted: u64,
+    /// Groups added, modified or deleted.
+    pub groups_changed: u64,
+    /// Flows desired.
+    pub flows: u64,
+    /// Groups desired.
+    pub groups: u64,
+}
+
+impl SyncLine {
+    /// Reads one daemon log line, if it reports a sync.
+    pub fn parse(line: &str) -> Option<SyncLine> {
+        let (_, rest) = line.split_once(": synced model revision ")?;
+        let numbers: Vec<u64> = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        let [
+            revision,
+            added,
+            modified,
+            deleted,
+            groups_changed,
+            flows,
+            groups,
+        ] = numbers[..]
+        else {
+            return None;
+        };
+        Some(SyncLine {
+            revision,
+            added,
+            modified,
+            deleted,
+            groups_changed,
+            flows,
+            groups,
+        })
     }
 }
 

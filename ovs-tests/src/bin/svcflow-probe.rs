@@ -7,18 +7,31 @@
 //! svcflow-probe connect tcp|udp IP:PORT [--count N] [--timeout-ms T] [--src-port P] [--gap-ms G]
 //!     Makes N attempts and prints one line per attempt: `ok NAME` (the backend that
 //!     answered), `err refused`, `err timeout` or `err OTHER`.
+//! svcflow-probe loop tcp|udp IP:PORT [--timeout-ms T] [--src-port P] [--gap-ms G]
+//!     Like `connect`, but makes attempts until its stdin closes, and each line also gives
+//!     the attempt's duration in milliseconds: `ok NAME MS` or `err WHY MS`.
+//! svcflow-probe hold IP:PORT [--timeout-ms T] [--gap-ms G]
+//!     Opens one TCP connection and keeps it: the server answers `HOLD` with its name and
+//!     then echoes every line. Every G ms (default 100) it sends `ping N` and waits up to T ms
+//!     for the echo, printing `ok NAME MS` per exchange (the first is the greeting), until its
+//!     stdin closes (exit 0). The first failure prints `err WHY MS` and exits 1: a broken
+//!     connection stays broken.
 //! ```
 //! The TCP side speaks just enough HTTP that `curl` can be a client as well.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("connect") => connect(&args[1..]),
+        Some("loop") => run_loop(&args[1..]),
+        Some("hold") => hold(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     if let Err(message) = result {
@@ -29,7 +42,9 @@ fn main() {
 
 const USAGE: &str = "usage: svcflow-probe serve NAME [tcp:PORT|udp:PORT]... | \
                      svcflow-probe connect tcp|udp IP:PORT [--count N] [--timeout-ms T] \
-                     [--src-port P] [--gap-ms G]";
+                     [--src-port P] [--gap-ms G] | \
+                     svcflow-probe loop tcp|udp IP:PORT [--timeout-ms T] [--src-port P] \
+                     [--gap-ms G] | svcflow-probe hold IP:PORT [--timeout-ms T] [--gap-ms G]";
 
 fn serve(args: &[String]) -> Result<(), String> {
     let (name, listens) = args.split_first().ok_or(USAGE)?;
@@ -83,12 +98,40 @@ fn answer_tcp(mut stream: TcpStream, name: &str) {
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     }
+    if head.starts_with(HOLD) {
+        hold_echo(stream, name);
+        return;
+    }
     let body = format!("{name}\n");
     let response = format!(
         "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.write_all(response.as_bytes());
+}
+
+/// The request head that asks for a long-lived echo connection instead of an HTTP answer.
+const HOLD: &[u8] = b"HOLD\r\n\r\n";
+
+/// A long-lived connection: greet with the server's name, then echo every line prefixed with
+/// it, until the client closes.
+fn hold_echo(stream: TcpStream, name: &str) {
+    let _ = stream.set_read_timeout(None);
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    if writer.write_all(format!("{name}\n").as_bytes()).is_err() {
+        return;
+    }
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { return };
+        if writer
+            .write_all(format!("{name} {line}\n").as_bytes())
+            .is_err()
+        {
+            return;
+        }
+    }
 }
 
 fn serve_udp(socket: UdpSocket, name: &str) {
@@ -144,6 +187,34 @@ fn parse_connect(args: &[String]) -> Result<ConnectOptions, String> {
 
 fn connect(args: &[String]) -> Result<(), String> {
     let options = parse_connect(args)?;
+    attempts(&options, None)
+}
+
+/// A flag that becomes true once stdin reaches its end (or fails): the signal to stop.
+fn stdin_closed() -> Arc<AtomicBool> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let flag = closed.clone();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().lock().read_to_end(&mut sink);
+        flag.store(true, Ordering::SeqCst);
+    });
+    closed
+}
+
+fn run_loop(args: &[String]) -> Result<(), String> {
+    let options = parse_connect(args)?;
+    let stop = stdin_closed();
+    attempts(&options, Some(&stop))
+}
+
+fn millis(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// Makes `options.count` attempts, or with `stop`, attempts until it is set, printing a line
+/// for each (with its duration when looping).
+fn attempts(options: &ConnectOptions, stop: Option<&AtomicBool>) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
     // One UDP socket for all attempts keeps the 5-tuple fixed, as a long-lived client would.
     let udp_socket = if options.udp {
@@ -157,22 +228,115 @@ fn connect(args: &[String]) -> Result<(), String> {
     } else {
         None
     };
-    for attempt in 0..options.count {
+    let mut attempt = 0u64;
+    loop {
+        match stop {
+            Some(stop) if stop.load(Ordering::SeqCst) => break,
+            Some(_) => {}
+            None if attempt >= u64::from(options.count) => break,
+            None => {}
+        }
         if attempt > 0 && !options.gap.is_zero() {
             std::thread::sleep(options.gap);
         }
+        attempt += 1;
+        let started = Instant::now();
         let outcome = match &udp_socket {
             Some(socket) => udp_attempt(socket),
             None => tcp_attempt(options.target, options.timeout),
         };
-        let line = match outcome {
+        let mut line = match outcome {
             Ok(name) => format!("ok {name}"),
             Err(e) => format!("err {}", describe(&e)),
         };
+        if stop.is_some() {
+            line = format!("{line} {}", millis(started.elapsed()));
+        }
         writeln!(out, "{line}").map_err(|e| e.to_string())?;
         out.flush().map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+fn hold(args: &[String]) -> Result<(), String> {
+    let [target, rest @ ..] = args else {
+        return Err(USAGE.to_string());
+    };
+    let mut with_proto = vec!["tcp".to_string(), target.clone()];
+    with_proto.extend_from_slice(rest);
+    let mut options = parse_connect(&with_proto)?;
+    if !rest.iter().any(|a| a == "--gap-ms") {
+        options.gap = Duration::from_millis(100);
+    }
+    let stop = stdin_closed();
+    let mut out = std::io::stdout().lock();
+    let mut report = |line: String| -> Result<(), String> {
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())
+    };
+    let started = Instant::now();
+    let opened = (|| -> std::io::Result<(TcpStream, BufReader<TcpStream>, String)> {
+        let mut stream = TcpStream::connect_timeout(&options.target, options.timeout)?;
+        stream.set_read_timeout(Some(options.timeout))?;
+        stream.write_all(HOLD)?;
+        let mut reader = BufReader::new(stream.try_clone()?);
+        let name = read_line(&mut reader)?;
+        Ok((stream, reader, name))
+    })();
+    let (mut stream, mut reader, name) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            report(format!(
+                "err {} {}",
+                describe(&e),
+                millis(started.elapsed())
+            ))?;
+            std::process::exit(1);
+        }
+    };
+    report(format!("ok {name} {}", millis(started.elapsed())))?;
+    let mut n = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(options.gap);
+        n += 1;
+        let started = Instant::now();
+        let exchange = (|| -> std::io::Result<()> {
+            stream.write_all(format!("ping {n}\n").as_bytes())?;
+            let echo = read_line(&mut reader)?;
+            if echo == format!("{name} ping {n}") {
+                Ok(())
+            } else {
+                Err(std::io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!("unexpected echo `{echo}`"),
+                ))
+            }
+        })();
+        match exchange {
+            Ok(()) => report(format!("ok {name} {}", millis(started.elapsed())))?,
+            Err(e) => {
+                report(format!(
+                    "err {} {}",
+                    describe(&e),
+                    millis(started.elapsed())
+                ))?;
+                std::process::exit(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One line, without its end; the end of the stream is an error.
+fn read_line(reader: &mut BufReader<TcpStream>) -> std::io::Result<String> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(std::io::Error::new(
+            ErrorKind::UnexpectedEof,
+            "connection closed",
+        ));
+    }
+    Ok(line.trim_end().to_string())
 }
 
 fn tcp_attempt(target: SocketAddr, timeout: Duration) -> std::io::Result<String> {
@@ -201,6 +365,7 @@ fn describe(e: &std::io::Error) -> String {
         ErrorKind::TimedOut | ErrorKind::WouldBlock => "timeout".to_string(),
         ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => "unreachable".to_string(),
         ErrorKind::ConnectionReset => "reset".to_string(),
+        ErrorKind::UnexpectedEof => "closed".to_string(),
         _ => e.to_string().replace(' ', "_"),
     }
 }
