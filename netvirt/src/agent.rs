@@ -77,7 +77,8 @@ pub struct SyncReport {
 }
 
 impl SyncReport {
-    fn of(steps: &[Step<FlowKey, FlowEntry, GroupEntry>]) -> Self {
+    /// The counts of a plan.
+    pub fn of(steps: &[Step<FlowKey, FlowEntry, GroupEntry>]) -> Self {
         let mut r = Self::default();
         for s in steps {
             match s {

@@ -30,7 +30,8 @@ pub fn messages(steps: &[Step<FlowKey, FlowEntry, GroupEntry>]) -> Vec<Body> {
     steps.iter().map(message).collect()
 }
 
-fn flow_mod(command: FlowModCommand, key: &FlowKey, entry: Option<&FlowEntry>) -> Body {
+/// A flow_mod for `key`, with `entry` for adds and modifies.
+pub fn flow_mod(command: FlowModCommand, key: &FlowKey, entry: Option<&FlowEntry>) -> Body {
     Body::FlowMod(FlowMod {
         cookie: entry.map_or(0, |e| e.cookie),
         table_id: key.table,
@@ -44,7 +45,8 @@ fn flow_mod(command: FlowModCommand, key: &FlowKey, entry: Option<&FlowEntry>) -
     })
 }
 
-fn group_mod(command: GroupModCommand, id: u32, group: Option<&GroupEntry>) -> Body {
+/// A group_mod for group `id`, with `group` for adds and modifies.
+pub fn group_mod(command: GroupModCommand, id: u32, group: Option<&GroupEntry>) -> Body {
     let (group_type, buckets) = match group {
         Some(g) => (
             wire_type(g.kind),

@@ -7,7 +7,7 @@ use ipnet::Ipv4Net;
 use crate::model::MacAddr;
 
 /// Settings shared by every node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Config {
     /// The service CIDR; the node host routes it into `br-int` through the gateway port.
     pub service_cidr: Ipv4Net,

@@ -24,7 +24,7 @@ use crate::plan::State;
 use crate::resolve::{Backend, backends};
 
 /// The switch-side facts about a node that OVSDB supplies.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NodeBindings {
     /// OpenFlow port of each OVS Interface, by its `external_ids:iface-id`.
     pub ofports: BTreeMap<String, u32>,
@@ -35,7 +35,7 @@ pub struct NodeBindings {
 }
 
 /// The node's service-gateway port: an internal port whose host side reaches services.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GatewayPort {
     /// Its OpenFlow port.
     pub ofport: u32,
@@ -44,7 +44,7 @@ pub struct GatewayPort {
 }
 
 /// The port towards the node's network, and the next hop beyond it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Uplink {
     /// Its OpenFlow port.
     pub ofport: u32,
@@ -91,6 +91,19 @@ pub fn desired(
     config: &Config,
     bindings: &NodeBindings,
 ) -> DesiredState {
+    let mut shards = crate::shards::Shards::default();
+    shards.update(node, model, config, bindings);
+    shards.materialize()
+}
+
+/// The node's own part of its desired state: the pipeline's skeleton, its pods, its gateway
+/// port and uplink. Services are rendered one by one by [`render_service`].
+pub(crate) fn render_base(
+    node: &Node,
+    model: &Model,
+    config: &Config,
+    bindings: &NodeBindings,
+) -> DesiredState {
     let mut b = Builder {
         out: DesiredState::default(),
         config,
@@ -100,7 +113,6 @@ pub fn desired(
     let elans = elan_ids(model);
     b.pods(node, model, bindings, &elans);
     b.node_ports(node, bindings, gateway_ip);
-    b.services(node, model, bindings, gateway_ip);
     b.out
 }
 
@@ -410,75 +422,16 @@ impl Builder<'_> {
         );
     }
 
-    fn services(
+    /// One service's flows and groups: its table-40 (and table-42) flows, its groups, the
+    /// ARP answers for its external addresses, and the DNAT flows of its endpoints.
+    fn service(
         &mut self,
-        node: &Node,
-        model: &Model,
+        service: &Service,
+        plans: Vec<PortPlan>,
+        ids: &BTreeMap<String, u32>,
         bindings: &NodeBindings,
-        gateway_ip: Option<Ipv4Addr>,
     ) {
         let config = self.config;
-        // One group per service port and traffic scope, named stably.
-        let mut plans = Vec::new();
-        for service in model.services.values() {
-            let endpoints = model
-                .endpoints
-                .get(&service.key)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            for port in &service.ports {
-                for (scope, policy, addresses) in scopes(service, port, node, gateway_ip) {
-                    if addresses.is_empty() {
-                        continue;
-                    }
-                    let found = backends(port, endpoints, &node.name, policy, config);
-                    let name = format!(
-                        "{}:{}/{}{scope}",
-                        service.key,
-                        port.port,
-                        port.protocol.keyword()
-                    );
-                    plans.push((name, port.protocol, addresses, found));
-                }
-            }
-        }
-        // A big service port's chained groups are named `<port name>#<part>`.
-        let plans: Vec<PortPlan> = plans
-            .into_iter()
-            .map(|(name, protocol, addresses, found)| {
-                let v4_backends: Vec<V4Backend> = found
-                    .iter()
-                    .filter_map(|b| v4(&b.ip).map(|ip| (*b, ip)))
-                    .collect();
-                let parts = chain::partition(&v4_backends, config.group_buckets_max)
-                    .unwrap_or_else(|| {
-                        if v4_backends.is_empty() {
-                            Vec::new()
-                        } else {
-                            vec![v4_backends]
-                        }
-                    });
-                PortPlan {
-                    name,
-                    protocol,
-                    addresses,
-                    found,
-                    parts,
-                }
-            })
-            .collect();
-        let part_names: Vec<String> = plans
-            .iter()
-            .filter(|p| p.parts.len() > 1)
-            .flat_map(|p| (0..p.parts.len()).map(|k| format!("{}#{k}", p.name)))
-            .collect();
-        let ids = ids::allocate(
-            plans
-                .iter()
-                .map(|p| p.name.as_str())
-                .chain(part_names.iter().map(String::as_str)),
-            group::SERVICE_MAX,
-        );
         let mut endpoints: BTreeSet<(Protocol, Ipv4Addr, u16)> = BTreeSet::new();
         for plan in plans {
             let PortPlan {
@@ -536,10 +489,10 @@ impl Builder<'_> {
         // Answer ARP from the uplink for external and LB addresses that land on this node.
         if bindings.uplink.is_some() {
             let gw_mac = config.gateway_mac;
-            let announced: BTreeSet<Ipv4Addr> = model
-                .services
-                .values()
-                .flat_map(|s| s.external_ips.iter().chain(&s.lb_ingress_ips))
+            let announced: BTreeSet<Ipv4Addr> = service
+                .external_ips
+                .iter()
+                .chain(&service.lb_ingress_ips)
                 .filter_map(v4)
                 .collect();
             for ip in announced {
@@ -555,6 +508,8 @@ impl Builder<'_> {
                 );
             }
         }
+        // An endpoint's DNAT flow is the same whichever service renders it, so services that
+        // share an endpoint share the flow.
         for (protocol, ip, port) in endpoints {
             let m = l4(protocol)
                 .with(reg::ENDPOINT_IP, u32::from(ip))
@@ -624,12 +579,87 @@ const NX_HASH_FIELDS_SYMMETRIC_L4: u16 = 1;
 const NX_MP_ALG_MODULO_N: u16 = 0;
 
 /// A service port while its groups are being planned.
-struct PortPlan {
+pub(crate) struct PortPlan {
     name: String,
     protocol: Protocol,
     addresses: Vec<(Ipv4Addr, u16)>,
     found: Vec<Backend>,
     parts: Vec<Vec<V4Backend>>,
+}
+
+/// Plans `service`'s ports on `node`: one per port and traffic scope, named stably
+/// (`namespace/name:port/protocol[/external]`), with its backends split into groups.
+pub(crate) fn service_plans(
+    service: &Service,
+    endpoints: &[crate::model::Endpoint],
+    node: &Node,
+    config: &Config,
+) -> Vec<PortPlan> {
+    let gateway_ip = virtual_gateway_ip(node);
+    let mut plans = Vec::new();
+    for port in &service.ports {
+        for (scope, policy, addresses) in scopes(service, port, node, gateway_ip) {
+            if addresses.is_empty() {
+                continue;
+            }
+            let found = backends(port, endpoints, &node.name, policy, config);
+            let name = format!(
+                "{}:{}/{}{scope}",
+                service.key,
+                port.port,
+                port.protocol.keyword()
+            );
+            let v4_backends: Vec<V4Backend> = found
+                .iter()
+                .filter_map(|b| v4(&b.ip).map(|ip| (*b, ip)))
+                .collect();
+            let parts =
+                chain::partition(&v4_backends, config.group_buckets_max).unwrap_or_else(|| {
+                    if v4_backends.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![v4_backends]
+                    }
+                });
+            plans.push(PortPlan {
+                name,
+                protocol: port.protocol,
+                addresses,
+                found,
+                parts,
+            });
+        }
+    }
+    plans
+}
+
+/// The group names `plans` need ids for: each port's, and a big port's chained groups
+/// (`<port name>#<part>`).
+pub(crate) fn plan_names(plans: &[PortPlan]) -> Vec<String> {
+    let mut names = Vec::new();
+    for p in plans {
+        names.push(p.name.clone());
+        if p.parts.len() > 1 {
+            names.extend((0..p.parts.len()).map(|k| format!("{}#{k}", p.name)));
+        }
+    }
+    names
+}
+
+/// One service's part of the desired state, with the group ids allocated over all services.
+pub(crate) fn render_service(
+    service: &Service,
+    plans: Vec<PortPlan>,
+    ids: &BTreeMap<String, u32>,
+    config: &Config,
+    bindings: &NodeBindings,
+) -> DesiredState {
+    let mut b = Builder {
+        out: DesiredState::default(),
+        config,
+    };
+    b.service(service, plans, ids, bindings);
+    b.out
 }
 
 /// A select group with one bucket per backend: load the endpoint, then DNAT in table 41.

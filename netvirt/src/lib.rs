@@ -18,3 +18,4 @@ pub mod plan;
 pub mod reject;
 pub mod resolve;
 pub mod scenario;
+pub mod shards;

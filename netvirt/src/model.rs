@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 /// Everything the controller knows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Model {
     /// Nodes by name.
     pub nodes: BTreeMap<String, Node>,
@@ -24,7 +24,7 @@ pub struct Model {
 }
 
 /// A node: one Open vSwitch with its `br-int`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Node {
     /// Node name.
     pub name: String,
@@ -37,7 +37,7 @@ pub struct Node {
 }
 
 /// A namespace and the ELAN (L2 broadcast domain) it maps to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Namespace {
     /// Namespace name.
     pub name: String,
@@ -46,7 +46,7 @@ pub struct Namespace {
 }
 
 /// One interface of a pod, bound to an OVS interface by `iface_id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodInterface {
     /// Unique id of the interface.
     pub uid: String,
@@ -123,7 +123,7 @@ impl std::fmt::Display for ServiceKey {
 }
 
 /// A service.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Service {
     /// Namespace and name.
     pub key: ServiceKey,
@@ -160,7 +160,7 @@ pub enum ServiceType {
 }
 
 /// One port of a service.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ServicePort {
     /// Port name; may be empty for a single-port service.
     pub name: String,
@@ -175,7 +175,7 @@ pub struct ServicePort {
 }
 
 /// Where a service port forwards to on its endpoints.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TargetPort {
     /// A port number.
     Number(u16),
@@ -233,7 +233,7 @@ impl std::str::FromStr for Protocol {
 }
 
 /// Session affinity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum SessionAffinity {
     /// Every new connection is balanced on its own.
     #[default]
@@ -246,7 +246,7 @@ pub enum SessionAffinity {
 }
 
 /// `externalTrafficPolicy` / `internalTrafficPolicy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TrafficPolicy {
     /// Any endpoint in the cluster.
     #[default]
@@ -256,7 +256,7 @@ pub enum TrafficPolicy {
 }
 
 /// One endpoint of a service.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Endpoint {
     /// Its address.
     pub address: IpAddr,
@@ -273,7 +273,7 @@ pub struct Endpoint {
 }
 
 /// A port an endpoint serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EndpointPort {
     /// The port's name, matching a service port's name.
     pub name: String,
@@ -284,7 +284,7 @@ pub struct EndpointPort {
 }
 
 /// `EndpointSlice` endpoint conditions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EndpointConditions {
     /// Ready for new connections.
     pub ready: bool,
@@ -305,7 +305,7 @@ impl Default for EndpointConditions {
 }
 
 /// A model value that is not valid; names the field, as REST errors must.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ModelError {
     /// The field, e.g. `service-ports[0].port`.
     pub field: String,

@@ -9,7 +9,7 @@ use coe::rest::Published;
 use coe::rest::operational::{
     BoxFuture, BucketState, FlowState, GroupState, OperationalSource, ServiceState,
 };
-use netvirt::desired::DesiredState;
+use netvirt::desired::ServicePortState;
 use netvirt::flow::{DumpFlow, FlowEntry, FlowKey};
 use netvirt::pipeline::cookie;
 use openflow::driver::{FlowFilter, SwitchHandle};
@@ -22,7 +22,7 @@ const OFPG_ALL: u32 = 0xffff_fffc;
 #[derive(Clone)]
 pub(crate) struct Synced {
     pub switch: SwitchHandle,
-    pub desired: Arc<DesiredState>,
+    pub services: Arc<BTreeMap<String, ServicePortState>>,
     pub model: Arc<Published>,
 }
 
@@ -81,7 +81,7 @@ async fn node_services(
             groups.extend(stats.into_iter().map(|g| (g.group_id, g)));
         }
     }
-    for (port, state) in &synced.desired.services {
+    for (port, state) in synced.services.iter() {
         // `namespace/name:port/protocol[/external]`.
         let key = port.split(':').next().unwrap_or(port);
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));

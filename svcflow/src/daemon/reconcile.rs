@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coe::rest::Published;
-use netvirt::agent::{SwitchAgent, serve_rejects};
+use netvirt::agent::serve_rejects;
 use netvirt::config::Config;
-use netvirt::desired::{NodeBindings, desired};
+use netvirt::desired::NodeBindings;
+use netvirt::engine::Engine;
 use netvirt::node_setup::datapath_id;
 use netvirt::node_setup::{NodeSetup, host_gateway_commands};
 use openflow::driver::SwitchHandle;
@@ -23,7 +24,7 @@ const RETRY: Duration = Duration::from_secs(2);
 
 struct Agent {
     connection: u64,
-    agent: SwitchAgent,
+    engine: Engine,
 }
 
 struct State {
@@ -72,12 +73,12 @@ impl State {
     fn adopt(&mut self, node: String, connection: u64, switch: SwitchHandle) {
         tracing::info!("node {node}: its switch is connection {connection}");
         tokio::spawn(serve_rejects(switch.clone()));
-        // A new agent reads the switch on its first sync, so a reconnect starts from truth.
+        // A new engine reads the switch on its first sync, so a reconnect starts from truth.
         self.agents.insert(
             node,
             Agent {
                 connection,
-                agent: SwitchAgent::new(switch),
+                engine: Engine::new(switch),
             },
         );
     }
@@ -152,15 +153,15 @@ impl State {
                     }
                 }
             }
-            let want = desired(node, &model.model, &self.config, bindings);
-            for conflict in &want.conflicts {
-                tracing::warn!("node {name}: {conflict}");
-            }
-            let result = agent.agent.sync(&want).await;
+            let result = agent
+                .engine
+                .sync(node, &model.model, &self.config, bindings)
+                .await;
+            let (flows, groups) = agent.engine.shards().len();
             if result.is_ok() {
                 let synced = Synced {
-                    switch: agent.agent.switch().clone(),
-                    desired: Arc::new(want.clone()),
+                    switch: agent.engine.switch().clone(),
+                    services: Arc::new(agent.engine.services()),
                     model: model.clone(),
                 };
                 if let Ok(mut installed) = self.installed.write() {
@@ -168,17 +169,22 @@ impl State {
                 }
             }
             match result {
-                Ok(report) => tracing::info!(
-                    "node {name}: synced model revision {}: {} flows added, {} modified, {} \
-                     deleted, {} groups changed ({} flows, {} groups desired)",
-                    model.revision,
-                    report.flows_added,
-                    report.flows_modified,
-                    report.flows_deleted,
-                    report.groups_changed,
-                    want.state.flows.len(),
-                    want.state.groups.len()
-                ),
+                Ok(report) => {
+                    if !report.is_empty() {
+                        for conflict in agent.engine.shards().conflicts() {
+                            tracing::warn!("node {name}: {conflict}");
+                        }
+                    }
+                    tracing::info!(
+                        "node {name}: synced model revision {}: {} flows added, {} modified, {} \
+                         deleted, {} groups changed ({flows} flows, {groups} groups desired)",
+                        model.revision,
+                        report.flows_added,
+                        report.flows_modified,
+                        report.flows_deleted,
+                        report.groups_changed,
+                    )
+                }
                 Err(e) => {
                     tracing::warn!("node {name}: sync failed: {e}; retrying");
                     failed = true;

@@ -1,0 +1,450 @@
+//! The desired state kept incrementally, one shard per owner: the node's own part (skeleton,
+//! pods, ports) and one per service. A model change re-renders only the shards whose inputs
+//! changed, and yields the plan for just the flows and groups they touch, so an endpoint change
+//! costs the same with 10 services or 10,000.
+//!
+//! Shards may render the same flow: services sharing an endpoint share its DNAT flow, and two
+//! services on one address and port collide. The first owner wins (the node's part, then
+//! services by namespace/name), exactly as one full render would decide; a collision with a
+//! different flow is reported as a conflict.
+//!
+//! Change detection hashes each service with its endpoints. A change that leaves the 64-bit
+//! hash equal would be missed; the odds are about 1 in 2^64 per change.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+
+use openflow::msg::{Body, FlowModCommand, GroupModCommand};
+
+use crate::agent::SwitchState;
+use crate::apply::{flow_mod, group_mod};
+use crate::config::Config;
+use crate::desired::{
+    DesiredState, NodeBindings, PortPlan, ServicePortState, plan_names, render_base,
+    render_service, service_plans,
+};
+use crate::flow::{FlowEntry, FlowKey, GroupEntry};
+use crate::ids;
+use crate::model::{Model, Node, ServiceKey};
+use crate::pipeline::group;
+use crate::plan::{State, Step, plan};
+
+/// Who rendered a flow or group; the order decides which of two colliding flows wins.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Owner {
+    Node,
+    Service(ServiceKey),
+}
+
+struct Shard {
+    /// Hash of the inputs it was rendered from.
+    input: u64,
+    /// Group names it needs ids for.
+    names: Vec<String>,
+    out: DesiredState,
+}
+
+/// The desired state of one node, by shard.
+#[derive(Default)]
+pub struct Shards {
+    /// Hash of what every service shard depends on besides its own service.
+    context: Option<u64>,
+    node: Option<Shard>,
+    services: BTreeMap<ServiceKey, Shard>,
+    /// Every desired flow's owners, in order; the first one's entry is the desired one.
+    flow_owners: BTreeMap<FlowKey, Vec<Owner>>,
+    group_owners: BTreeMap<u32, Owner>,
+    ids: BTreeMap<String, u32>,
+}
+
+/// What one message of a full plan does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Adds a flow.
+    AddFlow,
+    /// Modifies a flow.
+    ModifyFlow,
+    /// Deletes a flow.
+    DeleteFlow,
+    /// Adds, modifies or deletes a group.
+    Group,
+}
+
+/// What one update changed, as steps from the previous state to the new one.
+pub type Delta = Vec<Step<FlowKey, FlowEntry, GroupEntry>>;
+
+fn hash_of(value: &impl Hash) -> u64 {
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
+
+/// The previous entries of the flows and groups an update touches.
+#[derive(Default)]
+struct Before {
+    flows: BTreeMap<FlowKey, Option<FlowEntry>>,
+    groups: BTreeMap<u32, Option<GroupEntry>>,
+}
+
+impl Shards {
+    /// Brings the shards to `model`'s state for `node` and returns the steps from the
+    /// previous state to the new one.
+    pub fn update(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        config: &Config,
+        bindings: &NodeBindings,
+    ) -> Delta {
+        let mut before = Before::default();
+        // The node's own part.
+        let node_input = hash_of(&(node, &model.pods, &model.namespaces, config, bindings));
+        if self.node.as_ref().map(|s| s.input) != Some(node_input) {
+            let out = render_base(node, model, config, bindings);
+            self.replace(
+                Owner::Node,
+                Some(Shard {
+                    input: node_input,
+                    names: Vec::new(),
+                    out,
+                }),
+                &mut before,
+            );
+        }
+        // Services: a changed context re-renders them all.
+        let context = hash_of(&(node, config, bindings));
+        let all = self.context != Some(context);
+        self.context = Some(context);
+        let mut dirty: BTreeMap<&ServiceKey, (u64, Vec<PortPlan>)> = BTreeMap::new();
+        for (key, service) in &model.services {
+            let endpoints = model
+                .endpoints
+                .get(key)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let input = hash_of(&(service, endpoints));
+            if all || self.services.get(key).map(|s| s.input) != Some(input) {
+                dirty.insert(
+                    key,
+                    (input, service_plans(service, endpoints, node, config)),
+                );
+            }
+        }
+        let removed: Vec<ServiceKey> = self
+            .services
+            .keys()
+            .filter(|k| !model.services.contains_key(*k))
+            .cloned()
+            .collect();
+        // Group ids depend on the set of all names; a new set may move a colliding name.
+        let names_changed = !removed.is_empty()
+            || dirty.iter().any(|(key, (_, plans))| {
+                self.services.get(*key).map(|s| &s.names) != Some(&plan_names(plans))
+            });
+        if names_changed {
+            let mut names: BTreeSet<String> = BTreeSet::new();
+            for (key, shard) in &self.services {
+                if !dirty.contains_key(key) && !removed.contains(key) {
+                    names.extend(shard.names.iter().cloned());
+                }
+            }
+            for (_, plans) in dirty.values() {
+                names.extend(plan_names(plans));
+            }
+            let ids = ids::allocate(names.iter().map(String::as_str), group::SERVICE_MAX);
+            // A service whose ids moved is re-rendered.
+            for (key, shard) in &self.services {
+                if dirty.contains_key(key) || removed.contains(key) {
+                    continue;
+                }
+                if shard.names.iter().any(|n| ids.get(n) != self.ids.get(n))
+                    && let Some((key, service)) = model.services.get_key_value(key)
+                {
+                    let endpoints = model
+                        .endpoints
+                        .get(key)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default();
+                    dirty.insert(
+                        key,
+                        (shard.input, service_plans(service, endpoints, node, config)),
+                    );
+                }
+            }
+            self.ids = ids;
+        }
+        for key in removed {
+            self.replace(Owner::Service(key), None, &mut before);
+        }
+        for (key, (input, plans)) in dirty {
+            let Some(service) = model.services.get(key) else {
+                continue;
+            };
+            let names = plan_names(&plans);
+            let out = render_service(service, plans, &self.ids, config, bindings);
+            self.replace(
+                Owner::Service(key.clone()),
+                Some(Shard { input, names, out }),
+                &mut before,
+            );
+        }
+        self.delta(before)
+    }
+
+    /// The whole desired state, as one render of the model would give it.
+    pub fn materialize(&self) -> DesiredState {
+        let mut out = DesiredState::default();
+        for (key, owners) in &self.flow_owners {
+            if let Some(entry) = owners.first().and_then(|o| self.entry(o, key)) {
+                out.state.flows.insert(key.clone(), entry.clone());
+            }
+        }
+        for (id, owner) in &self.group_owners {
+            if let Some(g) = self.shard(owner).and_then(|s| s.out.state.groups.get(id)) {
+                out.state.groups.insert(*id, g.clone());
+            }
+        }
+        for shard in self.node.iter().chain(self.services.values()) {
+            out.services.extend(
+                shard
+                    .out
+                    .services
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            out.conflicts.extend(shard.out.conflicts.iter().cloned());
+        }
+        out.conflicts.extend(self.collisions());
+        out
+    }
+
+    /// The messages that turn a switch holding `actual` into the desired state, each with
+    /// what it does: groups first, then flows, then deletions of flows and then of groups.
+    /// svcflow's groups never point at other groups, so no group needs another first. The
+    /// messages are made as they are taken, so a full sync never holds a second copy of the
+    /// state.
+    pub fn full_plan<'a>(
+        &'a self,
+        actual: &'a SwitchState,
+    ) -> impl Iterator<Item = (Change, Body)> + Send + 'a {
+        let groups = self.group_owners.iter().filter_map(move |(id, owner)| {
+            let g = self.shard(owner)?.out.state.groups.get(id)?;
+            let command = match actual.groups.get(id) {
+                None => GroupModCommand::Add,
+                Some(a) if a != g => GroupModCommand::Modify,
+                Some(_) => return None,
+            };
+            Some((Change::Group, group_mod(command, *id, Some(g))))
+        });
+        let flows = self.flow_owners.iter().filter_map(move |(key, owners)| {
+            let e = self.entry(owners.first()?, key)?;
+            let (change, command) = match actual.flows.get(key) {
+                None => (Change::AddFlow, FlowModCommand::Add),
+                Some(a) if a != e => (Change::ModifyFlow, FlowModCommand::ModifyStrict),
+                Some(_) => return None,
+            };
+            Some((change, flow_mod(command, key, Some(e))))
+        });
+        let flow_deletes = actual
+            .flows
+            .keys()
+            .filter(move |k| !self.flow_owners.contains_key(*k))
+            .map(|k| {
+                (
+                    Change::DeleteFlow,
+                    flow_mod(FlowModCommand::DeleteStrict, k, None),
+                )
+            });
+        let group_deletes = actual
+            .groups
+            .keys()
+            .filter(move |id| !self.group_owners.contains_key(*id))
+            .map(|id| (Change::Group, group_mod(GroupModCommand::Delete, *id, None)));
+        groups.chain(flows).chain(flow_deletes).chain(group_deletes)
+    }
+
+    /// Each service port's group and backends, by `namespace/name:port/protocol`.
+    pub fn services(&self) -> BTreeMap<String, ServicePortState> {
+        self.services
+            .values()
+            .flat_map(|s| s.out.services.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .collect()
+    }
+
+    /// The number of desired flows and groups.
+    pub fn len(&self) -> (usize, usize) {
+        (self.flow_owners.len(), self.group_owners.len())
+    }
+
+    /// Whether nothing is desired yet.
+    pub fn is_empty(&self) -> bool {
+        self.flow_owners.is_empty() && self.group_owners.is_empty()
+    }
+
+    /// The desired entry of one flow.
+    pub fn flow(&self, key: &FlowKey) -> Option<&FlowEntry> {
+        let owner = self.flow_owners.get(key)?.first()?;
+        self.entry(owner, key)
+    }
+
+    /// Inputs that could not all be honoured: each shard's own, and flows rendered by two
+    /// owners with different entries.
+    pub fn conflicts(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .node
+            .iter()
+            .chain(self.services.values())
+            .flat_map(|s| s.out.conflicts.iter().cloned())
+            .collect();
+        out.extend(self.collisions());
+        out
+    }
+
+    /// Flows rendered by two owners with different entries; the first owner's wins.
+    fn collisions(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (key, owners) in self.flow_owners.iter().filter(|(_, o)| o.len() > 1) {
+            let Some(kept) = self.entry(&owners[0], key) else {
+                continue;
+            };
+            for other in &owners[1..] {
+                if let Some(dropped) = self.entry(other, key)
+                    && dropped.instructions != kept.instructions
+                {
+                    out.push(format!(
+                        "table {} priority {}: two flows with one match; keeping cookie {:#x}, \
+                         dropping cookie {:#x}",
+                        key.table, key.priority, kept.cookie, dropped.cookie
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    fn shard(&self, owner: &Owner) -> Option<&Shard> {
+        match owner {
+            Owner::Node => self.node.as_ref(),
+            Owner::Service(key) => self.services.get(key),
+        }
+    }
+
+    fn entry(&self, owner: &Owner, key: &FlowKey) -> Option<&FlowEntry> {
+        self.shard(owner)?.out.state.flows.get(key)
+    }
+
+    fn remember(&self, before: &mut Before, shard: &Shard) {
+        for key in shard.out.state.flows.keys() {
+            if !before.flows.contains_key(key) {
+                before.flows.insert(key.clone(), self.flow(key).cloned());
+            }
+        }
+        for id in shard.out.state.groups.keys() {
+            if !before.groups.contains_key(id) {
+                let current = self
+                    .group_owners
+                    .get(id)
+                    .and_then(|o| self.shard(o))
+                    .and_then(|s| s.out.state.groups.get(id))
+                    .cloned();
+                before.groups.insert(*id, current);
+            }
+        }
+    }
+
+    /// Replaces `owner`'s shard, recording the previous entries of everything it touches.
+    fn replace(&mut self, owner: Owner, new: Option<Shard>, before: &mut Before) {
+        let old = match &owner {
+            Owner::Node => self.node.take(),
+            Owner::Service(key) => self.services.remove(key),
+        };
+        if let Some(old) = &old {
+            self.remember_shard(before, &owner, old);
+            for key in old.out.state.flows.keys() {
+                if let Some(owners) = self.flow_owners.get_mut(key) {
+                    owners.retain(|o| o != &owner);
+                    if owners.is_empty() {
+                        self.flow_owners.remove(key);
+                    }
+                }
+            }
+            for id in old.out.state.groups.keys() {
+                if self.group_owners.get(id) == Some(&owner) {
+                    self.group_owners.remove(id);
+                }
+            }
+        }
+        let Some(new) = new else { return };
+        self.remember(before, &new);
+        for key in new.out.state.flows.keys() {
+            let owners = self.flow_owners.entry(key.clone()).or_default();
+            let at = owners.partition_point(|o| o < &owner);
+            owners.insert(at, owner.clone());
+        }
+        for id in new.out.state.groups.keys() {
+            self.group_owners.insert(*id, owner.clone());
+        }
+        match owner {
+            Owner::Node => self.node = Some(new),
+            Owner::Service(key) => {
+                self.services.insert(key, new);
+            }
+        }
+    }
+
+    /// Records the current entries of an outgoing shard's keys. The shard has already been
+    /// taken out of its slot, so its own entries are looked up in it directly.
+    fn remember_shard(&self, before: &mut Before, owner: &Owner, shard: &Shard) {
+        for key in shard.out.state.flows.keys() {
+            if before.flows.contains_key(key) {
+                continue;
+            }
+            let winner = self.flow_owners.get(key).and_then(|o| o.first());
+            let current = match winner {
+                Some(w) if w == owner => shard.out.state.flows.get(key),
+                Some(w) => self.entry(w, key),
+                None => None,
+            };
+            before.flows.insert(key.clone(), current.cloned());
+        }
+        for id in shard.out.state.groups.keys() {
+            if before.groups.contains_key(id) {
+                continue;
+            }
+            let current = match self.group_owners.get(id) {
+                Some(w) if w == owner => shard.out.state.groups.get(id),
+                Some(w) => self.shard(w).and_then(|s| s.out.state.groups.get(id)),
+                None => None,
+            };
+            before.groups.insert(*id, current.cloned());
+        }
+    }
+
+    fn delta(&self, before: Before) -> Delta {
+        let mut old = State::default();
+        let mut new = State::default();
+        for (key, entry) in before.flows {
+            if let Some(now) = self.flow(&key) {
+                new.flows.insert(key.clone(), now.clone());
+            }
+            if let Some(entry) = entry {
+                old.flows.insert(key, entry);
+            }
+        }
+        for (id, entry) in before.groups {
+            let now = self
+                .group_owners
+                .get(&id)
+                .and_then(|o| self.shard(o))
+                .and_then(|s| s.out.state.groups.get(&id));
+            if let Some(now) = now {
+                new.groups.insert(id, now.clone());
+            }
+            if let Some(entry) = entry {
+                old.groups.insert(id, entry);
+            }
+        }
+        plan(&new, &old)
+    }
+}

@@ -1,0 +1,162 @@
+//! The incremental desired state must always equal a fresh render of the same model, and its
+//! deltas, applied to the previous state, must give the new one.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::Path;
+
+use netvirt::desired::desired;
+use netvirt::model::{Endpoint, ServiceKey};
+use netvirt::plan::apply;
+use netvirt::scenario::Scenario;
+use netvirt::shards::Shards;
+use proptest::prelude::*;
+
+fn base() -> Scenario {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/node-services/input.toml");
+    Scenario::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[derive(Debug, Clone)]
+enum Edit {
+    /// Drop endpoint `i` of service `s`.
+    DropEndpoint(usize, usize),
+    /// Add an endpoint 10.244.9.`n` to service `s`.
+    AddEndpoint(usize, u8),
+    /// Set endpoint `i` of service `s` to weight `w`.
+    Weigh(usize, usize, u16),
+    /// Remove service `s`.
+    RemoveService(usize),
+    /// Copy service `s` under a new name, on its own address or (colliding) on the same.
+    CopyService(usize, u8, bool),
+    /// Remove pod `p`.
+    RemovePod(usize),
+    /// Lower the group size limit, splitting services.
+    Split(usize),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (0..8usize, 0..4usize).prop_map(|(s, i)| Edit::DropEndpoint(s, i)),
+        (0..8usize, 1..250u8).prop_map(|(s, n)| Edit::AddEndpoint(s, n)),
+        (0..8usize, 0..4usize, 0..4u16).prop_map(|(s, i, w)| Edit::Weigh(s, i, w)),
+        (0..8usize).prop_map(Edit::RemoveService),
+        (0..8usize, 1..250u8, any::<bool>()).prop_map(|(s, n, same)| Edit::CopyService(s, n, same)),
+        (0..4usize).prop_map(Edit::RemovePod),
+        (1..4usize).prop_map(Edit::Split),
+    ]
+}
+
+fn nth_key(s: &Scenario, i: usize) -> Option<ServiceKey> {
+    let n = s.model.services.len();
+    (n > 0).then(|| s.model.services.keys().nth(i % n).unwrap().clone())
+}
+
+fn perform(s: &mut Scenario, e: &Edit) {
+    match *e {
+        Edit::DropEndpoint(svc, i) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(eps) = s.model.endpoints.get_mut(&k)
+                && !eps.is_empty()
+            {
+                let i = i % eps.len();
+                eps.remove(i);
+            }
+        }
+        Edit::AddEndpoint(svc, n) => {
+            if let Some(k) = nth_key(s, svc) {
+                s.model.endpoints.entry(k).or_default().push(Endpoint {
+                    address: format!("10.244.9.{n}").parse().unwrap(),
+                    ports: Vec::new(),
+                    node: Some("n2".to_string()),
+                    conditions: Default::default(),
+                    zone: None,
+                    weight: None,
+                });
+            }
+        }
+        Edit::Weigh(svc, i, w) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(eps) = s.model.endpoints.get_mut(&k)
+                && !eps.is_empty()
+            {
+                let i = i % eps.len();
+                eps[i].weight = Some(w);
+            }
+        }
+        Edit::RemoveService(svc) => {
+            if let Some(k) = nth_key(s, svc) {
+                s.model.services.remove(&k);
+                s.model.endpoints.remove(&k);
+            }
+        }
+        Edit::CopyService(svc, n, same) => {
+            if let Some(k) = nth_key(s, svc) {
+                let mut copy = s.model.services[&k].clone();
+                let key = ServiceKey::new(&k.namespace, &format!("{}-{n}", k.name));
+                copy.key = key.clone();
+                if !same {
+                    copy.cluster_ips = vec![format!("10.96.9.{n}").parse().unwrap()];
+                    copy.external_ips.clear();
+                    copy.lb_ingress_ips.clear();
+                    for p in &mut copy.ports {
+                        p.node_port = None;
+                    }
+                }
+                let eps = s.model.endpoints.get(&k).cloned().unwrap_or_default();
+                s.model.services.insert(key.clone(), copy);
+                s.model.endpoints.insert(key, eps);
+            }
+        }
+        Edit::RemovePod(p) => {
+            let n = s.model.pods.len();
+            if n > 0 {
+                let uid = s.model.pods.keys().nth(p % n).unwrap().clone();
+                s.model.pods.remove(&uid);
+            }
+        }
+        Edit::Split(max) => s.config.group_buckets_max = max,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn incremental_state_equals_a_fresh_render(edits in proptest::collection::vec(edit(), 1..12)) {
+        let mut s = base();
+        let mut shards = Shards::default();
+        let first = shards.update(&s.node, &s.model, &s.config, &s.bindings);
+        let mut state = netvirt::plan::State::default();
+        apply(&mut state, &first).unwrap();
+        for e in &edits {
+            perform(&mut s, e);
+            let delta = shards.update(&s.node, &s.model, &s.config, &s.bindings);
+            let fresh = desired(&s.node, &s.model, &s.config, &s.bindings);
+            let kept = shards.materialize();
+            prop_assert_eq!(&kept.state, &fresh.state, "after {:?}", e);
+            prop_assert_eq!(&kept.services, &fresh.services);
+            let mut a = kept.conflicts.clone();
+            let mut b = fresh.conflicts.clone();
+            a.sort();
+            b.sort();
+            prop_assert_eq!(a, b);
+            apply(&mut state, &delta).unwrap();
+            prop_assert_eq!(&state, &fresh.state, "the delta after {:?} does not lead there", e);
+        }
+    }
+}
+
+#[test]
+fn an_endpoint_change_touches_only_its_service() {
+    let mut s = base();
+    let mut shards = Shards::default();
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    let key = ServiceKey::new("default", "web");
+    s.model.endpoints.get_mut(&key).unwrap()[0].weight = Some(5);
+    let delta = shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(delta.len(), 1, "{delta:?}");
+    assert!(matches!(delta[0], netvirt::plan::Step::ModifyGroup(..)));
+    let none = shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(none.is_empty());
+}
