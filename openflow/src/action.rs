@@ -14,7 +14,7 @@ use crate::learn::Learn;
 use crate::oxm::OxmField;
 use crate::subfield::{Subfield, nxm_header_len, pull_nxm_header, put_nxm_header};
 use crate::text;
-use crate::wire::{Reader, Writer};
+use crate::wire::{Reader, Writer, tlv_len};
 
 /// The Nicira experimenter id (`NX_VENDOR_ID`).
 pub const NX_VENDOR_ID: u32 = 0x0000_2320;
@@ -39,7 +39,7 @@ mod ofpat {
 }
 
 /// Nicira action subtypes (`enum nx_action_subtype`).
-mod nxast {
+pub(crate) mod nxast {
     pub const RESUBMIT: u16 = 1;
     pub const REG_MOVE: u16 = 6;
     pub const REG_LOAD: u16 = 7;
@@ -456,7 +456,7 @@ impl Action {
 
     /// Reads actions until the reader is empty.
     pub fn decode_list(r: &mut Reader<'_>) -> Result<Vec<Action>, DecodeError> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(r.count_records(8, tlv_len));
         while !r.is_empty() {
             out.push(Action::decode(r)?);
         }

@@ -102,6 +102,12 @@ impl Ct {
         let mut nat = None;
         let mut actions = Vec::new();
         while !r.is_empty() {
+            if nat.is_none() && actions.is_empty() {
+                if let Some(n) = Nat::decode_action(r)? {
+                    nat = Some(n);
+                    continue;
+                }
+            }
             match Action::decode(r)? {
                 Action::Nat(n) if nat.is_none() && actions.is_empty() => nat = Some(n),
                 a => actions.push(a),
@@ -249,6 +255,31 @@ impl Nat {
         }
     }
 
+    /// A whole `NXAST_NAT` action (`struct nx_action_nat`), read directly
+    /// rather than through [`Action::decode`], with the same checks and
+    /// errors. `None`, consuming nothing, when the next action is something
+    /// else or malformed at the header level, for the generic path to handle.
+    #[inline]
+    fn decode_action(r: &mut Reader<'_>) -> Result<Option<Self>, DecodeError> {
+        let Ok(&[0xff, 0xff, l0, l1, v0, v1, v2, v3, s0, s1]) = r.peek(10) else {
+            return Ok(None);
+        };
+        let len = usize::from(u16::from_be_bytes([l0, l1]));
+        if u32::from_be_bytes([v0, v1, v2, v3]) != crate::action::NX_VENDOR_ID
+            || u16::from_be_bytes([s0, s1]) != crate::action::nxast::NAT
+            || len < 16
+            || len % 8 != 0
+            || len > r.remaining()
+        {
+            return Ok(None);
+        }
+        let mut b = r.sub(len)?;
+        b.take(10)?;
+        let n = Nat::decode_body(&mut b)?;
+        b.pad(b.remaining(), "nx_action_nat")?;
+        Ok(Some(n))
+    }
+
     pub(crate) fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.pad(2, "nx_action_nat")?;
         let flags = r.u16()?;
@@ -295,9 +326,9 @@ impl fmt::Display for Nat {
             } else if let Some(min) = self.ipv6_min {
                 let br = |a: Ipv6Addr| {
                     if pmin != 0 {
-                        format!("[{a}]")
+                        format!("[{}]", crate::text::inet_ntop6(&a))
                     } else {
-                        a.to_string()
+                        crate::text::inet_ntop6(&a)
                     }
                 };
                 s.push_str(&br(min));

@@ -344,18 +344,21 @@ fields! {
 
 impl Field {
     /// The static description.
+    #[inline]
     pub fn info(self) -> &'static FieldInfo {
         // FIELDS has one entry per variant, in order (checked by a test).
         &FIELDS[self as usize]
     }
 
     /// Open vSwitch field name.
+    #[inline]
     pub fn name(self) -> &'static str {
         self.info().name
     }
 
     /// Width in bytes.
     #[allow(clippy::len_without_is_empty)] // a field width, not a container
+    #[inline]
     pub fn len(self) -> usize {
         usize::from(self.info().bytes)
     }
@@ -366,6 +369,7 @@ impl Field {
     }
 
     /// All-ones value of this field's width.
+    #[inline]
     pub fn full_mask(self) -> u128 {
         width_mask(self.len() * 8)
     }
@@ -386,6 +390,7 @@ impl Field {
 
     /// The header used in an OF1.3 match or `set_field` (OXM when the field
     /// has one, else NXM), as OVS's `mf_oxm_header(id, OFP13_VERSION)`.
+    #[inline]
     pub fn oxm_header(self) -> HeaderId {
         let info = self.info();
         match (info.oxm, info.nxm) {
@@ -441,6 +446,7 @@ impl Field {
     }
 
     /// Finds the field for a header in any encoding.
+    #[inline]
     pub fn from_header(class: u16, field: u8, experimenter: u32) -> Option<Field> {
         let table = match (class, experimenter) {
             (NXM_CLASS_0, 0) => 0,
@@ -486,6 +492,7 @@ const fn build_lookup() -> [[u8; 128]; 5] {
 }
 
 /// A mask of the low `bits` bits.
+#[inline]
 pub fn width_mask(bits: usize) -> u128 {
     if bits >= 128 {
         u128::MAX

@@ -5,7 +5,7 @@ use std::fmt;
 use crate::action::{Action, encode_actions, format_actions};
 use crate::error::DecodeError;
 use crate::text;
-use crate::wire::{Reader, Writer};
+use crate::wire::{Reader, Writer, tlv_len};
 
 mod ofpit {
     pub const GOTO_TABLE: u16 = 1;
@@ -140,7 +140,7 @@ pub fn encode_instructions(list: &[Instruction], w: &mut Writer) {
 
 /// Reads instructions until the reader is empty.
 pub fn decode_instructions(r: &mut Reader<'_>) -> Result<Vec<Instruction>, DecodeError> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(r.count_records(8, tlv_len));
     while !r.is_empty() {
         out.push(Instruction::decode(r)?);
     }

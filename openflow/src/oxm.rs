@@ -79,27 +79,53 @@ impl OxmField {
     }
 
     /// Reads one entry.
+    #[inline]
     pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let (field, hasmask, payload) = read_header(r)?;
-        let n = field.len();
+        let info = field.info();
+        let n = usize::from(info.bytes);
         let want = if hasmask { 2 * n } else { n };
         if payload != want {
             return Err(DecodeError::BadOxmLength {
-                field: field.name(),
+                field: info.name,
                 len: payload,
             });
         }
-        if hasmask && !field.info().maskable {
-            return Err(DecodeError::BadValue(field.name()));
+        if hasmask && !info.maskable {
+            return Err(DecodeError::BadValue(info.name));
         }
-        let value = r.uint(n)?;
-        let mask = if hasmask { Some(r.uint(n)?) } else { None };
-        if let Some(m) = mask {
+        // One bounds check for the value and the mask.
+        let bytes = r.take(want)?;
+        let (v, m) = bytes.split_at(n);
+        let value = be_uint(v);
+        let mask = if hasmask {
+            let m = be_uint(m);
             if value & !m != 0 {
-                return Err(DecodeError::BadValue(field.name()));
+                return Err(DecodeError::BadValue(info.name));
             }
-        }
+            Some(m)
+        } else {
+            None
+        };
         Ok(OxmField { field, value, mask })
+    }
+}
+
+/// A big-endian unsigned integer of at most 16 bytes (OXM values are 1, 2,
+/// 4, 6, 8 or 16 bytes wide); 64-bit arithmetic below 9 bytes.
+#[inline]
+fn be_uint(b: &[u8]) -> u128 {
+    match *b {
+        [a] => u128::from(a),
+        [a, b] => u128::from(u16::from_be_bytes([a, b])),
+        [a, b, c, d] => u128::from(u32::from_be_bytes([a, b, c, d])),
+        [a, b, c, d, e, f, g, h] => u128::from(u64::from_be_bytes([a, b, c, d, e, f, g, h])),
+        _ if b.len() <= 8 => u128::from(b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x))),
+        _ => match <[u8; 16]>::try_from(b) {
+            Ok(a) => u128::from_be_bytes(a),
+            // No field is wider than 16 bytes; keep the low 16 bytes.
+            Err(_) => b.iter().fold(0u128, |acc, &x| (acc << 8) | u128::from(x)),
+        },
     }
 }
 
@@ -129,10 +155,11 @@ pub(crate) fn write_header(
 
 /// Reads an OXM/NXM header and returns the field, the mask bit and the
 /// payload length that follows (excluding any experimenter id).
+#[inline]
 pub(crate) fn read_header(r: &mut Reader<'_>) -> Result<(Field, bool, usize), DecodeError> {
-    let class = r.u16()?;
-    let fh = r.u8()?;
-    let mut len = usize::from(r.u8()?);
+    let [c0, c1, fh, len] = r.array::<4>()?;
+    let class = u16::from_be_bytes([c0, c1]);
+    let mut len = usize::from(len);
     let mut experimenter = 0;
     if class == OXM_CLASS_EXPERIMENTER {
         experimenter = r.u32()?;
@@ -201,23 +228,8 @@ impl Match {
     /// Checks that each entry's prerequisite is matched by an earlier entry
     /// and that no field repeats (OVS `nx_pull_raw()` order semantics).
     pub fn check_prereqs(&self) -> Result<(), &'static str> {
-        let mut st = PrereqState::default();
-        let mut seen = [0u64; 2];
-        for e in &self.fields {
-            let idx = e.field as usize;
-            let (word, bit) = (idx / 64, 1u64 << (idx % 64));
-            if seen.get(word).is_some_and(|w| w & bit != 0) {
-                return Err(e.field.name());
-            }
-            if let Some(w) = seen.get_mut(word) {
-                *w |= bit;
-            }
-            if !st.allows(e.field) {
-                return Err(e.field.name());
-            }
-            st.record(e);
-        }
-        Ok(())
+        let mut check = PrereqCheck::default();
+        self.fields.iter().try_for_each(|e| check.check(e))
     }
 
     /// Encoded size including the `ofp_match` header and padding.
@@ -273,7 +285,10 @@ impl Match {
 
     /// Reads bare OXM entries until the reader is empty.
     pub fn decode_fields(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut fields = Vec::with_capacity(8);
+        // OXM header: class (2), field|hasmask (1), payload length (1); the
+        // smallest entry is the header and a 1-byte value.
+        let mut fields =
+            Vec::with_capacity(r.count_records(5, |b| b.get(3).map(|&l| 4 + usize::from(l))));
         while !r.is_empty() {
             fields.push(OxmField::decode(r)?);
         }
@@ -283,38 +298,78 @@ impl Match {
     }
 }
 
+/// Checks a match's entries one at a time, in order: no field repeats, and
+/// each field's prerequisite is met by an earlier entry (OVS `nx_pull_raw()`).
+#[derive(Default)]
+struct PrereqCheck {
+    st: PrereqState,
+    seen: [u64; 2],
+}
+
+impl PrereqCheck {
+    /// Checks and records the next entry; the error names its field.
+    #[inline]
+    fn check(&mut self, e: &OxmField) -> Result<(), &'static str> {
+        let idx = e.field as usize;
+        let (word, bit) = (idx / 64, 1u64 << (idx % 64));
+        if self.seen.get(word).is_some_and(|w| w & bit != 0) {
+            return Err(e.field.name());
+        }
+        if let Some(w) = self.seen.get_mut(word) {
+            *w |= bit;
+        }
+        if !self.st.allows(e.field) {
+            return Err(e.field.name());
+        }
+        self.st.record(e);
+        Ok(())
+    }
+}
+
 /// The flow values prerequisites look at, as fields are read in order.
+/// Compared for equality (`eth`, `proto`, `icmp6_type`), a value wider than
+/// the field saturates to `MAX`, which equals none of the constants; tested
+/// bitwise (`vlan_vid`, `ct_state`), only the low bits matter.
 #[derive(Default)]
 struct PrereqState {
-    eth: u128,
-    proto: u128,
-    icmp6_type: u128,
-    vlan_vid: u128,
-    ct_state: u128,
-    ct_state_mask: u128,
+    eth: u32,
+    proto: u32,
+    icmp6_type: u32,
+    vlan_vid: u32,
+    ct_state: u32,
+    ct_state_mask: u32,
+}
+
+/// `v` if it fits in 32 bits, else `u32::MAX`.
+#[inline]
+fn sat32(v: u128) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 impl PrereqState {
+    #[inline]
     fn record(&mut self, e: &OxmField) {
         match e.field {
-            Field::EthType => self.eth = e.value,
-            Field::IpProto => self.proto = e.value,
-            Field::Icmpv6Type => self.icmp6_type = e.value,
-            Field::VlanVid => self.vlan_vid = e.value,
+            Field::EthType => self.eth = sat32(e.value),
+            Field::IpProto => self.proto = sat32(e.value),
+            Field::Icmpv6Type => self.icmp6_type = sat32(e.value),
+            Field::VlanVid => self.vlan_vid = e.value as u32,
             Field::CtState => {
-                self.ct_state = e.value;
-                self.ct_state_mask = e.mask_or_full();
+                self.ct_state = e.value as u32;
+                self.ct_state_mask = e.mask.map_or(u32::MAX, |m| m as u32);
             }
             _ => {}
         }
     }
 
     /// OVS `is_ct_valid()`: the match implies a valid conntrack entry.
+    #[inline]
     fn ct_valid(&self) -> bool {
         let (v, m) = (self.ct_state, self.ct_state_mask);
         v & 0xcf != 0 || (v & 0x20 != 0 && m & 0x10 != 0 && v & 0x10 == 0)
     }
 
+    #[inline]
     fn allows(&self, f: Field) -> bool {
         use Field::*;
         if matches!(

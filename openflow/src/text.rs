@@ -70,15 +70,63 @@ pub fn ipv4_masked(v: u128, m: u128) -> String {
     }
 }
 
+/// glibc `inet_ntop(AF_INET6)`, which Open vSwitch prints addresses with: the
+/// first longest run of two or more zero words becomes `::`, and an
+/// IPv4-compatible or IPv4-mapped address ends in a dotted quad
+/// (`::10.0.0.1`, `::ffff:10.0.0.1`). Rust's `Ipv6Addr` `Display` differs on
+/// IPv4-compatible addresses (`::a00:1`).
+pub fn inet_ntop6(a: &Ipv6Addr) -> String {
+    let w = a.segments();
+    let o = a.octets();
+    // First longest run of zero words, if at least 2 long.
+    let (mut best, mut cur): ((usize, usize), Option<usize>) = ((0, 0), None);
+    for i in 0..=8 {
+        match (w.get(i).copied(), cur) {
+            (Some(0), None) => cur = Some(i),
+            (Some(0), Some(_)) => {}
+            (_, Some(start)) => {
+                if i - start > best.1 {
+                    best = (start, i - start);
+                }
+                cur = None;
+            }
+            _ => {}
+        }
+    }
+    let (base, len) = if best.1 >= 2 { best } else { (usize::MAX, 0) };
+    let mut s = String::with_capacity(40);
+    let mut i = 0;
+    while i < 8 {
+        if i == base {
+            s.push(':');
+            i += len;
+            continue;
+        }
+        if i != 0 {
+            s.push(':');
+        }
+        if i == 6 && base == 0 && (len == 6 || (len == 5 && w[5] == 0xffff)) {
+            s.push_str(&Ipv4Addr::new(o[12], o[13], o[14], o[15]).to_string());
+            return s;
+        }
+        s.push_str(&format!("{:x}", w[i]));
+        i += 1;
+    }
+    if base != usize::MAX && base + len == 8 {
+        s.push(':');
+    }
+    s
+}
+
 /// `ipv6_format_masked()`.
 pub fn ipv6_masked(v: u128, m: u128) -> String {
-    let ip = Ipv6Addr::from(v);
+    let ip = inet_ntop6(&Ipv6Addr::from(v));
     if m == u128::MAX {
-        ip.to_string()
+        ip
     } else if m.leading_ones() + m.trailing_zeros() == 128 {
         format!("{ip}/{}", m.leading_ones())
     } else {
-        format!("{ip}/{}", Ipv6Addr::from(m))
+        format!("{ip}/{}", inet_ntop6(&Ipv6Addr::from(m)))
     }
 }
 
@@ -247,4 +295,36 @@ pub fn join<T: fmt::Display>(f: &mut fmt::Formatter<'_>, items: &[T], sep: &str)
         write!(f, "{it}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv6Addr;
+
+    use super::inet_ntop6;
+
+    /// Outputs of glibc `inet_ntop()` (via `ovs-ofctl ofp-print` 3.1).
+    #[test]
+    fn inet_ntop6_matches_glibc() {
+        for (a, s) in [
+            ("::", "::"),
+            ("::1", "::1"),
+            ("::2", "::2"),
+            ("1::", "1::"),
+            ("fd00::1", "fd00::1"),
+            ("::a00:1", "::10.0.0.1"),
+            ("::1:2", "::0.1.0.2"),
+            ("::ffff:a00:1", "::ffff:10.0.0.1"),
+            ("::ffff:1:2", "::ffff:0.1.0.2"),
+            ("::ffff:0:1:2", "::ffff:0:1:2"),
+            ("1:0:0:2::3", "1:0:0:2::3"),
+            ("1:0:2:3:4:5:6:7", "1:0:2:3:4:5:6:7"),
+            ("1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8"),
+            ("1:0:0:2:0:0:0:3", "1:0:0:2::3"),
+            ("1:0:0:2:3:0:0:4", "1::2:3:0:0:4"),
+        ] {
+            let ip: Ipv6Addr = a.parse().unwrap();
+            assert_eq!(inet_ntop6(&ip), s, "{a}");
+        }
+    }
 }

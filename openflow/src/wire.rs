@@ -112,6 +112,33 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// The unread bytes, without consuming them.
+    #[inline]
+    pub(crate) fn unread(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
+    }
+
+    /// Counts the records in the unread bytes, where `len_of(record)` gives a
+    /// record's total length from its first bytes (`None` when too short).
+    /// Stops at the first record shorter than `min` (the smallest valid one)
+    /// or longer than what is left; the decoder then reports it. Used to size
+    /// a `Vec` exactly before decoding into it, so the count (and the memory
+    /// reserved) is at most `remaining / min`, whatever the input.
+    #[inline]
+    pub(crate) fn count_records(
+        &self,
+        min: usize,
+        len_of: impl Fn(&[u8]) -> Option<usize>,
+    ) -> usize {
+        let mut rest = self.unread();
+        let mut n = 0;
+        while let Some(len) = len_of(rest).filter(|&l| l >= min.max(1) && l <= rest.len()) {
+            rest = &rest[len..];
+            n += 1;
+        }
+        n
+    }
+
     /// Skips `n` bytes of padding, which must all be zero.
     #[inline]
     pub fn pad(&mut self, n: usize, what: &'static str) -> Result<(), DecodeError> {
@@ -142,6 +169,46 @@ impl<'a> Reader<'a> {
             0 => Ok(()),
             n => Err(DecodeError::TrailingData(n)),
         }
+    }
+}
+
+/// A fixed-size header already read with one bounds check
+/// ([`Reader::array`]), with big-endian getters at offsets. Callers pass
+/// constant offsets inside `N`, so the input cannot make a getter panic, and
+/// the compiler drops the index checks.
+#[derive(Clone, Copy)]
+pub(crate) struct Fixed<const N: usize>(pub(crate) [u8; N]);
+
+impl<const N: usize> Fixed<N> {
+    #[inline(always)]
+    pub(crate) fn u8(&self, at: usize) -> u8 {
+        self.0[at]
+    }
+
+    #[inline(always)]
+    pub(crate) fn u16(&self, at: usize) -> u16 {
+        u16::from_be_bytes([self.0[at], self.0[at + 1]])
+    }
+
+    #[inline(always)]
+    pub(crate) fn u32(&self, at: usize) -> u32 {
+        u32::from_be_bytes([self.0[at], self.0[at + 1], self.0[at + 2], self.0[at + 3]])
+    }
+
+    #[inline(always)]
+    pub(crate) fn u64(&self, at: usize) -> u64 {
+        (u64::from(self.u32(at)) << 32) | u64::from(self.u32(at + 4))
+    }
+}
+
+/// The length of an action or instruction TLV (`ofp_action_header`,
+/// `ofp_instruction`: type, then a 16-bit total length), for
+/// [`Reader::count_records`].
+#[inline]
+pub(crate) fn tlv_len(b: &[u8]) -> Option<usize> {
+    match b {
+        [_, _, hi, lo, ..] => Some(usize::from(u16::from_be_bytes([*hi, *lo]))),
+        _ => None,
     }
 }
 
@@ -280,5 +347,36 @@ impl Writer {
     pub fn fill_len(&mut self, place: Place16, start: usize) {
         let len = self.buf.len() - start;
         self.replace_u16(place, len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Fixed, Reader, tlv_len};
+
+    #[test]
+    fn count_records_stops_at_short_or_overlong_records() {
+        // Two 8-byte TLVs, then one claiming 1 byte.
+        let b = [
+            0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0,
+        ];
+        let r = Reader::new(&b);
+        assert_eq!(r.count_records(8, tlv_len), 2);
+        // Without a minimum, the 1-byte claim would count.
+        assert_eq!(r.count_records(1, tlv_len), 3);
+        // A record longer than what is left is not counted.
+        assert_eq!(Reader::new(&b[..12]).count_records(8, tlv_len), 1);
+        // Zero-length records never loop.
+        assert_eq!(Reader::new(&[0u8; 8]).count_records(0, tlv_len), 0);
+        assert_eq!(Reader::new(&[]).count_records(8, tlv_len), 0);
+    }
+
+    #[test]
+    fn fixed_reads_big_endian() {
+        let h = Fixed([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(h.u8(0), 1);
+        assert_eq!(h.u16(1), 0x0203);
+        assert_eq!(h.u32(1), 0x0203_0405);
+        assert_eq!(h.u64(1), 0x0203_0405_0607_0809);
     }
 }

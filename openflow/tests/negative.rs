@@ -193,3 +193,144 @@ fn oversize_message_is_refused_not_wrapped() {
         Err(EncodeError::TooLong(16 + (fits + 1) * 144))
     );
 }
+
+// zone=65000 'ct_nw_proto=17,ct_nw_dst=10.244.1.5,ct_tp_dst=8080' 'ct_nw_src=10.244.1.5,ct_tp_src=8080',
+// as ovs-ofctl 3.1 sends it.
+const CT_FLUSH: &str = "04040070000000020000232000000020110000000000000000000028000000000001001400000000000000000000ffff0af4010500000000000300081f90000000010028000000000000001400000000000000000000ffff0af4010500000000000200081f90000000020008fde80000";
+
+#[test]
+fn ct_flush_truncated_everywhere() {
+    let b = unhex(CT_FLUSH);
+    assert!(matches!(
+        Message::decode(&b).unwrap().body,
+        Body::CtFlush(_)
+    ));
+    for n in 0..b.len() {
+        assert!(Message::decode(&b[..n]).is_err(), "prefix {n} accepted");
+        // The same prefix with the header length fixed up: a truncated TLV
+        // is an error; a prefix that ends on a property boundary is a valid,
+        // shorter message.
+        if n >= 8 {
+            let mut t = b[..n].to_vec();
+            t[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+            if let Ok(m) = Message::decode(&t) {
+                assert_eq!(n % 8, 0, "fixed-up prefix {n} accepted");
+                assert_eq!(m.encode().unwrap(), t);
+            }
+        }
+    }
+}
+
+/// Every single-byte corruption decodes to a value or a typed error, never a
+/// panic, and what decodes re-encodes to the same bytes.
+#[test]
+fn ct_flush_corrupted_bytes() {
+    let b = unhex(CT_FLUSH);
+    for i in 8..b.len() {
+        for v in [0x00, 0x01, 0x07, 0x80, 0xff] {
+            let mut c = b.clone();
+            c[i] = v;
+            if let Ok(m) = Message::decode(&c) {
+                assert_eq!(m.encode().unwrap(), c, "byte {i} = {v:#x}");
+                let _ = m.to_string();
+            }
+        }
+    }
+}
+
+/// Messages `ovs-ofctl` 3.1 accepts but that would not re-encode to the same
+/// bytes: repeated or reordered properties, odd lengths, nonzero padding.
+#[test]
+fn ct_flush_stricter_than_ovs() {
+    const CASES: &[(&str, &str)] = &[
+        (
+            "repeated zone",
+            "04040028000000020000232000000020000000000000000000020008000100000002000800020000",
+        ),
+        (
+            "zone before orig",
+            "040400300000000200002320000000200600000000000000000200080001000000000010000000000003000800500000",
+        ),
+        (
+            "reply before orig",
+            "04040048000000020000232000000020060000000000000000010020000000000001001400000000000000000000ffff0a0000010000000000000010000000000002000800050000",
+        ),
+        (
+            "repeated src",
+            "040400300000000200002320000000200600000000000000000000180000000000020008000100000002000800020000",
+        ),
+        (
+            "known after unknown",
+            "04040028000000020000232000000020060000000000000000030008000100000002000800010000",
+        ),
+        (
+            "nonzero padding in a u16 property",
+            "0404002000000002000023200000002000000000000000000002000800010001",
+        ),
+        (
+            "zone of length 6",
+            "0404002000000002000023200000002000000000000000000002000600010000",
+        ),
+        (
+            "zone of length 12",
+            "0404002800000002000023200000002000000000000000000002000c000100000000000000000000",
+        ),
+        (
+            "address of length 28",
+            "04040040000000020000232000000020060000000000000000000028000000000000001c00000000000000000000000000000000000000000000000000000000",
+        ),
+        (
+            "nonzero tuple padding",
+            "0404002000000002000023200000002006000000000000000000000800000001",
+        ),
+        (
+            "nonzero alignment after unknown",
+            "0404002000000002000023200000002006000000000000000003000501010000",
+        ),
+    ];
+    for (name, hex) in CASES {
+        assert!(Message::decode(&unhex(hex)).is_err(), "{name} accepted");
+    }
+    let order = DecodeError::BadValue("NXT_CT_FLUSH property repeated or out of order");
+    assert_eq!(Message::decode(&unhex(CASES[0].1)), Err(order.clone()));
+    assert_eq!(Message::decode(&unhex(CASES[4].1)), Err(order));
+    assert_eq!(
+        Message::decode(&unhex(CASES[6].1)),
+        Err(DecodeError::BadLength {
+            what: "NXT_CT_FLUSH property",
+            len: 6
+        })
+    );
+    assert_eq!(
+        Message::decode(&unhex(CASES[9].1)),
+        Err(DecodeError::BadPadding("NXT_CT_FLUSH tuple"))
+    );
+}
+
+#[test]
+fn ct_flush_typed_errors() {
+    // OVS 3.1's zero[7] after ip_proto (NXBRC_MUST_BE_ZERO).
+    assert_eq!(
+        Message::decode(&unhex("040400180000000200002320000000200002000000000000")),
+        Err(DecodeError::BadPadding("nx_ct_flush"))
+    );
+    // IPv4 next to IPv6 (OFPBPC_BAD_VALUE).
+    assert_eq!(
+        Message::decode(&unhex(
+            "04040050000000020000232000000020060000000000000000000038000000000000001400000000000000000000ffff0a00000100000000000100140000000000000000000000000000000200000000"
+        )),
+        Err(DecodeError::BadValue(
+            "NXT_CT_FLUSH mixes IPv4 and IPv6 addresses"
+        ))
+    );
+    // Property length below its header.
+    assert_eq!(
+        Message::decode(&unhex(
+            "0404002000000002000023200000002000000000000000000002000000000000"
+        )),
+        Err(DecodeError::BadLength {
+            what: "NXT_CT_FLUSH property",
+            len: 0
+        })
+    );
+}

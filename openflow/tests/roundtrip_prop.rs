@@ -2,13 +2,16 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use openflow::action::{Action, Resubmit};
 use openflow::ct::{Ct, CtZone, Nat};
 use openflow::field::Field;
 use openflow::instruction::Instruction;
-use openflow::msg::{Bucket, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType};
+use openflow::msg::{
+    Bucket, CtFlush, CtTuple, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType,
+    RawProperty,
+};
 use openflow::oxm::Match;
 use openflow::subfield::Subfield;
 use openflow::{Body, Message};
@@ -95,6 +98,79 @@ fn flow_match() -> impl Strategy<Value = Match> {
         })
 }
 
+/// A `NXT_CT_FLUSH` tuple whose addresses are all IPv4 (mapped) or all IPv6.
+fn ct_tuple(v4: bool) -> impl Strategy<Value = CtTuple> {
+    let addr = move |a: [u8; 16]| {
+        let ip = Ipv6Addr::from(a);
+        if v4 {
+            Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_ipv6_mapped()
+        } else if ip.to_ipv4_mapped().is_some() {
+            Ipv6Addr::UNSPECIFIED
+        } else {
+            ip
+        }
+    };
+    (
+        (
+            proptest::option::of(any::<[u8; 16]>()),
+            proptest::option::of(any::<[u8; 16]>()),
+            proptest::option::of(any::<u16>()),
+            proptest::option::of(any::<u16>()),
+        ),
+        (
+            proptest::option::of(any::<u16>()),
+            proptest::option::of(any::<u8>()),
+            proptest::option::of(any::<u8>()),
+            proptest::collection::vec(
+                (7u16.., proptest::collection::vec(any::<u8>(), 0..12)),
+                0..3,
+            ),
+        ),
+    )
+        .prop_map(
+            move |((src, dst, src_port, dst_port), (icmp_id, icmp_type, icmp_code, unknown))| {
+                CtTuple {
+                    src: src.map(addr),
+                    dst: dst.map(addr),
+                    src_port,
+                    dst_port,
+                    icmp_id,
+                    icmp_type,
+                    icmp_code,
+                    unknown: unknown
+                        .into_iter()
+                        .map(|(ty, body)| RawProperty { ty, body })
+                        .collect(),
+                }
+            },
+        )
+}
+
+fn ct_flush() -> impl Strategy<Value = CtFlush> {
+    any::<bool>().prop_flat_map(|v4| {
+        (
+            any::<u8>(),
+            proptest::option::of(ct_tuple(v4)),
+            proptest::option::of(ct_tuple(v4)),
+            proptest::option::of(any::<u16>()),
+            proptest::collection::vec(
+                (3u16.., proptest::collection::vec(any::<u8>(), 0..12)),
+                0..3,
+            ),
+        )
+            .prop_map(|(ip_proto, orig, reply, zone, unknown)| CtFlush {
+                ip_proto,
+                orig,
+                reply,
+                zone,
+                unknown: unknown
+                    .into_iter()
+                    .map(|(ty, body)| RawProperty { ty, body })
+                    .collect(),
+            })
+    })
+}
+
 proptest! {
     #[test]
     fn flow_mod_round_trips(
@@ -113,6 +189,15 @@ proptest! {
         let bytes = msg.encode().unwrap();
         prop_assert_eq!(bytes.len(), msg.encoded_len());
         prop_assert_eq!(Message::decode(&bytes).unwrap(), msg);
+    }
+
+    #[test]
+    fn ct_flush_round_trips(c in ct_flush()) {
+        let msg = Message::new(3, Body::CtFlush(c));
+        let bytes = msg.encode().unwrap();
+        prop_assert_eq!(bytes.len(), msg.encoded_len());
+        prop_assert_eq!(Message::decode(&bytes).unwrap(), msg.clone());
+        let _ = msg.to_string();
     }
 
     #[test]

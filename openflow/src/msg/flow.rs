@@ -9,7 +9,7 @@ use crate::instruction::{
 use crate::match_fmt::format_match;
 use crate::oxm::Match;
 use crate::text;
-use crate::wire::{Reader, Writer};
+use crate::wire::{Fixed, Reader, Writer};
 
 /// `enum ofp_flow_mod_command`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,24 +135,28 @@ impl FlowMod {
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut fm = FlowMod {
-            cookie: r.u64()?,
-            cookie_mask: r.u64()?,
-            table_id: r.u8()?,
-            command: r.u8()?.into(),
-            idle_timeout: r.u16()?,
-            hard_timeout: r.u16()?,
-            priority: r.u16()?,
-            buffer_id: r.u32()?,
-            out_port: r.u32()?,
-            out_group: r.u32()?,
-            flags: r.u16()?,
-            ..FlowMod::default()
-        };
-        r.pad(2, "ofp_flow_mod")?;
-        fm.match_ = Match::decode(r)?;
-        fm.instructions = decode_instructions(r)?;
-        Ok(fm)
+        // The fixed part of `struct ofp_flow_mod`, with one bounds check.
+        let h = Fixed(r.array::<40>()?);
+        if h.u16(38) != 0 {
+            return Err(DecodeError::BadPadding("ofp_flow_mod"));
+        }
+        let match_ = Match::decode(r)?;
+        let instructions = decode_instructions(r)?;
+        Ok(FlowMod {
+            cookie: h.u64(0),
+            cookie_mask: h.u64(8),
+            table_id: h.u8(16),
+            command: h.u8(17).into(),
+            idle_timeout: h.u16(18),
+            hard_timeout: h.u16(20),
+            priority: h.u16(22),
+            buffer_id: h.u32(24),
+            out_port: h.u32(28),
+            out_group: h.u32(32),
+            flags: h.u16(36),
+            match_,
+            instructions,
+        })
     }
 }
 

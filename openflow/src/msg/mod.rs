@@ -17,7 +17,7 @@ pub use basic::{
     AsyncConfig, ErrorMsg, Features, Hello, OFPET_EXPERIMENTER, PortMod, Role, SwitchConfig,
     TableMod, error_name, ofperr_name,
 };
-pub use ext::{BundleAdd, BundleControl, CtFlush, CtTuple};
+pub use ext::{BundleAdd, BundleControl, CtFlush, CtTuple, RawProperty};
 pub use flow::{FlowMod, FlowModCommand, FlowRemoved};
 pub use group::{Bucket, GroupMod, GroupModCommand, GroupType};
 pub use multipart::{
@@ -271,6 +271,7 @@ impl Body {
                 ..
             }) => v.iter().try_for_each(|s| check(&s.match_)),
             Body::BundleAdd(b) => b.message.body.check(),
+            Body::CtFlush(c) => c.check(),
             _ => Ok(()),
         }
     }

@@ -15,7 +15,7 @@ use crate::instruction::{
 use crate::match_fmt::format_match;
 use crate::oxm::Match;
 use crate::text;
-use crate::wire::{Reader, Writer};
+use crate::wire::{Fixed, Reader, Writer};
 
 /// `OFPMPF_REPLY_MORE` / `OFPMPF_REQ_MORE`.
 pub const OFPMPF_MORE: u16 = 1;
@@ -347,18 +347,21 @@ impl FlowStats {
             });
         }
         let mut b = r.sub(len - 2)?;
-        let table_id = b.u8()?;
-        b.pad(1, "ofp_flow_stats")?;
-        let duration_sec = b.u32()?;
-        let duration_nsec = b.u32()?;
-        let priority = b.u16()?;
-        let idle_timeout = b.u16()?;
-        let hard_timeout = b.u16()?;
-        let flags = b.u16()?;
-        b.pad(4, "ofp_flow_stats")?;
-        let cookie = b.u64()?;
-        let packet_count = b.u64()?;
-        let byte_count = b.u64()?;
+        // The fixed part after `length`, with one bounds check.
+        let h = Fixed(b.array::<46>()?);
+        if h.u8(1) != 0 || h.u32(18) != 0 {
+            return Err(DecodeError::BadPadding("ofp_flow_stats"));
+        }
+        let table_id = h.u8(0);
+        let duration_sec = h.u32(2);
+        let duration_nsec = h.u32(6);
+        let priority = h.u16(10);
+        let idle_timeout = h.u16(12);
+        let hard_timeout = h.u16(14);
+        let flags = h.u16(16);
+        let cookie = h.u64(22);
+        let packet_count = h.u64(30);
+        let byte_count = h.u64(38);
         let match_ = Match::decode(&mut b)?;
         let instructions = decode_instructions(&mut b)?;
         Ok(FlowStats {
@@ -582,7 +585,11 @@ impl MultipartBody {
                 dp_desc: get_str(r, 256)?,
             }),
             (ofpmp::FLOW, true) => {
-                let mut v = Vec::new();
+                // `ofp_flow_stats` starts with its 16-bit length; 56 bytes at least.
+                let mut v = Vec::with_capacity(r.count_records(56, |b| match b {
+                    [hi, lo, ..] => Some(usize::from(u16::from_be_bytes([*hi, *lo]))),
+                    _ => None,
+                }));
                 while !r.is_empty() {
                     v.push(FlowStats::decode(r)?);
                 }
