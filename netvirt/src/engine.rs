@@ -17,7 +17,7 @@ use crate::model::{Model, Node};
 use crate::shards::{Change, Shards};
 
 /// The most messages in one bundle.
-pub const BUNDLE_MAX: usize = 20_000;
+pub const BUNDLE_MAX: usize = 5_000;
 
 /// One node's desired state and its switch.
 pub struct Engine {
@@ -61,15 +61,15 @@ impl Engine {
         config: &Config,
         bindings: &NodeBindings,
     ) -> Result<SyncReport, Error> {
-        let delta = self.shards.update(node, model, config, bindings);
         let was_in_sync = std::mem::replace(&mut self.in_sync, false);
         let report = if was_in_sync {
+            let delta = self.shards.update(node, model, config, bindings);
             for chunk in delta.chunks(BUNDLE_MAX) {
                 self.switch.bundle(messages(chunk)).await?;
             }
             SyncReport::of(&delta)
         } else {
-            drop(delta);
+            self.shards.refresh(node, model, config, bindings);
             let actual = read_state(&self.switch).await?;
             let mut report = SyncReport::default();
             let mut plan = self.shards.full_plan(&actual);

@@ -11,9 +11,9 @@
 //! Change detection hashes each service with its endpoints. A change that leaves the 64-bit
 //! hash equal would be missed; the odds are about 1 in 2^64 per change.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use openflow::msg::{Body, FlowModCommand, GroupModCommand};
 
@@ -34,7 +34,7 @@ use crate::plan::{State, Step, plan};
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Owner {
     Node,
-    Service(ServiceKey),
+    Service(Arc<ServiceKey>),
 }
 
 struct Shard {
@@ -42,7 +42,29 @@ struct Shard {
     input: u64,
     /// Group names it needs ids for.
     names: Vec<String>,
-    out: DesiredState,
+    /// Its flows; the keys are shared with the index.
+    flows: BTreeMap<Arc<FlowKey>, FlowEntry>,
+    groups: BTreeMap<u32, GroupEntry>,
+    services: BTreeMap<String, ServicePortState>,
+    conflicts: Vec<String>,
+}
+
+impl Shard {
+    fn new(input: u64, names: Vec<String>, out: DesiredState) -> Self {
+        Shard {
+            input,
+            names,
+            flows: out
+                .state
+                .flows
+                .into_iter()
+                .map(|(k, v)| (Arc::new(k), v))
+                .collect(),
+            groups: out.state.groups,
+            services: out.services,
+            conflicts: out.conflicts,
+        }
+    }
 }
 
 /// The desired state of one node, by shard.
@@ -53,7 +75,7 @@ pub struct Shards {
     node: Option<Shard>,
     services: BTreeMap<ServiceKey, Shard>,
     /// Every desired flow's owners, in order; the first one's entry is the desired one.
-    flow_owners: BTreeMap<FlowKey, Vec<Owner>>,
+    flow_owners: BTreeMap<Arc<FlowKey>, Vec<Owner>>,
     group_owners: BTreeMap<u32, Owner>,
     ids: BTreeMap<String, u32>,
 }
@@ -74,16 +96,27 @@ pub enum Change {
 /// What one update changed, as steps from the previous state to the new one.
 pub type Delta = Vec<Step<FlowKey, FlowEntry, GroupEntry>>;
 
+/// A 64-bit fingerprint of `value` (foldhash's quality variant with a fixed seed: fast on
+/// many small fields, and well distributed).
 fn hash_of(value: &impl Hash) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = foldhash::quality::FixedState::with_seed(0x5356).build_hasher();
     value.hash(&mut h);
     h.finish()
+}
+
+/// Advances the sorted `entries` to `key` and returns its value, if present.
+fn seek<'a, V: 'a>(
+    entries: &mut std::iter::Peekable<impl Iterator<Item = (&'a ServiceKey, &'a V)>>,
+    key: &ServiceKey,
+) -> Option<&'a V> {
+    while entries.next_if(|(k, _)| *k < key).is_some() {}
+    entries.next_if(|(k, _)| *k == key).map(|(_, v)| v)
 }
 
 /// The previous entries of the flows and groups an update touches.
 #[derive(Default)]
 struct Before {
-    flows: BTreeMap<FlowKey, Option<FlowEntry>>,
+    flows: BTreeMap<Arc<FlowKey>, Option<FlowEntry>>,
     groups: BTreeMap<u32, Option<GroupEntry>>,
 }
 
@@ -97,19 +130,39 @@ impl Shards {
         config: &Config,
         bindings: &NodeBindings,
     ) -> Delta {
-        let mut before = Before::default();
+        let mut before = Some(Before::default());
+        self.render(node, model, config, bindings, &mut before);
+        before.map(|b| self.delta(b)).unwrap_or_default()
+    }
+
+    /// Brings the shards to `model`'s state without working out what changed, for when the
+    /// switch is about to be compared with the whole state anyway.
+    pub fn refresh(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        config: &Config,
+        bindings: &NodeBindings,
+    ) {
+        self.render(node, model, config, bindings, &mut None);
+    }
+
+    fn render(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        config: &Config,
+        bindings: &NodeBindings,
+        before: &mut Option<Before>,
+    ) {
         // The node's own part.
         let node_input = hash_of(&(node, &model.pods, &model.namespaces, config, bindings));
         if self.node.as_ref().map(|s| s.input) != Some(node_input) {
             let out = render_base(node, model, config, bindings);
             self.replace(
                 Owner::Node,
-                Some(Shard {
-                    input: node_input,
-                    names: Vec::new(),
-                    out,
-                }),
-                &mut before,
+                Some(Shard::new(node_input, Vec::new(), out)),
+                before,
             );
         }
         // Services: a changed context re-renders them all.
@@ -117,26 +170,25 @@ impl Shards {
         let all = self.context != Some(context);
         self.context = Some(context);
         let mut dirty: BTreeMap<&ServiceKey, (u64, Vec<PortPlan>)> = BTreeMap::new();
+        // All three maps are sorted by key: walk them together rather than look each key up.
+        let mut endpoints_of = model.endpoints.iter().peekable();
+        let mut shards = self.services.iter().peekable();
+        let mut removed: Vec<ServiceKey> = Vec::new();
         for (key, service) in &model.services {
-            let endpoints = model
-                .endpoints
-                .get(key)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let endpoints = seek(&mut endpoints_of, key).map_or(&[][..], Vec::as_slice);
+            while let Some((k, _)) = shards.next_if(|(k, _)| *k < key) {
+                removed.push(k.clone());
+            }
+            let shard = shards.next_if(|(k, _)| *k == key).map(|(_, s)| s);
             let input = hash_of(&(service, endpoints));
-            if all || self.services.get(key).map(|s| s.input) != Some(input) {
+            if all || shard.map(|s| s.input) != Some(input) {
                 dirty.insert(
                     key,
                     (input, service_plans(service, endpoints, node, config)),
                 );
             }
         }
-        let removed: Vec<ServiceKey> = self
-            .services
-            .keys()
-            .filter(|k| !model.services.contains_key(*k))
-            .cloned()
-            .collect();
+        removed.extend(shards.map(|(k, _)| k.clone()));
         // Group ids depend on the set of all names; a new set may move a colliding name.
         let names_changed = !removed.is_empty()
             || dirty.iter().any(|(key, (_, plans))| {
@@ -175,7 +227,7 @@ impl Shards {
             self.ids = ids;
         }
         for key in removed {
-            self.replace(Owner::Service(key), None, &mut before);
+            self.replace(Owner::Service(Arc::new(key)), None, before);
         }
         for (key, (input, plans)) in dirty {
             let Some(service) = model.services.get(key) else {
@@ -184,12 +236,11 @@ impl Shards {
             let names = plan_names(&plans);
             let out = render_service(service, plans, &self.ids, config, bindings);
             self.replace(
-                Owner::Service(key.clone()),
-                Some(Shard { input, names, out }),
-                &mut before,
+                Owner::Service(Arc::new(key.clone())),
+                Some(Shard::new(input, names, out)),
+                before,
             );
         }
-        self.delta(before)
     }
 
     /// The whole desired state, as one render of the model would give it.
@@ -197,23 +248,22 @@ impl Shards {
         let mut out = DesiredState::default();
         for (key, owners) in &self.flow_owners {
             if let Some(entry) = owners.first().and_then(|o| self.entry(o, key)) {
-                out.state.flows.insert(key.clone(), entry.clone());
+                out.state.flows.insert(FlowKey::clone(key), entry.clone());
             }
         }
         for (id, owner) in &self.group_owners {
-            if let Some(g) = self.shard(owner).and_then(|s| s.out.state.groups.get(id)) {
+            if let Some(g) = self.shard(owner).and_then(|s| s.groups.get(id)) {
                 out.state.groups.insert(*id, g.clone());
             }
         }
         for shard in self.node.iter().chain(self.services.values()) {
             out.services.extend(
                 shard
-                    .out
                     .services
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone())),
             );
-            out.conflicts.extend(shard.out.conflicts.iter().cloned());
+            out.conflicts.extend(shard.conflicts.iter().cloned());
         }
         out.conflicts.extend(self.collisions());
         out
@@ -229,7 +279,7 @@ impl Shards {
         actual: &'a SwitchState,
     ) -> impl Iterator<Item = (Change, Body)> + Send + 'a {
         let groups = self.group_owners.iter().filter_map(move |(id, owner)| {
-            let g = self.shard(owner)?.out.state.groups.get(id)?;
+            let g = self.shard(owner)?.groups.get(id)?;
             let command = match actual.groups.get(id) {
                 None => GroupModCommand::Add,
                 Some(a) if a != g => GroupModCommand::Modify,
@@ -268,7 +318,7 @@ impl Shards {
     pub fn services(&self) -> BTreeMap<String, ServicePortState> {
         self.services
             .values()
-            .flat_map(|s| s.out.services.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .flat_map(|s| s.services.iter().map(|(k, v)| (k.clone(), v.clone())))
             .collect()
     }
 
@@ -295,7 +345,7 @@ impl Shards {
             .node
             .iter()
             .chain(self.services.values())
-            .flat_map(|s| s.out.conflicts.iter().cloned())
+            .flat_map(|s| s.conflicts.iter().cloned())
             .collect();
         out.extend(self.collisions());
         out
@@ -326,27 +376,27 @@ impl Shards {
     fn shard(&self, owner: &Owner) -> Option<&Shard> {
         match owner {
             Owner::Node => self.node.as_ref(),
-            Owner::Service(key) => self.services.get(key),
+            Owner::Service(key) => self.services.get(key.as_ref()),
         }
     }
 
     fn entry(&self, owner: &Owner, key: &FlowKey) -> Option<&FlowEntry> {
-        self.shard(owner)?.out.state.flows.get(key)
+        self.shard(owner)?.flows.get(key)
     }
 
     fn remember(&self, before: &mut Before, shard: &Shard) {
-        for key in shard.out.state.flows.keys() {
+        for key in shard.flows.keys() {
             if !before.flows.contains_key(key) {
-                before.flows.insert(key.clone(), self.flow(key).cloned());
+                before.flows.insert(Arc::clone(key), self.flow(key).cloned());
             }
         }
-        for id in shard.out.state.groups.keys() {
+        for id in shard.groups.keys() {
             if !before.groups.contains_key(id) {
                 let current = self
                     .group_owners
                     .get(id)
                     .and_then(|o| self.shard(o))
-                    .and_then(|s| s.out.state.groups.get(id))
+                    .and_then(|s| s.groups.get(id))
                     .cloned();
                 before.groups.insert(*id, current);
             }
@@ -354,14 +404,16 @@ impl Shards {
     }
 
     /// Replaces `owner`'s shard, recording the previous entries of everything it touches.
-    fn replace(&mut self, owner: Owner, new: Option<Shard>, before: &mut Before) {
+    fn replace(&mut self, owner: Owner, new: Option<Shard>, before: &mut Option<Before>) {
         let old = match &owner {
             Owner::Node => self.node.take(),
-            Owner::Service(key) => self.services.remove(key),
+            Owner::Service(key) => self.services.remove(key.as_ref()),
         };
         if let Some(old) = &old {
-            self.remember_shard(before, &owner, old);
-            for key in old.out.state.flows.keys() {
+            if let Some(before) = before.as_mut() {
+                self.remember_shard(before, &owner, old);
+            }
+            for key in old.flows.keys() {
                 if let Some(owners) = self.flow_owners.get_mut(key) {
                     owners.retain(|o| o != &owner);
                     if owners.is_empty() {
@@ -369,26 +421,28 @@ impl Shards {
                     }
                 }
             }
-            for id in old.out.state.groups.keys() {
+            for id in old.groups.keys() {
                 if self.group_owners.get(id) == Some(&owner) {
                     self.group_owners.remove(id);
                 }
             }
         }
         let Some(new) = new else { return };
-        self.remember(before, &new);
-        for key in new.out.state.flows.keys() {
+        if let Some(before) = before.as_mut() {
+            self.remember(before, &new);
+        }
+        for key in new.flows.keys() {
             let owners = self.flow_owners.entry(key.clone()).or_default();
             let at = owners.partition_point(|o| o < &owner);
             owners.insert(at, owner.clone());
         }
-        for id in new.out.state.groups.keys() {
+        for id in new.groups.keys() {
             self.group_owners.insert(*id, owner.clone());
         }
         match owner {
             Owner::Node => self.node = Some(new),
             Owner::Service(key) => {
-                self.services.insert(key, new);
+                self.services.insert(ServiceKey::clone(&key), new);
             }
         }
     }
@@ -396,25 +450,25 @@ impl Shards {
     /// Records the current entries of an outgoing shard's keys. The shard has already been
     /// taken out of its slot, so its own entries are looked up in it directly.
     fn remember_shard(&self, before: &mut Before, owner: &Owner, shard: &Shard) {
-        for key in shard.out.state.flows.keys() {
+        for key in shard.flows.keys() {
             if before.flows.contains_key(key) {
                 continue;
             }
             let winner = self.flow_owners.get(key).and_then(|o| o.first());
             let current = match winner {
-                Some(w) if w == owner => shard.out.state.flows.get(key),
+                Some(w) if w == owner => shard.flows.get(key),
                 Some(w) => self.entry(w, key),
                 None => None,
             };
-            before.flows.insert(key.clone(), current.cloned());
+            before.flows.insert(Arc::clone(key), current.cloned());
         }
-        for id in shard.out.state.groups.keys() {
+        for id in shard.groups.keys() {
             if before.groups.contains_key(id) {
                 continue;
             }
             let current = match self.group_owners.get(id) {
-                Some(w) if w == owner => shard.out.state.groups.get(id),
-                Some(w) => self.shard(w).and_then(|s| s.out.state.groups.get(id)),
+                Some(w) if w == owner => shard.groups.get(id),
+                Some(w) => self.shard(w).and_then(|s| s.groups.get(id)),
                 None => None,
             };
             before.groups.insert(*id, current.cloned());
@@ -426,10 +480,10 @@ impl Shards {
         let mut new = State::default();
         for (key, entry) in before.flows {
             if let Some(now) = self.flow(&key) {
-                new.flows.insert(key.clone(), now.clone());
+                new.flows.insert(FlowKey::clone(&key), now.clone());
             }
             if let Some(entry) = entry {
-                old.flows.insert(key, entry);
+                old.flows.insert(FlowKey::clone(&key), entry);
             }
         }
         for (id, entry) in before.groups {
@@ -437,7 +491,7 @@ impl Shards {
                 .group_owners
                 .get(&id)
                 .and_then(|o| self.shard(o))
-                .and_then(|s| s.out.state.groups.get(&id));
+                .and_then(|s| s.groups.get(&id));
             if let Some(now) = now {
                 new.groups.insert(id, now.clone());
             }
