@@ -74,6 +74,9 @@ pub struct SyncReport {
     pub flows_deleted: usize,
     /// Groups added, modified or deleted.
     pub groups_changed: usize,
+    /// Stale UDP/SCTP conntrack matches flushed (each sent [`crate::engine::FLUSH_ROUNDS`]
+    /// times).
+    pub conntrack_flushed: usize,
 }
 
 impl SyncReport {

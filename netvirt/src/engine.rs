@@ -7,7 +7,9 @@
 //! each atomic: groups before the flows that use them, flows deleted before their groups.
 
 use openflow::driver::{Error, SwitchHandle};
-use openflow::msg::Body;
+use std::net::IpAddr;
+
+use openflow::msg::{Body, CtFlush, CtTuple};
 
 use crate::agent::{SyncReport, read_state};
 use crate::apply::messages;
@@ -15,6 +17,12 @@ use crate::config::Config;
 use crate::desired::{NodeBindings, ServicePortState};
 use crate::model::{Model, Node};
 use crate::shards::{Change, Shards};
+
+/// How many times a stale-conntrack flush is sent. A flush that names only part of a tuple
+/// makes `ovs-vswitchd` walk its connection table while deleting from it, and one walk can
+/// miss matching entries (measured on OVS 3.1). OpenFlow gives no way to read the table back,
+/// so the flush is repeated, each round confirmed by a barrier.
+pub const FLUSH_ROUNDS: usize = 3;
 
 /// The most messages in one bundle.
 pub const BUNDLE_MAX: usize = 5_000;
@@ -67,9 +75,13 @@ impl Engine {
             for chunk in delta.chunks(BUNDLE_MAX) {
                 self.switch.bundle(messages(chunk)).await?;
             }
-            SyncReport::of(&delta)
+            let mut report = SyncReport::of(&delta);
+            report.conntrack_flushed = self.flush(config.service_zone).await?;
+            report
         } else {
             self.shards.refresh(node, model, config, bindings);
+            // Stale conntrack that an earlier, failed sync meant to flush stays pending and
+            // is flushed below.
             let actual = read_state(&self.switch).await?;
             let mut report = SyncReport::default();
             let mut plan = self.shards.full_plan(&actual);
@@ -89,9 +101,50 @@ impl Engine {
                 }
                 self.switch.bundle(chunk).await?;
             }
+            drop(plan);
+            report.conntrack_flushed = self.flush(config.service_zone).await?;
             report
         };
         self.in_sync = true;
         Ok(report)
+    }
+
+    /// Flushes the conntrack entries of endpoints that left UDP and SCTP services, in the
+    /// service zone: those whose original destination is the service address and port and
+    /// whose reply comes from the endpoint.
+    async fn flush(&mut self, zone: u16) -> Result<usize, Error> {
+        let stale = self.shards.take_stale();
+        if stale.is_empty() {
+            return Ok(0);
+        }
+        let result = async {
+            for _ in 0..FLUSH_ROUNDS {
+                let bodies = stale.iter().map(|s| {
+                    Body::CtFlush(
+                        CtFlush::zone(zone)
+                            .with_ip_proto(s.ip_proto)
+                            .with_orig(
+                                CtTuple::default()
+                                    .with_dst(IpAddr::V4(s.address))
+                                    .with_dst_port(s.port),
+                            )
+                            .with_reply(
+                                CtTuple::default()
+                                    .with_src(IpAddr::V4(s.endpoint))
+                                    .with_src_port(s.endpoint_port),
+                            ),
+                    )
+                });
+                self.switch.send_batch(bodies.collect()).await?;
+                self.switch.barrier().await?;
+            }
+            Ok(stale.len())
+        }
+        .await;
+        if result.is_err() {
+            // Try again with the next sync.
+            self.shards.restore_stale(stale);
+        }
+        result
     }
 }

@@ -13,7 +13,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+
+use openflow::Field;
 
 use openflow::msg::{Body, FlowModCommand, GroupModCommand};
 
@@ -27,7 +30,7 @@ use crate::desired::{
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::ids;
 use crate::model::{Model, Node, ServiceKey};
-use crate::pipeline::group;
+use crate::pipeline::{group, table};
 use crate::plan::{State, Step, plan};
 
 /// Who rendered a flow or group; the order decides which of two colliding flows wins.
@@ -78,6 +81,24 @@ pub struct Shards {
     flow_owners: BTreeMap<Arc<FlowKey>, Vec<Owner>>,
     group_owners: BTreeMap<u32, Owner>,
     ids: BTreeMap<String, u32>,
+    /// Conntrack entries made stale by updates since the last [`Shards::take_stale`].
+    stale: Vec<StaleConntrack>,
+}
+
+/// Connections that a removed endpoint may still hold through a service address: UDP and SCTP
+/// have no end, so their conntrack entries would keep sending a client to the gone endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StaleConntrack {
+    /// IP protocol (17 or 132).
+    pub ip_proto: u8,
+    /// The service address and port the client connected to.
+    pub address: Ipv4Addr,
+    /// The service port.
+    pub port: u16,
+    /// The endpoint that is gone.
+    pub endpoint: Ipv4Addr,
+    /// Its port.
+    pub endpoint_port: u16,
 }
 
 /// What one message of a full plan does.
@@ -102,6 +123,61 @@ fn hash_of(value: &impl Hash) -> u64 {
     let mut h = foldhash::quality::FixedState::with_seed(0x5356).build_hasher();
     value.hash(&mut h);
     h.finish()
+}
+
+/// The UDP and SCTP connections of `old`'s service ports to endpoints that `new` no longer
+/// has. A port's addresses are the destinations of its table-40 flows.
+fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
+    let mut out = Vec::new();
+    for (name, was) in &old.services {
+        let now = new.and_then(|n| n.services.get(name));
+        let gone: Vec<(Ipv4Addr, u16)> = was
+            .backends
+            .iter()
+            .filter(|b| {
+                now.is_none_or(|n| !n.backends.iter().any(|x| x.ip == b.ip && x.port == b.port))
+            })
+            .filter_map(|b| match b.ip {
+                IpAddr::V4(ip) => Some((ip, b.port)),
+                IpAddr::V6(_) => None,
+            })
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        for key in old
+            .flows
+            .iter()
+            .filter(|(k, e)| k.table == table::SERVICE && e.cookie == was.cookie)
+            .map(|(k, _)| k)
+        {
+            let value = |f: Field| key.matches.get(f).map(|x| x.value);
+            let Some(ip_proto) = value(Field::IpProto).and_then(|p| u8::try_from(p).ok()) else {
+                continue;
+            };
+            let port = match ip_proto {
+                17 => value(Field::UdpDst),
+                132 => value(Field::SctpDst),
+                _ => continue,
+            };
+            let (Some(address), Some(port)) = (
+                value(Field::Ipv4Dst).and_then(|a| u32::try_from(a).ok()),
+                port.and_then(|p| u16::try_from(p).ok()),
+            ) else {
+                continue;
+            };
+            for &(endpoint, endpoint_port) in &gone {
+                out.push(StaleConntrack {
+                    ip_proto,
+                    address: Ipv4Addr::from(address),
+                    port,
+                    endpoint,
+                    endpoint_port,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Advances the sorted `entries` to `key` and returns its value, if present.
@@ -133,6 +209,19 @@ impl Shards {
         let mut before = Some(Before::default());
         self.render(node, model, config, bindings, &mut before);
         before.map(|b| self.delta(b)).unwrap_or_default()
+    }
+
+    /// The conntrack entries that updates since the last call made stale, each once.
+    pub fn take_stale(&mut self) -> Vec<StaleConntrack> {
+        let mut stale = std::mem::take(&mut self.stale);
+        stale.sort_unstable();
+        stale.dedup();
+        stale
+    }
+
+    /// Puts back stale entries that could not be flushed yet.
+    pub fn restore_stale(&mut self, stale: Vec<StaleConntrack>) {
+        self.stale.extend(stale);
     }
 
     /// Brings the shards to `model`'s state without working out what changed, for when the
@@ -257,12 +346,8 @@ impl Shards {
             }
         }
         for shard in self.node.iter().chain(self.services.values()) {
-            out.services.extend(
-                shard
-                    .services
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
+            out.services
+                .extend(shard.services.iter().map(|(k, v)| (k.clone(), v.clone())));
             out.conflicts.extend(shard.conflicts.iter().cloned());
         }
         out.conflicts.extend(self.collisions());
@@ -387,7 +472,9 @@ impl Shards {
     fn remember(&self, before: &mut Before, shard: &Shard) {
         for key in shard.flows.keys() {
             if !before.flows.contains_key(key) {
-                before.flows.insert(Arc::clone(key), self.flow(key).cloned());
+                before
+                    .flows
+                    .insert(Arc::clone(key), self.flow(key).cloned());
             }
         }
         for id in shard.groups.keys() {
@@ -412,6 +499,7 @@ impl Shards {
         if let Some(old) = &old {
             if let Some(before) = before.as_mut() {
                 self.remember_shard(before, &owner, old);
+                self.stale.extend(stale_conntrack(old, new.as_ref()));
             }
             for key in old.flows.keys() {
                 if let Some(owners) = self.flow_owners.get_mut(key) {

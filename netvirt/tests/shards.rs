@@ -160,3 +160,38 @@ fn an_endpoint_change_touches_only_its_service() {
     let none = shards.update(&s.node, &s.model, &s.config, &s.bindings);
     assert!(none.is_empty());
 }
+
+#[test]
+fn endpoints_leaving_udp_services_are_reported_stale_and_tcp_ones_are_not() {
+    let mut s = base();
+    let mut shards = Shards::default();
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(shards.take_stale().is_empty());
+    for name in ["dns", "web"] {
+        s.model
+            .endpoints
+            .get_mut(&ServiceKey::new("default", name))
+            .unwrap()
+            .retain(|e| e.address.to_string() != "10.244.0.11");
+    }
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    let stale = shards.take_stale();
+    assert_eq!(
+        stale,
+        vec![netvirt::shards::StaleConntrack {
+            ip_proto: 17,
+            address: "10.96.0.53".parse().unwrap(),
+            port: 53,
+            endpoint: "10.244.0.11".parse().unwrap(),
+            endpoint_port: 5353,
+        }]
+    );
+    assert!(
+        shards.take_stale().is_empty(),
+        "each stale entry is taken once"
+    );
+    // A UDP service losing all its endpoints makes them all stale.
+    s.model.endpoints.remove(&ServiceKey::new("default", "dns"));
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(shards.take_stale().len(), 1);
+}

@@ -697,3 +697,83 @@ async fn a_5000_endpoint_service_installs_spreads_over_every_chained_group_and_c
     let report = node.sync().await;
     assert_eq!(report.groups_changed, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_udp_client_moves_to_a_remaining_endpoint_within_a_second_of_its_endpoints_removal() {
+    let mut node = build(scenario("node-services"));
+    node.connect_controller().await;
+    let switch = node.agent.as_ref().unwrap().switch().clone();
+    let mut engine = netvirt::engine::Engine::new(switch);
+    let s = &node.scenario;
+    engine
+        .sync(&s.node, &s.model, &s.config, &s.bindings)
+        .await
+        .unwrap();
+    // p3 keeps sending from one fixed 5-tuple, so conntrack pins it to one endpoint.
+    let mut stream = node
+        .pod("p3")
+        .probe_loop(
+            "udp",
+            "10.96.0.53:53",
+            &[
+                "--src-port",
+                "40053",
+                "--gap-ms",
+                "50",
+                "--timeout-ms",
+                "200",
+            ],
+        )
+        .unwrap();
+    stream.wait_for_samples(5, Duration::from_secs(10)).unwrap();
+    let pinned = match &stream.samples().last().unwrap().outcome {
+        Ok(name) => name.clone(),
+        Err(e) => panic!("the UDP client got no answer: {e}"),
+    };
+    let address = node
+        .scenario
+        .model
+        .pods
+        .values()
+        .find(|p| p.name == pinned)
+        .unwrap()
+        .ips[0];
+    let dns = ServiceKey::new("default", "dns");
+    node.scenario
+        .model
+        .endpoints
+        .get_mut(&dns)
+        .unwrap()
+        .retain(|e| e.address != address);
+    let removed = Instant::now();
+    let s = &node.scenario;
+    let report = engine
+        .sync(&s.node, &s.model, &s.config, &s.bindings)
+        .await
+        .unwrap();
+    assert_eq!(report.conntrack_flushed, 1, "{report:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let samples = stream.stop().unwrap();
+    let after: Vec<_> = samples.iter().filter(|x| x.at > removed).collect();
+    let moved = after
+        .iter()
+        .find(|x| matches!(&x.outcome, Ok(name) if *name != pinned))
+        .unwrap_or_else(|| panic!("the client never left {pinned}: {after:?}"));
+    let took = moved.at - removed;
+    eprintln!("the UDP client moved off {pinned} {took:?} after the removal");
+    assert!(took < Duration::from_secs(1), "moved only after {took:?}");
+    assert!(
+        after
+            .iter()
+            .filter(|x| x.at > moved.at)
+            .all(|x| !matches!(&x.outcome, Ok(name) if *name == pinned)),
+        "the client went back to {pinned}: {after:?}"
+    );
+    let ct = node.sb.dump_conntrack(Some(65000)).unwrap();
+    let gone = format!("src={address},");
+    assert!(
+        !ct.lines()
+            .any(|l| l.starts_with("udp") && l.contains(&gone)),
+        "a conntrack entry from {address} survived:\n{ct}"
+    );
+}
