@@ -890,3 +890,106 @@ fn a_rest_change_made_while_the_controller_connection_is_cut_is_applied_as_a_dif
     let counts = ovs_tests::tally(&c.client.connect("tcp", "10.96.0.20:80", 5, &[]).unwrap());
     assert_eq!(counts.get("pa"), Some(&5), "{counts:?}");
 }
+
+/// The endpoints body of service `web` with `ips` (port 8080, node n1).
+fn endpoints_body(ips: &[&str]) -> String {
+    let addresses: Vec<String> = ips
+        .iter()
+        .map(|ip| format!(r#"{{"service:ip-address":"{ip}","service:node-name":"n1"}}"#))
+        .collect();
+    format!(
+        r#"{{"service:endpoints":[{{"service:uid":"ep-web","service:name":"web","service:network-NS":"default","service:endpoint-addresses":[{}],"service:endpoint-ports":[{{"service:name":"http","service:port":8080}}]}}]}}"#,
+        addresses.join(",")
+    )
+}
+
+/// The endpoint addresses in service web's group, as `ovs-ofctl dump-groups` shows them
+/// (`set_field:0xaf4000b->reg3` is 10.244.0.11).
+fn web_group_endpoints(sb: &Sandbox) -> BTreeSet<String> {
+    let groups = sb.dump_groups(BR).unwrap();
+    groups
+        .lines()
+        .filter(|l| l.contains("type=select"))
+        .flat_map(|l| l.split("set_field:").skip(1))
+        .filter_map(|a| a.strip_suffix_once("->reg3"))
+        .filter_map(|hex| u32::from_str_radix(hex.trim_start_matches("0x"), 16).ok())
+        .map(|ip| std::net::Ipv4Addr::from(ip).to_string())
+        .collect()
+}
+
+trait StripOnce {
+    fn strip_suffix_once(&self, suffix: &str) -> Option<&str>;
+}
+
+impl StripOnce for str {
+    /// The text before the first `suffix`, if it ends the first action.
+    fn strip_suffix_once(&self, suffix: &str) -> Option<&str> {
+        let action = self.split(',').next()?;
+        action.strip_suffix(suffix)
+    }
+}
+
+#[test]
+fn a_burst_of_1000_endpoint_changes_coalesces_into_a_few_bundles_and_converges() {
+    let cluster = Cluster::start();
+    let sb = &cluster.sb;
+    let before = cluster.daemon.syncs().len();
+    // 1,000 PUTs of web's endpoints, back to back over one keep-alive connection (one curl,
+    // its requests in a config file): the sets alternate, and the last is 10.244.0.11 alone.
+    let sets: [&[&str]; 3] = [
+        &["10.244.0.11", "10.244.0.12"],
+        &["10.244.0.12"],
+        &["10.244.0.11"],
+    ];
+    let mut config = String::new();
+    for i in 0..1000 {
+        let body = endpoints_body(if i == 999 { sets[2] } else { sets[i % 2] });
+        if i > 0 {
+            config.push_str("next\n");
+        }
+        config.push_str(&format!(
+            "url = \"{NB}/service:endpoints-info/endpoints/ep-web\"\nrequest = \"PUT\"\n\
+             header = \"Content-Type: application/json\"\nfail\nsilent\nshow-error\n\
+             output = \"/dev/null\"\ndata = \"{}\"\n",
+            body.replace('\\', "\\\\").replace('"', "\\\"")
+        ));
+    }
+    let file = sb.dir().join("burst.curl");
+    std::fs::write(&file, config).unwrap();
+    let started = Instant::now();
+    sb.node(&["curl", "-K", &file.to_string_lossy()]).unwrap();
+    let sent = started.elapsed();
+    let want: BTreeSet<String> = ["10.244.0.11".to_string()].into();
+    let converged = wait_for(
+        "the switch to hold the last endpoint set",
+        Duration::from_secs(30),
+        || (web_group_endpoints(sb) == want).then_some(()),
+    );
+    if let Err(e) = converged {
+        panic!(
+            "{e}: {:?}\ndaemon log:\n{}",
+            web_group_endpoints(sb),
+            cluster.daemon.log()
+        );
+    }
+    let took = started.elapsed();
+    // No flapping: nothing moves once the last model is in.
+    std::thread::sleep(Duration::from_secs(1));
+    let syncs = cluster.daemon.syncs();
+    let bundles = syncs.len() - before;
+    eprintln!(
+        "1,000 endpoint changes sent in {sent:?}, converged {took:?} after the first, in {bundles} syncs"
+    );
+    assert_eq!(
+        web_group_endpoints(sb),
+        want,
+        "the state moved after converging"
+    );
+    assert!(
+        bundles <= 30,
+        "{bundles} syncs for 1,000 changes: bursts are not coalesced\n{}",
+        cluster.daemon.log()
+    );
+    let counts = ovs_tests::tally(&cluster.client.connect("tcp", VIP, 10, &[]).unwrap());
+    assert_eq!(counts, BTreeMap::from([("pa".to_string(), 10)]));
+}

@@ -22,6 +22,13 @@ use super::{Change, Shutdown, stopped};
 /// After a failed sync, try again this much later (unless something else changes first).
 const RETRY: Duration = Duration::from_secs(2);
 
+/// A burst of changes ends when none has come for this long…
+const QUIET: Duration = Duration::from_millis(20);
+
+/// …or when its first change is this old: a steady stream of changes is synced in batches at
+/// least this often.
+const MAX_DELAY: Duration = Duration::from_millis(250);
+
 struct Agent {
     connection: u64,
     engine: Engine,
@@ -257,12 +264,34 @@ pub(crate) async fn run(
             },
             _ = retry => {}
         }
-        // Coalesce a burst: take everything already pending before syncing once.
-        while let Ok(change) = changes.try_recv() {
-            state.apply(change, &model);
-        }
-        if models.has_changed().unwrap_or(false) {
-            model = models.borrow_and_update().clone();
+        // Coalesce a burst: keep taking changes until none has come for QUIET, or for at
+        // most MAX_DELAY, then sync once.
+        let burst = Instant::now();
+        loop {
+            while let Ok(change) = changes.try_recv() {
+                state.apply(change, &model);
+            }
+            if models.has_changed().unwrap_or(false) {
+                model = models.borrow_and_update().clone();
+            }
+            let left = MAX_DELAY.saturating_sub(burst.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            tokio::select! {
+                _ = stopped(shutdown.clone()) => return,
+                _ = tokio::time::sleep(QUIET.min(left)) => break,
+                changed = models.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    model = models.borrow_and_update().clone();
+                }
+                change = changes.recv() => match change {
+                    Some(change) => state.apply(change, &model),
+                    None => return,
+                },
+            }
         }
         // A switch that connected before its node was known may be known now.
         if !state.idle.is_empty() {
