@@ -12,7 +12,7 @@
 //! hash equal would be missed; the odds are about 1 in 2^64 per change.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
@@ -120,9 +120,7 @@ pub type Delta = Vec<Step<FlowKey, FlowEntry, GroupEntry>>;
 /// A 64-bit fingerprint of `value` (foldhash's quality variant with a fixed seed: fast on
 /// many small fields, and well distributed).
 fn hash_of(value: &impl Hash) -> u64 {
-    let mut h = foldhash::quality::FixedState::with_seed(0x5356).build_hasher();
-    value.hash(&mut h);
-    h.finish()
+    foldhash::quality::FixedState::with_seed(0x5356).hash_one(value)
 }
 
 /// The UDP and SCTP connections of `old`'s service ports to endpoints that `new` no longer
