@@ -191,6 +191,8 @@ async fn run() {
     let mut last: Option<(Engine, Model, u32)> = None;
     for &s in &sizes {
         let s = s as u32;
+        // Only one size's model and engine live at a time.
+        drop(last.take());
         let m = model(s);
         tokio::task::block_in_place(|| b.clear());
 
