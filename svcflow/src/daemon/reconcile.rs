@@ -154,7 +154,9 @@ impl State {
                         self.host_applied = Some(commands);
                     }
                     Err(e) => {
-                        tracing::warn!("node {name}: configuring the gateway port's host side: {e}");
+                        tracing::warn!(
+                            "node {name}: configuring the gateway port's host side: {e}"
+                        );
                         failed = true;
                     }
                 }
@@ -184,9 +186,15 @@ impl State {
             let (flows, groups) = agent.engine.shards().len();
             match result {
                 Ok(report) => {
+                    // The services' programming only changes with the switch's state.
+                    let unchanged = installed
+                        .read()
+                        .ok()
+                        .and_then(|i| i.get(name).map(|s| s.services.clone()))
+                        .filter(|_| report.is_empty());
                     let synced = Synced {
                         switch: agent.engine.switch().clone(),
-                        services: Arc::new(agent.engine.services()),
+                        services: unchanged.unwrap_or_else(|| Arc::new(agent.engine.services())),
                         model: model.clone(),
                     };
                     if let Ok(mut installed) = installed.write() {
