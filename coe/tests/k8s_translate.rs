@@ -8,7 +8,7 @@ use std::sync::Arc;
 use coe::k8s::translate::{Dropped, Snapshot, translate};
 use netvirt::model::{
     Endpoint, EndpointConditions, EndpointPort, Protocol, Service, ServiceKey, ServicePort,
-    ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
+    ServiceType, SessionAffinity, TargetPort, Topology, TrafficDistribution, TrafficPolicy,
 };
 use serde_json::{Value, json};
 
@@ -62,6 +62,10 @@ fn base(cluster_ip: &str, ports: Vec<ServicePort>) -> Service {
         session_affinity: SessionAffinity::None,
         external_traffic_policy: TrafficPolicy::Cluster,
         internal_traffic_policy: TrafficPolicy::Cluster,
+        lb_source_ranges: Vec::new(),
+        health_check_node_port: None,
+        topology: Default::default(),
+        traffic_distribution: Default::default(),
     }
 }
 
@@ -195,6 +199,78 @@ fn services_translate_field_by_field() {
             }),
         ),
         (
+            "LoadBalancer with source ranges (trimmed, truncated, deduplicated) and a health-check node port",
+            json!({"metadata": {"namespace": "default", "name": "web", "uid": "u1"},
+                   "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.10",
+                            "externalTrafficPolicy": "Local", "healthCheckNodePort": 32000,
+                            "loadBalancerSourceRanges": ["10.0.0.0/8", " 192.168.1.7/32 ",
+                                                         "2001:db8::/64", "10.1.2.3/8"],
+                            "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30080}]},
+                   "status": {"loadBalancer": {"ingress": [{"ip": "198.18.0.60"}]}}}),
+            Some(Service {
+                kind: ServiceType::LoadBalancer,
+                lb_ingress_ips: vec![ip("198.18.0.60")],
+                external_traffic_policy: TrafficPolicy::Local,
+                lb_source_ranges: vec![
+                    "10.0.0.0/8".parse().unwrap(),
+                    "192.168.1.7/32".parse().unwrap(),
+                    "2001:db8::/64".parse().unwrap(),
+                ],
+                health_check_node_port: Some(32000),
+                ..base(
+                    "10.96.0.10",
+                    vec![port(
+                        "",
+                        Protocol::Tcp,
+                        80,
+                        TargetPort::Number(8080),
+                        Some(30080),
+                    )],
+                )
+            }),
+        ),
+        (
+            "a health-check node port without Local, and source ranges without LoadBalancer, are ignored",
+            svc(
+                json!({"type": "NodePort", "clusterIP": "10.96.0.10", "healthCheckNodePort": 32000,
+                       "loadBalancerSourceRanges": ["10.0.0.0/8"],
+                       "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30080}]}),
+            ),
+            Some(Service {
+                kind: ServiceType::NodePort,
+                ..base(
+                    "10.96.0.10",
+                    vec![port(
+                        "",
+                        Protocol::Tcp,
+                        80,
+                        TargetPort::Number(8080),
+                        Some(30080),
+                    )],
+                )
+            }),
+        ),
+        (
+            "topology keys from the annotation, trafficDistribution PreferClose",
+            json!({"metadata": {"namespace": "default", "name": "web", "uid": "u1",
+                                "annotations": {"svcflow.io/topology-keys":
+                                    "kubernetes.io/hostname, topology.kubernetes.io/zone,*"}},
+                   "spec": {"clusterIP": "10.96.0.10", "trafficDistribution": "PreferClose",
+                            "ports": [{"port": 80, "targetPort": 8080}]}}),
+            Some(Service {
+                topology: Topology {
+                    keys: vec![
+                        "kubernetes.io/hostname".into(),
+                        "topology.kubernetes.io/zone".into(),
+                        "*".into(),
+                    ],
+                    node_labels: BTreeMap::new(),
+                },
+                traffic_distribution: TrafficDistribution::PreferClose,
+                ..base("10.96.0.10", vec![http80()])
+            }),
+        ),
+        (
             "headless is ignored",
             svc(json!({"clusterIP": "None", "ports": [{"port": 80}]})),
             None,
@@ -300,6 +376,53 @@ fn invalid_services_warn_and_are_skipped() {
             Dropped::Value,
         ),
         (
+            "bad source range",
+            json!({"metadata": {"namespace": "default", "name": "web"},
+                   "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.10",
+                            "loadBalancerSourceRanges": ["10.0.0.300/8"], "ports": [{"port": 80}]}}),
+            true,
+            "spec.loadBalancerSourceRanges[0]",
+            Dropped::Value,
+        ),
+        (
+            "health-check node port out of range",
+            json!({"metadata": {"namespace": "default", "name": "web"},
+                   "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.10",
+                            "externalTrafficPolicy": "Local", "healthCheckNodePort": 70000,
+                            "ports": [{"port": 80}]}}),
+            true,
+            "spec.healthCheckNodePort",
+            Dropped::Value,
+        ),
+        (
+            "topology keys with externalTrafficPolicy Local",
+            json!({"metadata": {"namespace": "default", "name": "web",
+                                "annotations": {"svcflow.io/topology-keys": "kubernetes.io/hostname"}},
+                   "spec": {"type": "NodePort", "clusterIP": "10.96.0.10",
+                            "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}}),
+            true,
+            "metadata.annotations[svcflow.io/topology-keys]",
+            Dropped::Value,
+        ),
+        (
+            "topology keys with `*` not last",
+            json!({"metadata": {"namespace": "default", "name": "web",
+                                "annotations": {"svcflow.io/topology-keys": "*,kubernetes.io/hostname"}},
+                   "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}}),
+            true,
+            "metadata.annotations[svcflow.io/topology-keys]",
+            Dropped::Value,
+        ),
+        (
+            "unknown traffic distribution",
+            svc(
+                json!({"clusterIP": "10.96.0.10", "trafficDistribution": "Anywhere", "ports": [{"port": 80}]}),
+            ),
+            true,
+            "spec.trafficDistribution",
+            Dropped::Value,
+        ),
+        (
             "bad traffic policy",
             svc(
                 json!({"clusterIP": "10.96.0.10", "externalTrafficPolicy": "Nearby", "ports": [{"port": 80}]}),
@@ -362,6 +485,7 @@ fn ep(
             terminating,
         },
         zone: None,
+        zone_hints: Vec::new(),
         weight: None,
     }
 }
@@ -663,4 +787,92 @@ fn the_translation_is_deterministic_whatever_the_store_order() {
         ..Snapshot::default()
     });
     assert_eq!(one, two);
+}
+
+/// Zone hints (`hints.forZones`) reach the model; empty names are dropped.
+#[test]
+fn endpoint_zone_hints_translate() {
+    let service =
+        svc(json!({"clusterIP": "10.96.0.10", "ports": [{"port": 80, "targetPort": 8080}]}));
+    let t = translate(&Snapshot {
+        services: vec![obj(service)],
+        endpoint_slices: vec![obj(slice(
+            "web-a",
+            json!([{"port": 8080}]),
+            json!([{"addresses": ["10.1.0.5"], "zone": "z1",
+                    "hints": {"forZones": [{"name": "z1"}, {"name": "z2"}, {"name": ""}]}},
+                   {"addresses": ["10.1.0.6"], "zone": "z2"}]),
+        ))],
+        ..Snapshot::default()
+    });
+    let eps = &t.model.endpoints[&ServiceKey::new("default", "web")];
+    let hints: Vec<Vec<String>> = eps.iter().map(|e| e.zone_hints.clone()).collect();
+    assert_eq!(
+        hints,
+        vec![vec!["z1".to_string(), "z2".to_string()], vec![]]
+    );
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+}
+
+/// The topology-keys annotation, as the KEP validated `topologyKeys`.
+#[test]
+fn topology_key_annotations_parse_or_explain() {
+    use coe::k8s::translate::topology_keys;
+    let ok: Vec<(&str, Vec<&str>)> = vec![
+        ("", vec![]),
+        ("  ", vec![]),
+        ("*", vec!["*"]),
+        ("kubernetes.io/hostname", vec!["kubernetes.io/hostname"]),
+        (
+            " kubernetes.io/hostname ,topology.kubernetes.io/zone, *",
+            vec!["kubernetes.io/hostname", "topology.kubernetes.io/zone", "*"],
+        ),
+    ];
+    for (text, want) in ok {
+        assert_eq!(topology_keys(text).unwrap(), want, "{text:?}");
+    }
+    let too_many = (0..17)
+        .map(|i| format!("k{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    for bad in ["a,,b", "*,a", "a,a", "a b", ",", too_many.as_str()] {
+        assert!(topology_keys(bad).is_err(), "{bad:?}");
+    }
+}
+
+/// Topology keys carry the labels (among the keys) of the nodes the endpoints run on.
+#[test]
+fn topology_keys_carry_the_endpoint_nodes_labels() {
+    let service = json!({"metadata": {"namespace": "default", "name": "web", "uid": "u1",
+                         "annotations": {"svcflow.io/topology-keys": "topology.kubernetes.io/zone,*"}},
+                         "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80, "targetPort": 8080}]}});
+    let node = |name: &str, zone: &str| {
+        obj(json!({"metadata": {"name": name, "labels": {
+                       "topology.kubernetes.io/zone": zone, "kubernetes.io/hostname": name}},
+                   "status": {"addresses": [{"type": "InternalIP", "address": "198.18.0.11"}]}}))
+    };
+    let t = translate(&Snapshot {
+        services: vec![obj(service)],
+        endpoint_slices: vec![obj(slice(
+            "web-a",
+            json!([{"port": 8080}]),
+            json!([{"addresses": ["10.1.0.5"], "nodeName": "n2"},
+                   {"addresses": ["10.1.0.6"], "nodeName": "n3"},
+                   {"addresses": ["10.1.0.7"], "nodeName": "unknown"}]),
+        ))],
+        nodes: vec![node("n2", "z1"), node("n3", "z2"), node("n9", "z3")],
+        ..Snapshot::default()
+    });
+    let topology = &t.model.services[&ServiceKey::new("default", "web")].topology;
+    assert_eq!(topology.keys, ["topology.kubernetes.io/zone", "*"]);
+    let zone = |n: &str| -> BTreeMap<String, String> {
+        [("topology.kubernetes.io/zone".to_string(), n.to_string())].into()
+    };
+    assert_eq!(
+        topology.node_labels,
+        BTreeMap::from([
+            ("n2".to_string(), zone("z1")),
+            ("n3".to_string(), zone("z2"))
+        ])
+    );
 }

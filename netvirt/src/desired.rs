@@ -11,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use openflow::action::{Multipath, OFPP_IN_PORT16, Resubmit};
 use openflow::ct::{Ct, CtZone, Nat};
 use openflow::instruction::Instruction;
+use openflow::learn::{Learn, LearnDst, LearnSpec, LearnSrc, NX_LEARN_F_DELETE_LEARNED};
 use openflow::subfield::Subfield;
 use openflow::{Action, Field, Match, OxmField};
 
@@ -18,10 +19,12 @@ use crate::chain::{self, V4Backend};
 use crate::config::Config;
 use crate::flow::{Bucket, FlowEntry, FlowKey, GroupEntry, GroupKind};
 use crate::ids;
-use crate::model::{MacAddr, Model, Node, Protocol, Service, ServicePort, TrafficPolicy};
+use crate::model::{
+    MacAddr, Model, Node, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
+};
 use crate::pipeline::{REJECT_USERDATA, cookie, ct_state, group, reg, table};
 use crate::plan::State;
-use crate::resolve::{Backend, backends};
+use crate::resolve::{Backend, service_backends};
 
 /// The switch-side facts about a node that OVSDB supplies.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -437,6 +440,7 @@ impl Builder<'_> {
             let PortPlan {
                 name,
                 protocol,
+                port: service_port,
                 addresses,
                 found,
                 parts,
@@ -446,6 +450,18 @@ impl Builder<'_> {
                 continue;
             };
             let c = cookie::make(cookie::SERVICE, id);
+            let affinity = match service.session_affinity {
+                SessionAffinity::ClientIp { timeout_seconds } if !parts.is_empty() => {
+                    Some(timeout_seconds)
+                }
+                _ => None,
+            };
+            // With affinity, a bucket comes back to table 44, which learns the choice.
+            let bucket_table = if affinity.is_some() {
+                table::AFFINITY_LEARN
+            } else {
+                table::ENDPOINT
+            };
             let mut groups = Vec::new();
             for (k, part) in parts.iter().enumerate() {
                 let group_id = if parts.len() == 1 {
@@ -459,23 +475,56 @@ impl Builder<'_> {
                         .push(format!("{name}#{k}: no group id left"));
                     continue;
                 };
-                self.out.state.groups.insert(group_id, select_group(part));
+                self.out
+                    .state
+                    .groups
+                    .insert(group_id, select_group(part, bucket_table));
                 endpoints.extend(part.iter().map(|(b, ip)| (protocol, *ip, b.port)));
                 groups.push(ServiceGroup {
                     id: group_id,
                     backends: part.iter().map(|(b, _)| *b).collect(),
                 });
             }
-            let actions = match groups.as_slice() {
+            let select = match groups.as_slice() {
                 [] => vec![reject_action()],
                 [one] => vec![Action::Group(one.id)],
                 _ => self.chain(&name, id, c, &groups),
             };
+            let actions = match affinity {
+                Some(timeout) => self.affinity(&name, id, c, timeout, &groups, select),
+                // A big service's slot ranges in table 42 are keyed by `reg5`.
+                None if groups.len() > 1 => {
+                    let mut a = vec![set(reg::CHAIN_ID, id)];
+                    a.extend(select);
+                    a
+                }
+                None => select,
+            };
+            let restricted = lb_source_ranges(service);
             for (address, port) in &addresses {
                 let m = l4(protocol)
                     .with(Field::Ipv4Dst, u32::from(*address))
                     .with(dst_port_field(protocol), *port);
-                self.flow(table::SERVICE, 100, m, c, apply(actions.clone()));
+                let is_lb =
+                    *port == service_port && service.lb_ingress_ips.contains(&IpAddr::V4(*address));
+                match &restricted {
+                    Some(ranges) if is_lb => {
+                        // Only the listed sources reach an LB IP; other new connections
+                        // are dropped, as kube-proxy's firewall chain drops them.
+                        for &(net, mask) in ranges {
+                            let allowed = if mask == u32::MAX {
+                                m.clone().with(Field::Ipv4Src, net)
+                            } else {
+                                m.clone().with_masked(Field::Ipv4Src, net, mask)
+                            };
+                            self.flow(table::SERVICE, 100, allowed, c, apply(actions.clone()));
+                        }
+                        self.flow(table::SERVICE, 90, m, c, vec![]);
+                    }
+                    _ => {
+                        self.flow(table::SERVICE, 100, m, c, apply(actions.clone()));
+                    }
+                }
             }
             self.out.services.insert(
                 name,
@@ -531,8 +580,77 @@ impl Builder<'_> {
         }
     }
 
+    /// Session affinity for one service port (tables 43 and 44), given the actions that
+    /// choose an endpoint without it (`select`); returns the actions of its table-40 flows:
+    /// note the service port in `reg5`, look the client up in table 43 (a hit loads the
+    /// remembered endpoint into `reg3`/`reg4`), then go on in table 44.
+    ///
+    /// In table 44 an endpoint that still serves the port (one flow per backend) is learned
+    /// into table 43 again, which restarts its idle timeout, and DNATed in table 41; anything
+    /// else (no remembered endpoint, or one that no longer serves) goes to `select`, whose
+    /// buckets come back to table 44 with their choice.
+    fn affinity(
+        &mut self,
+        name: &str,
+        id: u32,
+        c: u64,
+        timeout_seconds: u32,
+        groups: &[ServiceGroup],
+        select: Vec<Action>,
+    ) -> Vec<Action> {
+        let idle_timeout = affinity_idle_timeout(timeout_seconds);
+        if timeout_seconds > u32::from(u16::MAX) {
+            self.out.conflicts.push(format!(
+                "{name}: session affinity timeout {timeout_seconds} s is above Open vSwitch's \
+                 {} s; clamped to {idle_timeout} s",
+                u16::MAX
+            ));
+        }
+        let learn = affinity_learn(id, idle_timeout);
+        for g in groups {
+            for b in &g.backends {
+                let Some(ip) = v4(&b.ip) else { continue };
+                // `ip`: the learned flow matches the client's `nw_src`, whose prerequisite
+                // the learning flow must match too.
+                let m = self::ip()
+                    .with(reg::ENDPOINT_IP, u32::from(ip))
+                    .with(reg::ENDPOINT_PORT, u32::from(b.port))
+                    .with(reg::SERVICE_ID, id);
+                self.flow(
+                    table::AFFINITY_LEARN,
+                    200,
+                    m,
+                    c,
+                    apply(vec![learn.clone(), resubmit(table::ENDPOINT)]),
+                );
+            }
+        }
+        self.flow(
+            table::AFFINITY_LEARN,
+            100,
+            Match::new().with(reg::SERVICE_ID, id),
+            c,
+            apply(select),
+        );
+        // An explicit miss in table 43 (below the learned flows) for this service port, so a
+        // client seen for the first time never takes the switch's table-miss path.
+        self.flow(
+            table::AFFINITY,
+            0,
+            Match::new().with(reg::SERVICE_ID, id),
+            c,
+            vec![],
+        );
+        vec![
+            set(reg::SERVICE_ID, id),
+            resubmit(table::AFFINITY),
+            resubmit(table::AFFINITY_LEARN),
+        ]
+    }
+
     /// The slot-range flows of a big service port split over `groups`, and the actions of
-    /// its table-40 flows: hash the connection into a slot, then look the slot up.
+    /// its table-40 flows after `reg5` is set: hash the connection into a slot, then look the
+    /// slot up.
     fn chain(&mut self, name: &str, id: u32, c: u64, groups: &[ServiceGroup]) -> Vec<Action> {
         let weights: Vec<u64> = groups
             .iter()
@@ -559,7 +677,6 @@ impl Builder<'_> {
             }
         }
         vec![
-            set(reg::CHAIN_ID, id),
             Action::Multipath(Multipath {
                 fields: NX_HASH_FIELDS_SYMMETRIC_L4,
                 basis: chain::MULTIPATH_BASIS,
@@ -582,6 +699,8 @@ const NX_MP_ALG_MODULO_N: u16 = 0;
 pub(crate) struct PortPlan {
     name: String,
     protocol: Protocol,
+    /// The service port's `port` (on cluster, external and LB IPs).
+    port: u16,
     addresses: Vec<(Ipv4Addr, u16)>,
     found: Vec<Backend>,
     parts: Vec<Vec<V4Backend>>,
@@ -602,7 +721,7 @@ pub(crate) fn service_plans(
             if addresses.is_empty() {
                 continue;
             }
-            let found = backends(port, endpoints, &node.name, policy, config);
+            let found = service_backends(service, port, endpoints, node, policy, config);
             let name = format!(
                 "{}:{}/{}{scope}",
                 service.key,
@@ -624,6 +743,7 @@ pub(crate) fn service_plans(
             plans.push(PortPlan {
                 name,
                 protocol: port.protocol,
+                port: port.port,
                 addresses,
                 found,
                 parts,
@@ -662,8 +782,84 @@ pub(crate) fn render_service(
     b.out
 }
 
-/// A select group with one bucket per backend: load the endpoint, then DNAT in table 41.
-fn select_group(backends: &[V4Backend]) -> GroupEntry {
+/// The idle timeout of a learned affinity flow: the service's timeout, clamped to the 16 bits
+/// Open vSwitch has (65,535 s; Kubernetes allows up to 86,400 s).
+pub fn affinity_idle_timeout(timeout_seconds: u32) -> u16 {
+    u16::try_from(timeout_seconds.max(1)).unwrap_or(u16::MAX)
+}
+
+/// The priority of flows learned into table 43 (all alike: they never overlap).
+const AFFINITY_PRIORITY: u16 = 100;
+
+/// `learn` into table 43: for this service port (`reg5`) and this client (`nw_src`), load the
+/// chosen endpoint (`reg3`/`reg4`). `delete_learned` removes a service port's learned flows
+/// with its last table-44 flow.
+fn affinity_learn(id: u32, idle_timeout: u16) -> Action {
+    let whole = Subfield::whole;
+    Action::Learn(Learn {
+        idle_timeout,
+        priority: AFFINITY_PRIORITY,
+        cookie: cookie::learned(id),
+        flags: NX_LEARN_F_DELETE_LEARNED,
+        table_id: table::AFFINITY,
+        specs: vec![
+            LearnSpec {
+                n_bits: 16,
+                src: LearnSrc::Imm(0x0800u16.to_be_bytes().to_vec()),
+                dst: LearnDst::Match(whole(Field::EthType)),
+            },
+            LearnSpec {
+                n_bits: 32,
+                src: LearnSrc::Field(whole(reg::SERVICE_ID)),
+                dst: LearnDst::Match(whole(reg::SERVICE_ID)),
+            },
+            LearnSpec {
+                n_bits: 32,
+                src: LearnSrc::Field(whole(Field::Ipv4Src)),
+                dst: LearnDst::Match(whole(Field::Ipv4Src)),
+            },
+            LearnSpec {
+                n_bits: 32,
+                src: LearnSrc::Field(whole(reg::ENDPOINT_IP)),
+                dst: LearnDst::Load(whole(reg::ENDPOINT_IP)),
+            },
+            LearnSpec {
+                n_bits: 32,
+                src: LearnSrc::Field(whole(reg::ENDPOINT_PORT)),
+                dst: LearnDst::Load(whole(reg::ENDPOINT_PORT)),
+            },
+        ],
+        ..Learn::default()
+    })
+}
+
+/// A LoadBalancer's IPv4 source ranges as (network, mask) pairs, or `None` when its LB IPs
+/// are open to every source: no IPv4 range is listed (kube-proxy filters the ranges by
+/// family), or one of them is `0.0.0.0/0`.
+fn lb_source_ranges(service: &Service) -> Option<Vec<(u32, u32)>> {
+    let ranges: Vec<(u32, u32)> = service
+        .lb_source_ranges
+        .iter()
+        .filter_map(|net| match net {
+            ipnet::IpNet::V4(v4) => {
+                let v4 = v4.trunc();
+                Some((u32::from(v4.network()), u32::from(v4.netmask())))
+            }
+            ipnet::IpNet::V6(_) => None,
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if ranges.is_empty() || ranges.iter().any(|&(_, mask)| mask == 0) {
+        None
+    } else {
+        Some(ranges)
+    }
+}
+
+/// A select group with one bucket per backend: load the endpoint, then go to `next` (table
+/// 41 to DNAT, or table 44 to learn an affine choice first).
+fn select_group(backends: &[V4Backend], next: u8) -> GroupEntry {
     let buckets = backends
         .iter()
         .map(|(b, ip)| Bucket {
@@ -671,7 +867,7 @@ fn select_group(backends: &[V4Backend]) -> GroupEntry {
             actions: vec![
                 set(reg::ENDPOINT_IP, u32::from(*ip)),
                 set(reg::ENDPOINT_PORT, u32::from(b.port)),
-                resubmit(table::ENDPOINT),
+                resubmit(next),
             ],
         })
         .collect();
@@ -878,3 +1074,100 @@ fn route(gw_mac: MacAddr, mac: MacAddr, ofport: u32) -> Vec<Instruction> {
 
 /// `OFPP_IN_PORT` as a 32-bit port.
 const OFPP_IN_PORT: u32 = 0xffff_fff8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::DumpFlow;
+    use crate::model::ServiceKey;
+    use crate::scenario::Scenario;
+
+    fn scenario() -> Scenario {
+        let text = include_str!("../tests/scenarios/service-semantics/input.toml");
+        Scenario::parse(text).unwrap()
+    }
+
+    fn flows(out: &DesiredState) -> Vec<String> {
+        out.state
+            .flows
+            .iter()
+            .map(|(k, v)| DumpFlow(k, v).to_string())
+            .collect()
+    }
+
+    #[test]
+    fn affinity_timeouts_above_16_bits_are_clamped_and_reported() {
+        assert_eq!(affinity_idle_timeout(1), 1);
+        assert_eq!(affinity_idle_timeout(10_800), 10_800);
+        assert_eq!(affinity_idle_timeout(65_535), 65_535);
+        assert_eq!(affinity_idle_timeout(65_536), 65_535);
+        assert_eq!(affinity_idle_timeout(86_400), 65_535);
+        assert_eq!(affinity_idle_timeout(0), 1);
+        let mut s = scenario();
+        let key = ServiceKey::new("default", "sticky");
+        s.model.services.get_mut(&key).unwrap().session_affinity = SessionAffinity::ClientIp {
+            timeout_seconds: 86_400,
+        };
+        let out = desired(&s.node, &s.model, &s.config, &s.bindings);
+        assert_eq!(
+            out.conflicts,
+            [
+                "default/sticky:80/tcp: session affinity timeout 86400 s is above Open vSwitch's \
+              65535 s; clamped to 65535 s"
+            ]
+        );
+        let learning: Vec<String> = flows(&out)
+            .into_iter()
+            .filter(|f| f.contains("learn("))
+            .collect();
+        assert_eq!(learning.len(), 2);
+        assert!(learning.iter().all(|f| f.contains("idle_timeout=65535,")));
+    }
+
+    #[test]
+    fn affinity_over_a_chained_service_learns_after_the_slot_lookup() {
+        let mut s = scenario();
+        s.config.group_buckets_max = 1;
+        let out = desired(&s.node, &s.model, &s.config, &s.bindings);
+        assert!(out.conflicts.is_empty(), "{:?}", out.conflicts);
+        let sticky = &out.services["default/sticky:80/tcp"];
+        assert_eq!(sticky.groups.len(), 2);
+        let text = flows(&out).join("\n");
+        // Table 40 looks the client up; table 44's miss hashes into the slot ranges.
+        assert!(text.contains(
+            "table=44, priority=100,reg5=0x19c3c29a actions=multipath(symmetric_l4,21334,modulo_n,2,0,NXM_NX_REG1[0..15]),resubmit(,42)"
+        ), "{text}");
+        for g in &sticky.groups {
+            let group = &out.state.groups[&g.id];
+            assert!(
+                group
+                    .buckets
+                    .iter()
+                    .all(|b| b.actions.last() == Some(&resubmit(table::AFFINITY_LEARN)))
+            );
+        }
+    }
+
+    #[test]
+    fn source_ranges_restrict_only_lb_ips_and_open_ranges_lift_them() {
+        let mut s = scenario();
+        let key = ServiceKey::new("other", "lb-closed");
+        let text = flows(&desired(&s.node, &s.model, &s.config, &s.bindings)).join("\n");
+        assert!(text.contains("priority=90,tcp,nw_dst=198.18.0.81,tp_dst=80 actions=drop"));
+        assert!(text.contains("priority=100,tcp,nw_dst=10.96.0.81,tp_dst=80 actions=group:"));
+        // 0.0.0.0/0 among the ranges, or only IPv6 ranges: no restriction for IPv4.
+        for ranges in [vec!["203.0.113.0/24", "0.0.0.0/0"], vec!["2001:db8::/32"]] {
+            s.model.services.get_mut(&key).unwrap().lb_source_ranges =
+                ranges.iter().map(|r| r.parse().unwrap()).collect();
+            let text = flows(&desired(&s.node, &s.model, &s.config, &s.bindings)).join("\n");
+            assert!(
+                !text.contains("nw_dst=198.18.0.81,tp_dst=80 actions=drop"),
+                "{ranges:?}"
+            );
+            assert!(
+                text.contains("priority=100,tcp,nw_dst=198.18.0.81,tp_dst=80 actions=group:"),
+                "{ranges:?}"
+            );
+        }
+    }
+}

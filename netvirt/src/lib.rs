@@ -10,6 +10,7 @@ pub mod config;
 pub mod desired;
 pub mod engine;
 pub mod flow;
+pub mod health;
 pub mod ids;
 pub mod model;
 pub mod node_setup;

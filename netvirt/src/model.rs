@@ -145,6 +145,63 @@ pub struct Service {
     pub external_traffic_policy: TrafficPolicy,
     /// `internalTrafficPolicy`.
     pub internal_traffic_policy: TrafficPolicy,
+    /// `spec.loadBalancerSourceRanges`: when not empty (for a family), only these sources
+    /// reach the LB ingress IPs (of that family).
+    pub lb_source_ranges: Vec<IpNet>,
+    /// `spec.healthCheckNodePort` (externalTrafficPolicy `Local` LoadBalancers): the node
+    /// port where each node answers whether it has local endpoints.
+    pub health_check_node_port: Option<u16>,
+    /// Topology keys and what they need of the endpoints' nodes.
+    pub topology: Topology,
+    /// `spec.trafficDistribution`.
+    pub traffic_distribution: TrafficDistribution,
+}
+
+/// Topology keys (the service-topology KEP's `topologyKeys`, from the `svcflow.io/topology-keys`
+/// annotation), with the labels they compare.
+///
+/// The endpoints' nodes' labels travel with the service, so that a service's state depends
+/// only on the service, its endpoints and the receiving node (`shards.rs` re-renders a service
+/// exactly when those change).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Topology {
+    /// Ordered node-label keys; `*` means any node. Empty: no topology keys.
+    pub keys: Vec<String>,
+    /// For each node that runs an endpoint, by name: its labels among `keys`.
+    pub node_labels: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Topology {
+    /// `keys`, with the labels they need from the nodes (in `nodes`) of `endpoints`.
+    pub fn new(keys: Vec<String>, endpoints: &[Endpoint], nodes: &BTreeMap<String, Node>) -> Self {
+        let mut node_labels = BTreeMap::new();
+        if !keys.is_empty() {
+            for name in endpoints.iter().filter_map(|e| e.node.as_ref()) {
+                let Some(node) = nodes.get(name) else {
+                    continue;
+                };
+                let labels: BTreeMap<String, String> = node
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| keys.contains(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                node_labels.insert(name.clone(), labels);
+            }
+        }
+        Self { keys, node_labels }
+    }
+}
+
+/// `spec.trafficDistribution`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TrafficDistribution {
+    /// Not set: every endpoint (hints are ignored).
+    #[default]
+    Any,
+    /// `PreferClose` (or `PreferSameZone`): prefer the endpoints of the receiving node's
+    /// zone, by the EndpointSlice zone hints, or by the endpoints' zones when there are none.
+    PreferClose,
 }
 
 /// Kubernetes service types that svcflow programs.
@@ -268,6 +325,9 @@ pub struct Endpoint {
     pub conditions: EndpointConditions,
     /// Topology zone.
     pub zone: Option<String>,
+    /// `hints.forZones`: the zones whose nodes should use this endpoint (topology-aware
+    /// routing); empty when the slice gives no hint.
+    pub zone_hints: Vec<String>,
     /// Relative weight; `None` takes the default (local or remote weight).
     pub weight: Option<u16>,
 }

@@ -21,6 +21,12 @@ pub mod table {
     pub const ENDPOINT: u8 = 41;
     /// A big service's slot ranges, each to one of its chained groups (`chain.rs`).
     pub const CHAIN: u8 = 42;
+    /// Session affinity: flows learned from table 44, each remembering one client's endpoint
+    /// of one service port (by `reg5`); a hit loads the endpoint into `reg3`/`reg4`.
+    pub const AFFINITY: u8 = 43;
+    /// Session affinity: a remembered (or just chosen) endpoint that still serves the service
+    /// port is learned again and DNATed; otherwise the service port's group chooses one.
+    pub const AFFINITY_LEARN: u8 = 44;
     /// SNAT a pod reaching itself through a service to the virtual loopback IP.
     pub const HAIRPIN: u8 = 45;
     /// Route by destination IP: rewrite MACs, decrement TTL, choose the output port.
@@ -47,8 +53,11 @@ pub mod reg {
     pub const OUT_PORT: Field = Field::Reg7;
     /// A big service's slot, chosen by `multipath` (bits 0..15).
     pub const CHAIN_SLOT: Field = Field::Reg1;
-    /// A big service's id (its group-id space value), for table 42.
+    /// The service port's id (its group id), for table 42 (a big service's slot ranges) and
+    /// tables 43/44 (session affinity).
     pub const CHAIN_ID: Field = Field::Reg5;
+    /// The same register under the name session affinity uses.
+    pub const SERVICE_ID: Field = Field::Reg5;
 }
 
 /// `ct_state` bits (`lib/packets.h` `CS_*`).
@@ -84,6 +93,16 @@ pub mod cookie {
     pub const ELAN: u8 = 4;
     /// The node's own ports and addresses (gateway port, uplink).
     pub const NODE: u8 = 5;
+
+    /// Flows learned for session affinity (table 43) carry this mark instead of svcflow's, so
+    /// that the agent, which owns every flow under [`MARK`], never deletes what the switch
+    /// learned; the low 32 bits are the service port's id.
+    pub const LEARNED_MARK: u64 = 0x5341 << 48;
+
+    /// The cookie of the flows learned for service port `id`.
+    pub const fn learned(id: u32) -> u64 {
+        LEARNED_MARK | id as u64
+    }
 
     /// The kind of a cookie that carries svcflow's mark.
     pub const fn kind_of(cookie: u64) -> Option<u8> {

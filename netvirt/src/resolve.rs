@@ -4,11 +4,23 @@
 //! endpoints that are serving and terminating take over. Traffic policy `Local` keeps only the
 //! endpoints on the node. An endpoint's port comes from its port of the same name and protocol
 //! as the service port, or else from a numeric target port.
+//!
+//! Under policy `Cluster`, topology then narrows the endpoints ([`by_topology`]): the
+//! service's topology keys if it has any (a connection fails when no key matches), else zone
+//! hints, else `trafficDistribution: PreferClose` by zone (both falling back to every
+//! endpoint when the receiving node's zone has none).
 
 use std::net::IpAddr;
 
 use crate::config::Config;
-use crate::model::{Endpoint, ServicePort, TargetPort, TrafficPolicy};
+use crate::model::{
+    Endpoint, Node, Service, ServicePort, TargetPort, TrafficDistribution, TrafficPolicy,
+};
+
+/// The node label that gives a node's zone.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The topology key that matches any node.
+pub const ANY_NODE: &str = "*";
 
 /// One bucket's worth of endpoint: where to DNAT, and how often.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -23,12 +35,108 @@ pub struct Backend {
     pub local: bool,
 }
 
-/// The backends of `port` as seen from `node`, sorted by address and port.
+/// The backends of `port` as seen from `node`, sorted by address and port, without topology.
 pub fn backends(
     port: &ServicePort,
     endpoints: &[Endpoint],
     node: &str,
     policy: TrafficPolicy,
+    config: &Config,
+) -> Vec<Backend> {
+    backends_in(port, endpoints, node, policy, None, config)
+}
+
+/// The backends of `service`'s `port` for traffic that `node` receives under `policy`, sorted
+/// by address and port, with the service's topology applied.
+pub fn service_backends(
+    service: &Service,
+    port: &ServicePort,
+    endpoints: &[Endpoint],
+    node: &Node,
+    policy: TrafficPolicy,
+    config: &Config,
+) -> Vec<Backend> {
+    backends_in(
+        port,
+        endpoints,
+        &node.name,
+        policy,
+        Some((service, node)),
+        config,
+    )
+}
+
+/// Narrows `candidates` (the endpoints that may serve, by their conditions) by topology, for
+/// traffic received by `node`:
+///
+/// - **Topology keys** (the service-topology KEP): the first key, in order, for which some
+///   candidate's node has the receiving node's value of that label; `*` takes every
+///   candidate. A key the receiving node has no label for is skipped. When no key matches,
+///   nothing is left and the connection fails.
+/// - Else **zone hints**, as kube-proxy uses them: only when the node has a zone and every
+///   candidate has hints; the candidates hinted for the node's zone, or all of them when none
+///   is.
+/// - Else **`trafficDistribution: PreferClose`** by the endpoints' own zones (for inputs
+///   that give no hints): the candidates in the node's zone, or all when none is.
+pub fn by_topology<'e>(
+    candidates: Vec<&'e Endpoint>,
+    service: &Service,
+    node: &Node,
+) -> Vec<&'e Endpoint> {
+    let topology = &service.topology;
+    if !topology.keys.is_empty() {
+        for key in &topology.keys {
+            if key == ANY_NODE {
+                return candidates;
+            }
+            let Some(value) = node.labels.get(key) else {
+                continue;
+            };
+            let matching: Vec<&Endpoint> = candidates
+                .iter()
+                .copied()
+                .filter(|e| {
+                    e.node
+                        .as_ref()
+                        .and_then(|n| topology.node_labels.get(n))
+                        .and_then(|labels| labels.get(key))
+                        == Some(value)
+                })
+                .collect();
+            if !matching.is_empty() {
+                return matching;
+            }
+        }
+        return Vec::new();
+    }
+    let Some(zone) = node.labels.get(ZONE_LABEL) else {
+        return candidates;
+    };
+    let hinted = !candidates.is_empty() && candidates.iter().all(|e| !e.zone_hints.is_empty());
+    let close: Vec<&Endpoint> = if hinted {
+        candidates
+            .iter()
+            .copied()
+            .filter(|e| e.zone_hints.contains(zone))
+            .collect()
+    } else if service.traffic_distribution == TrafficDistribution::PreferClose {
+        candidates
+            .iter()
+            .copied()
+            .filter(|e| e.zone.as_ref() == Some(zone))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if close.is_empty() { candidates } else { close }
+}
+
+fn backends_in(
+    port: &ServicePort,
+    endpoints: &[Endpoint],
+    node: &str,
+    policy: TrafficPolicy,
+    topology: Option<(&Service, &Node)>,
     config: &Config,
 ) -> Vec<Backend> {
     let is_local = |e: &Endpoint| e.node.as_deref() == Some(node);
@@ -46,6 +154,12 @@ pub fn backends(
             .collect()
     } else {
         ready
+    };
+    let chosen = match topology {
+        Some((service, node)) if policy == TrafficPolicy::Cluster => {
+            by_topology(chosen, service, node)
+        }
+        _ => chosen,
     };
     let mut out: Vec<Backend> = chosen
         .into_iter()
@@ -125,6 +239,7 @@ mod tests {
                 terminating: conditions.2,
             },
             zone: None,
+            zone_hints: Vec::new(),
             weight: None,
         }
     }
@@ -251,5 +366,292 @@ mod tests {
             &Config::default(),
         );
         assert_eq!(ips(&got), ["10.0.0.1:8080/7"]);
+    }
+
+    fn node(name: &str, labels: &[(&str, &str)]) -> crate::model::Node {
+        crate::model::Node {
+            name: name.into(),
+            ips: vec![],
+            pod_cidr: None,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn service(keys: &[&str], distribution: TrafficDistribution) -> Service {
+        Service {
+            key: crate::model::ServiceKey::new("default", "web"),
+            uid: "u".into(),
+            kind: crate::model::ServiceType::ClusterIp,
+            cluster_ips: vec![],
+            ports: vec![http()],
+            external_ips: vec![],
+            lb_ingress_ips: vec![],
+            session_affinity: Default::default(),
+            external_traffic_policy: TrafficPolicy::Cluster,
+            internal_traffic_policy: TrafficPolicy::Cluster,
+            lb_source_ranges: vec![],
+            health_check_node_port: None,
+            topology: Default::default(),
+            traffic_distribution: distribution,
+        }
+        .with_keys(keys)
+    }
+
+    trait WithKeys {
+        fn with_keys(self, keys: &[&str]) -> Self;
+    }
+
+    impl WithKeys for Service {
+        fn with_keys(mut self, keys: &[&str]) -> Self {
+            self.topology.keys = keys.iter().map(|k| k.to_string()).collect();
+            self
+        }
+    }
+
+    /// One endpoint per node n1..n4, each in its node's zone, with `hints` (zones) if given.
+    fn topology_endpoints(hints: &[&[&str]]) -> Vec<Endpoint> {
+        ["n1", "n2", "n3", "n4"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut e = ep(&format!("10.0.0.{}", i + 1), n, 8080, READY);
+                e.zone = Some(ZONES[i].to_string());
+                e.zone_hints = hints
+                    .get(i)
+                    .map(|h| h.iter().map(|z| z.to_string()).collect())
+                    .unwrap_or_default();
+                e
+            })
+            .collect()
+    }
+
+    /// (case, keys, distribution, hints, receiving node, endpoints left by node).
+    type TopologyCase<'a> = (
+        &'a str,
+        Vec<&'a str>,
+        TrafficDistribution,
+        &'a [&'a [&'a str]],
+        &'a str,
+        Vec<&'a str>,
+    );
+
+    /// The zones of n1..n4.
+    const ZONES: [&str; 4] = ["z1", "z1", "z2", "z3"];
+
+    fn cluster() -> Vec<crate::model::Node> {
+        vec![
+            node(
+                "n1",
+                &[
+                    ("kubernetes.io/hostname", "n1"),
+                    (ZONE_LABEL, "z1"),
+                    ("rack", "r1"),
+                ],
+            ),
+            node(
+                "n2",
+                &[
+                    ("kubernetes.io/hostname", "n2"),
+                    (ZONE_LABEL, "z1"),
+                    ("rack", "r2"),
+                ],
+            ),
+            node(
+                "n3",
+                &[
+                    ("kubernetes.io/hostname", "n3"),
+                    (ZONE_LABEL, "z2"),
+                    ("rack", "r2"),
+                ],
+            ),
+            node(
+                "n4",
+                &[("kubernetes.io/hostname", "n4"), (ZONE_LABEL, "z3")],
+            ),
+        ]
+    }
+
+    #[test]
+    fn topology_keys_hints_and_prefer_close_narrow_the_endpoints() {
+        let nodes: std::collections::BTreeMap<String, crate::model::Node> =
+            cluster().into_iter().map(|n| (n.name.clone(), n)).collect();
+        let none: &[&[&str]] = &[];
+        let all_hinted: &[&[&str]] = &[&["z1"], &["z1"], &["z2"], &["z3"]];
+        let half_hinted: &[&[&str]] = &[&["z1"], &["z1"], &[], &["z3"]];
+        let hinted_away: &[&[&str]] = &[&["z2"], &["z2"], &["z2"], &["z3"]];
+        // (case, keys, distribution, hints, receiving node, endpoints left by node)
+        let cases: Vec<TopologyCase<'_>> = vec![
+            (
+                "no topology: all",
+                vec![],
+                TrafficDistribution::Any,
+                none,
+                "n1",
+                vec!["n1", "n2", "n3", "n4"],
+            ),
+            (
+                "hostname key: only the node's own",
+                vec!["kubernetes.io/hostname"],
+                TrafficDistribution::Any,
+                none,
+                "n2",
+                vec!["n2"],
+            ),
+            (
+                "first matching key wins",
+                vec!["rack", ZONE_LABEL],
+                TrafficDistribution::Any,
+                none,
+                "n3",
+                vec!["n2", "n3"],
+            ),
+            (
+                "the node's own rack",
+                vec!["rack", ZONE_LABEL],
+                TrafficDistribution::Any,
+                none,
+                "n1",
+                vec!["n1"],
+            ),
+            (
+                "a key with no match falls to the next",
+                vec!["rack", ZONE_LABEL],
+                TrafficDistribution::Any,
+                none,
+                "n5",
+                vec!["n1", "n2"],
+            ),
+            (
+                "a key the node lacks is skipped",
+                vec!["rack", ZONE_LABEL],
+                TrafficDistribution::Any,
+                none,
+                "n4",
+                vec!["n4"],
+            ),
+            (
+                "nothing matches: nothing, the connection fails",
+                vec!["rack"],
+                TrafficDistribution::Any,
+                none,
+                "n4",
+                vec![],
+            ),
+            (
+                "* takes any node",
+                vec!["rack", "*"],
+                TrafficDistribution::Any,
+                none,
+                "n4",
+                vec!["n1", "n2", "n3", "n4"],
+            ),
+            (
+                "keys win over hints",
+                vec!["kubernetes.io/hostname"],
+                TrafficDistribution::PreferClose,
+                all_hinted,
+                "n3",
+                vec!["n3"],
+            ),
+            (
+                "hints: the node's zone",
+                vec![],
+                TrafficDistribution::Any,
+                all_hinted,
+                "n1",
+                vec!["n1", "n2"],
+            ),
+            (
+                "hints only when every endpoint has some",
+                vec![],
+                TrafficDistribution::Any,
+                half_hinted,
+                "n1",
+                vec!["n1", "n2", "n3", "n4"],
+            ),
+            (
+                "hints for other zones only: all",
+                vec![],
+                TrafficDistribution::Any,
+                hinted_away,
+                "n1",
+                vec!["n1", "n2", "n3", "n4"],
+            ),
+            (
+                "PreferClose without hints: the node's zone",
+                vec![],
+                TrafficDistribution::PreferClose,
+                none,
+                "n3",
+                vec!["n3"],
+            ),
+            (
+                "PreferClose, nothing in the zone: all",
+                vec![],
+                TrafficDistribution::PreferClose,
+                none,
+                "n6",
+                vec!["n1", "n2", "n3", "n4"],
+            ),
+        ];
+        // Nodes without endpoints: n5 in a rack of its own in z1, n6 in a zone of its own.
+        let others = [
+            node("n5", &[(ZONE_LABEL, "z1"), ("rack", "r9")]),
+            node("n6", &[(ZONE_LABEL, "z9")]),
+        ];
+        for (case, keys, distribution, hints, at, want) in cases {
+            let endpoints = topology_endpoints(hints);
+            let mut svc = service(&keys, distribution);
+            svc.topology =
+                crate::model::Topology::new(svc.topology.keys.clone(), &endpoints, &nodes);
+            let receiving = nodes
+                .get(at)
+                .or_else(|| others.iter().find(|n| n.name == at))
+                .unwrap();
+            let got: Vec<&str> = by_topology(endpoints.iter().collect(), &svc, receiving)
+                .iter()
+                .map(|e| e.node.as_deref().unwrap())
+                .collect();
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
+    #[test]
+    fn topology_applies_to_cluster_policy_after_conditions() {
+        let nodes: std::collections::BTreeMap<String, crate::model::Node> =
+            cluster().into_iter().map(|n| (n.name.clone(), n)).collect();
+        let mut endpoints = topology_endpoints(&[]);
+        // n2's endpoint is terminating: the zone key finds only n1's.
+        endpoints[1].conditions = EndpointConditions {
+            ready: false,
+            serving: true,
+            terminating: true,
+        };
+        let mut svc = service(&[ZONE_LABEL], TrafficDistribution::Any);
+        svc.topology = crate::model::Topology::new(svc.topology.keys.clone(), &endpoints, &nodes);
+        let config = Config::default();
+        let got = service_backends(
+            &svc,
+            &http(),
+            &endpoints,
+            &nodes["n2"],
+            TrafficPolicy::Cluster,
+            &config,
+        );
+        assert_eq!(ips(&got), ["10.0.0.1:8080/1"]);
+        // Under Local the node's own endpoints are taken as they are (here: the terminating
+        // one, for want of a ready one).
+        let got = service_backends(
+            &svc,
+            &http(),
+            &endpoints,
+            &nodes["n2"],
+            TrafficPolicy::Local,
+            &config,
+        );
+        assert_eq!(ips(&got), ["10.0.0.2:8080/1"]);
     }
 }

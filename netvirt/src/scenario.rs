@@ -11,8 +11,8 @@ use crate::config::Config;
 use crate::desired::{GatewayPort, NodeBindings, Uplink};
 use crate::model::{
     Endpoint, EndpointConditions, EndpointPort, MacAddr, Model, ModelError, Node, PodInterface,
-    Protocol, Service, ServiceKey, ServicePort, ServiceType, SessionAffinity, TargetPort,
-    TrafficPolicy,
+    Protocol, Service, ServiceKey, ServicePort, ServiceType, SessionAffinity, TargetPort, Topology,
+    TrafficDistribution, TrafficPolicy,
 };
 
 /// A parsed scenario.
@@ -34,6 +34,9 @@ struct File {
     #[serde(default)]
     config: ConfigFile,
     node: NodeFile,
+    /// Other nodes of the cluster (their labels matter to topology keys).
+    #[serde(default)]
+    nodes: Vec<NodeFile>,
     #[serde(default)]
     bindings: BindingsFile,
     #[serde(default)]
@@ -103,6 +106,17 @@ struct ServiceFile {
     #[serde(default)]
     external_traffic_policy_local: bool,
     #[serde(default)]
+    internal_traffic_policy_local: bool,
+    /// `sessionAffinity: ClientIP` with this timeout.
+    session_affinity_timeout: Option<u32>,
+    #[serde(default)]
+    lb_source_ranges: Vec<IpNet>,
+    health_check_node_port: Option<u16>,
+    #[serde(default)]
+    topology_keys: Vec<String>,
+    #[serde(default)]
+    prefer_close: bool,
+    #[serde(default)]
     endpoints: Vec<EndpointFile>,
 }
 
@@ -130,6 +144,9 @@ struct EndpointFile {
     #[serde(default = "yes")]
     ready: bool,
     weight: Option<u16>,
+    zone: Option<String>,
+    #[serde(default)]
+    zone_hints: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -233,7 +250,8 @@ impl Scenario {
                         serving: e.ready,
                         terminating: false,
                     },
-                    zone: None,
+                    zone: e.zone.clone(),
+                    zone_hints: e.zone_hints.clone(),
                     weight: e.weight,
                 })
                 .collect();
@@ -241,6 +259,20 @@ impl Scenario {
                 TrafficPolicy::Local
             } else {
                 TrafficPolicy::Cluster
+            };
+            let internal_policy = if svc.internal_traffic_policy_local {
+                TrafficPolicy::Local
+            } else {
+                TrafficPolicy::Cluster
+            };
+            let session_affinity = match svc.session_affinity_timeout {
+                Some(timeout_seconds) => SessionAffinity::ClientIp { timeout_seconds },
+                None => SessionAffinity::None,
+            };
+            let traffic_distribution = if svc.prefer_close {
+                TrafficDistribution::PreferClose
+            } else {
+                TrafficDistribution::Any
             };
             model.endpoints.insert(key.clone(), endpoints);
             model.services.insert(
@@ -253,13 +285,42 @@ impl Scenario {
                     ports,
                     external_ips: svc.external_ips,
                     lb_ingress_ips: svc.lb_ingress_ips,
-                    session_affinity: SessionAffinity::None,
+                    session_affinity,
                     external_traffic_policy: external_policy,
-                    internal_traffic_policy: TrafficPolicy::Cluster,
+                    internal_traffic_policy: internal_policy,
+                    lb_source_ranges: svc.lb_source_ranges,
+                    health_check_node_port: svc.health_check_node_port,
+                    topology: Topology {
+                        keys: svc.topology_keys,
+                        node_labels: BTreeMap::new(),
+                    },
+                    traffic_distribution,
                 },
             );
         }
         model.nodes.insert(node.name.clone(), node.clone());
+        for other in file.nodes {
+            model.nodes.insert(
+                other.name.clone(),
+                Node {
+                    name: other.name,
+                    ips: other.ips,
+                    pod_cidr: other.pod_cidr,
+                    labels: other.labels,
+                },
+            );
+        }
+        // Topology keys compare the labels of the endpoints' nodes, as the translation from
+        // Kubernetes attaches them.
+        for (key, service) in &mut model.services {
+            let endpoints = model
+                .endpoints
+                .get(key)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let keys = std::mem::take(&mut service.topology.keys);
+            service.topology = Topology::new(keys, endpoints, &model.nodes);
+        }
         Ok(Self {
             node,
             model,

@@ -73,7 +73,12 @@ fn the_pipeline_document_quotes_only_real_output() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("../docs/pipeline.md")).unwrap();
     let mut rendered = String::new();
-    for name in ["node-services", "big-service"] {
+    for name in [
+        "node-services",
+        "big-service",
+        "service-semantics",
+        "topology",
+    ] {
         let (flows, groups) = render(&root.join("tests/scenarios").join(name));
         rendered.push_str(&flows);
         rendered.push_str(&groups);

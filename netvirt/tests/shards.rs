@@ -72,6 +72,7 @@ fn perform(s: &mut Scenario, e: &Edit) {
                     node: Some("n2".to_string()),
                     conditions: Default::default(),
                     zone: None,
+                    zone_hints: Vec::new(),
                     weight: None,
                 });
             }

@@ -72,6 +72,7 @@ fn endpoint(i: u32, j: u32) -> Endpoint {
         node: Some("n2".to_string()),
         conditions: Default::default(),
         zone: None,
+        zone_hints: Vec::new(),
         weight: None,
     }
 }
@@ -98,6 +99,10 @@ fn model(services: u32) -> Model {
             session_affinity: Default::default(),
             external_traffic_policy: Default::default(),
             internal_traffic_policy: Default::default(),
+            lb_source_ranges: Vec::new(),
+            health_check_node_port: None,
+            topology: Default::default(),
+            traffic_distribution: Default::default(),
         };
         m.services.insert(key.clone(), service);
         m.endpoints

@@ -157,6 +157,10 @@ mod tests {
             session_affinity: Default::default(),
             external_traffic_policy: Default::default(),
             internal_traffic_policy: Default::default(),
+            lb_source_ranges: Vec::new(),
+            health_check_node_port: None,
+            topology: Default::default(),
+            traffic_distribution: Default::default(),
         }
     }
 

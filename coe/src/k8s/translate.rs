@@ -15,12 +15,16 @@
 //!   the port itself when absent) and, for NodePort and LoadBalancer services, its node port.
 //!   `sessionAffinity: ClientIP` takes `sessionAffinityConfig.clientIP.timeoutSeconds`
 //!   (default 10800). `externalTrafficPolicy` / `internalTrafficPolicy` `Local` map to
-//!   [`TrafficPolicy::Local`].
+//!   [`TrafficPolicy::Local`]. A LoadBalancer's `loadBalancerSourceRanges` become CIDRs and,
+//!   with `externalTrafficPolicy: Local`, its `healthCheckNodePort` is kept. The annotation
+//!   [`TOPOLOGY_KEYS_ANNOTATION`] gives topology keys ([`topology_keys`]); with
+//!   `externalTrafficPolicy: Local` they are dropped with a warning. `trafficDistribution`
+//!   `PreferClose` (or `PreferSameZone`) maps to [`TrafficDistribution::PreferClose`].
 //! - **EndpointSlice** (`discovery.k8s.io/v1`), joined to its Service by the
 //!   `kubernetes.io/service-name` label in the same namespace. `FQDN` slices and slices with the
 //!   `service.kubernetes.io/headless` label are ignored. Each endpoint's first address becomes
 //!   an [`Endpoint`] carrying the slice's ports (so named target ports resolve in
-//!   `netvirt::resolve`), its node, zone and conditions: a missing `ready` means ready, a
+//!   `netvirt::resolve`), its node, zone, zone hints (`hints.forZones`) and conditions: a missing `ready` means ready, a
 //!   missing `serving` means the value of `ready`, a missing `terminating` means not
 //!   terminating. An address listed by several slices of one service is one endpoint with the
 //!   union of their ports.
@@ -45,8 +49,8 @@ use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use netvirt::model::{
     Endpoint, EndpointConditions, EndpointPort, MacAddr, Model, Namespace, Node, PodInterface,
-    Protocol, Service, ServiceKey, ServicePort, ServiceType, SessionAffinity, TargetPort,
-    TrafficPolicy,
+    Protocol, Service, ServiceKey, ServicePort, ServiceType, SessionAffinity, TargetPort, Topology,
+    TrafficDistribution, TrafficPolicy,
 };
 
 /// Services with this label belong to another proxy (kube-proxy's filter).
@@ -61,6 +65,12 @@ pub const MAC_ANNOTATION: &str = "svcflow.io/mac-address";
 pub const DEFAULT_AFFINITY_TIMEOUT: u32 = 10_800;
 /// The largest `timeoutSeconds` Kubernetes accepts (1 day).
 pub const MAX_AFFINITY_TIMEOUT: u32 = 86_400;
+
+/// The Service annotation holding topology keys (the `topologyKeys` of the service-topology
+/// KEP, which the API no longer has): comma-separated node-label keys, `*` for any node.
+pub const TOPOLOGY_KEYS_ANNOTATION: &str = "svcflow.io/topology-keys";
+/// At most this many topology keys, as the KEP validated.
+pub const MAX_TOPOLOGY_KEYS: usize = 16;
 
 /// The label selector the Service watcher uses.
 pub const SERVICE_SELECTOR: &str = "!service.kubernetes.io/service-proxy-name";
@@ -173,6 +183,20 @@ pub fn translate(snapshot: &Snapshot) -> Translation {
     for endpoints in t.model.endpoints.values_mut() {
         endpoints.sort_by_key(|e| e.address);
     }
+    // Topology keys compare the labels of the nodes the endpoints run on.
+    for (key, service) in &mut t.model.services {
+        if service.topology.keys.is_empty() {
+            continue;
+        }
+        let endpoints = t
+            .model
+            .endpoints
+            .get(key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let keys = std::mem::take(&mut service.topology.keys);
+        service.topology = Topology::new(keys, endpoints, &t.model.nodes);
+    }
     t.warnings.sort();
     t.warnings.dedup();
     Translation {
@@ -239,6 +263,38 @@ fn protocol(value: Option<&str>) -> Result<Protocol, String> {
             .parse::<Protocol>()
             .map_err(|_| format!("`{p}` is not TCP, UDP or SCTP")),
     }
+}
+
+/// Parses the [`TOPOLOGY_KEYS_ANNOTATION`]: comma-separated node-label keys, in order of
+/// preference, at most 16, no duplicates, `*` (any node) only last, as the topology KEP
+/// validated `topologyKeys`. An empty annotation means no keys.
+pub fn topology_keys(text: &str) -> Result<Vec<String>, String> {
+    let mut keys: Vec<String> = Vec::new();
+    if text.trim().is_empty() {
+        return Ok(keys);
+    }
+    for key in text.split(',').map(str::trim) {
+        if key.is_empty() {
+            return Err(format!("`{text}` has an empty key"));
+        }
+        if keys.last().is_some_and(|k| k == "*") {
+            return Err(format!("`{text}`: `*` must be the last key"));
+        }
+        if keys.iter().any(|k| k == key) {
+            return Err(format!("`{text}`: `{key}` is listed twice"));
+        }
+        if key != "*" && key.contains(char::is_whitespace) {
+            return Err(format!("`{key}` is not a label key"));
+        }
+        keys.push(key.to_string());
+    }
+    if keys.len() > MAX_TOPOLOGY_KEYS {
+        return Err(format!(
+            "`{text}` has {} keys (at most {MAX_TOPOLOGY_KEYS})",
+            keys.len()
+        ));
+    }
+    Ok(keys)
 }
 
 fn traffic_policy(value: Option<&str>) -> Result<TrafficPolicy, String> {
@@ -597,6 +653,79 @@ impl Translator {
             "spec.internalTrafficPolicy",
             spec.internal_traffic_policy.as_deref(),
         );
+        let mut lb_source_ranges: Vec<IpNet> = Vec::new();
+        if kind == ServiceType::LoadBalancer {
+            for (i, text) in spec
+                .load_balancer_source_ranges
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                match text.trim().parse::<IpNet>() {
+                    Ok(net) if !lb_source_ranges.contains(&net.trunc()) => {
+                        lb_source_ranges.push(net.trunc())
+                    }
+                    Ok(_) => {}
+                    Err(_) => self.warn(obj.warning(
+                        &format!("spec.loadBalancerSourceRanges[{i}]"),
+                        format!("`{text}` is not a CIDR"),
+                        Dropped::Value,
+                    )),
+                }
+            }
+        }
+        let health_check_node_port = match spec.health_check_node_port {
+            Some(n)
+                if n != 0
+                    && kind == ServiceType::LoadBalancer
+                    && external_traffic_policy == TrafficPolicy::Local =>
+            {
+                match port_number(n) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.warn(obj.warning("spec.healthCheckNodePort", e, Dropped::Value));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let annotation = svc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(TOPOLOGY_KEYS_ANNOTATION));
+        let field = format!("metadata.annotations[{TOPOLOGY_KEYS_ANNOTATION}]");
+        let topology_keys = match annotation.map(|text| topology_keys(text)) {
+            None => Vec::new(),
+            Some(Err(e)) => {
+                self.warn(obj.warning(&field, e, Dropped::Value));
+                Vec::new()
+            }
+            Some(Ok(keys))
+                if !keys.is_empty() && external_traffic_policy == TrafficPolicy::Local =>
+            {
+                self.warn(obj.warning(
+                    &field,
+                    "topology keys cannot be used with externalTrafficPolicy Local",
+                    Dropped::Value,
+                ));
+                Vec::new()
+            }
+            Some(Ok(keys)) => keys,
+        };
+        let traffic_distribution = match spec.traffic_distribution.as_deref() {
+            None | Some("") => TrafficDistribution::Any,
+            Some("PreferClose") | Some("PreferSameZone") => TrafficDistribution::PreferClose,
+            Some(other) => {
+                self.warn(obj.warning(
+                    "spec.trafficDistribution",
+                    format!("`{other}` is not PreferClose or PreferSameZone; ignored"),
+                    Dropped::Value,
+                ));
+                TrafficDistribution::Any
+            }
+        };
         let key = ServiceKey::new(namespace, name);
         self.model.endpoints.insert(key.clone(), Vec::new());
         self.model.services.insert(
@@ -612,6 +741,13 @@ impl Translator {
                 session_affinity,
                 external_traffic_policy,
                 internal_traffic_policy,
+                lb_source_ranges,
+                health_check_node_port,
+                topology: Topology {
+                    keys: topology_keys,
+                    node_labels: BTreeMap::new(),
+                },
+                traffic_distribution,
             },
         );
     }
@@ -701,6 +837,18 @@ impl Translator {
                 node: e.node_name.clone().filter(|n| !n.is_empty()),
                 conditions,
                 zone: e.zone.clone().filter(|z| !z.is_empty()),
+                zone_hints: e
+                    .hints
+                    .as_ref()
+                    .and_then(|h| h.for_zones.as_ref())
+                    .map(|zones| {
+                        zones
+                            .iter()
+                            .map(|z| z.name.clone())
+                            .filter(|z| !z.is_empty())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 weight: None,
             });
         }

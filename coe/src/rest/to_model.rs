@@ -206,6 +206,10 @@ fn service(s: &types::Service, key: ServiceKey) -> Service {
         session_affinity: SessionAffinity::None,
         external_traffic_policy: TrafficPolicy::Cluster,
         internal_traffic_policy: TrafficPolicy::Cluster,
+        lb_source_ranges: Vec::new(),
+        health_check_node_port: None,
+        topology: Default::default(),
+        traffic_distribution: Default::default(),
     }
 }
 
@@ -263,6 +267,7 @@ fn endpoints_of(
                 node,
                 conditions: EndpointConditions::default(),
                 zone: None,
+                zone_hints: Vec::new(),
                 weight: a.weight,
             });
         }
@@ -295,6 +300,7 @@ fn endpoints_of(
                 node: node.clone(),
                 conditions: EndpointConditions::default(),
                 zone: None,
+                zone_hints: Vec::new(),
                 weight: None,
             });
         }

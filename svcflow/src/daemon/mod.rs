@@ -10,6 +10,7 @@
 //!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
+mod health;
 mod kubernetes;
 mod node;
 mod operational;
@@ -176,6 +177,15 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         changes_tx,
         shutdown.clone(),
     ));
+    // The host node's healthCheckNodePort answers (externalTrafficPolicy Local).
+    let health_task = config.host_node.clone().map(|node| {
+        tokio::spawn(health::serve(
+            node,
+            std::net::IpAddr::from([0, 0, 0, 0]),
+            models.clone(),
+            shutdown.clone(),
+        ))
+    });
     let reconcile_task = tokio::spawn(reconcile::run(
         config.pipeline.clone(),
         config.host_node.clone(),
@@ -208,6 +218,9 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             let _ = task.await;
         }
         if let Some(task) = kube_task {
+            let _ = task.await;
+        }
+        if let Some(task) = health_task {
             let _ = task.await;
         }
         let _ = reconcile_task.await;

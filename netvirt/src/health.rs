@@ -1,0 +1,193 @@
+//! `healthCheckNodePort`: what each node answers for the LoadBalancer services with
+//! `externalTrafficPolicy: Local`, as kube-proxy's health-check server does. A load balancer
+//! probes every node on the service's health-check node port and sends traffic only to the
+//! nodes that answer 200, which are the nodes with local endpoints. Pure: the server that
+//! answers lives in the `svcflow` daemon.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use crate::model::{Model, ServiceKey, TrafficPolicy};
+use crate::resolve::endpoint_port;
+
+/// What one health-check node port answers on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HealthCheck {
+    /// The service.
+    pub service: ServiceKey,
+    /// Its ready endpoints on the node, counted as kube-proxy counts them: distinct
+    /// (address, port) pairs over the service's ports.
+    pub local_endpoints: usize,
+}
+
+impl HealthCheck {
+    /// The HTTP status: 200 with local endpoints, 503 without.
+    pub fn status(&self) -> u16 {
+        if self.local_endpoints > 0 { 200 } else { 503 }
+    }
+
+    /// The JSON body, as kube-proxy's:
+    /// `{"service":{"namespace":"default","name":"web"},"localEndpoints":1,"serviceProxyHealthy":true}`.
+    pub fn body(&self) -> String {
+        format!(
+            "{{\"service\":{{\"namespace\":{},\"name\":{}}},\"localEndpoints\":{},\"serviceProxyHealthy\":true}}",
+            json_string(&self.service.namespace),
+            json_string(&self.service.name),
+            self.local_endpoints
+        )
+    }
+}
+
+/// The health checks `node` serves, by health-check node port: one per service that has a
+/// `health_check_node_port` and `externalTrafficPolicy: Local`. When two services claim one
+/// port (the API server forbids it) the first by namespace/name keeps it.
+pub fn health_checks(model: &Model, node: &str) -> BTreeMap<u16, HealthCheck> {
+    let mut out = BTreeMap::new();
+    for (key, service) in &model.services {
+        let Some(port) = service.health_check_node_port else {
+            continue;
+        };
+        if service.external_traffic_policy != TrafficPolicy::Local || out.contains_key(&port) {
+            continue;
+        }
+        let endpoints = model
+            .endpoints
+            .get(key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut local: BTreeSet<(IpAddr, u16)> = BTreeSet::new();
+        for e in endpoints
+            .iter()
+            .filter(|e| e.conditions.ready && e.node.as_deref() == Some(node))
+        {
+            for p in &service.ports {
+                if let Some(number) = endpoint_port(p, e) {
+                    local.insert((e.address, number));
+                }
+            }
+        }
+        out.insert(
+            port,
+            HealthCheck {
+                service: key.clone(),
+                local_endpoints: local.len(),
+            },
+        );
+    }
+    out
+}
+
+/// `text` as a JSON string literal.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        Endpoint, EndpointConditions, Protocol, Service, ServicePort, ServiceType, TargetPort,
+    };
+
+    fn service(name: &str, hc: Option<u16>, policy: TrafficPolicy) -> Service {
+        Service {
+            key: ServiceKey::new("default", name),
+            uid: name.into(),
+            kind: ServiceType::LoadBalancer,
+            cluster_ips: vec!["10.96.0.1".parse().unwrap()],
+            ports: ["http", "https"]
+                .iter()
+                .enumerate()
+                .map(|(i, n)| ServicePort {
+                    name: (*n).into(),
+                    protocol: Protocol::Tcp,
+                    port: 80 + i as u16,
+                    target_port: TargetPort::Number(8080 + i as u16),
+                    node_port: Some(30080 + i as u16),
+                })
+                .collect(),
+            external_ips: vec![],
+            lb_ingress_ips: vec![],
+            session_affinity: Default::default(),
+            external_traffic_policy: policy,
+            internal_traffic_policy: TrafficPolicy::Cluster,
+            lb_source_ranges: vec![],
+            health_check_node_port: hc,
+            topology: Default::default(),
+            traffic_distribution: Default::default(),
+        }
+    }
+
+    fn ep(ip: &str, node: &str, ready: bool) -> Endpoint {
+        Endpoint {
+            address: ip.parse().unwrap(),
+            ports: vec![],
+            node: Some(node.into()),
+            conditions: EndpointConditions {
+                ready,
+                serving: true,
+                terminating: !ready,
+            },
+            zone: None,
+            zone_hints: vec![],
+            weight: None,
+        }
+    }
+
+    #[test]
+    fn counts_ready_local_endpoints_per_port_and_answers_like_kube_proxy() {
+        let mut model = Model::default();
+        for (svc, eps) in [
+            (
+                service("web", Some(32000), TrafficPolicy::Local),
+                vec![ep("10.0.0.1", "n1", true), ep("10.0.0.2", "n2", true)],
+            ),
+            (
+                service("draining", Some(32001), TrafficPolicy::Local),
+                vec![ep("10.0.0.3", "n1", false)],
+            ),
+            // No health check without Local, or without a port.
+            (
+                service("cluster", Some(32002), TrafficPolicy::Cluster),
+                vec![ep("10.0.0.4", "n1", true)],
+            ),
+            (
+                service("none", None, TrafficPolicy::Local),
+                vec![ep("10.0.0.5", "n1", true)],
+            ),
+        ] {
+            model.endpoints.insert(svc.key.clone(), eps);
+            model.services.insert(svc.key.clone(), svc);
+        }
+        let n1 = health_checks(&model, "n1");
+        assert_eq!(n1.keys().copied().collect::<Vec<_>>(), [32000, 32001]);
+        // Two ports, one pod: two (address, port) pairs, as kube-proxy counts.
+        assert_eq!(n1[&32000].local_endpoints, 2);
+        assert_eq!(n1[&32000].status(), 200);
+        assert_eq!(
+            n1[&32000].body(),
+            r#"{"service":{"namespace":"default","name":"web"},"localEndpoints":2,"serviceProxyHealthy":true}"#
+        );
+        // Only a terminating endpoint: not counted.
+        assert_eq!(n1[&32001].local_endpoints, 0);
+        assert_eq!(n1[&32001].status(), 503);
+        let n3 = health_checks(&model, "n3");
+        assert_eq!(n3[&32000].status(), 503);
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
+    }
+}
