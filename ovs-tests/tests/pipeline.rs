@@ -779,11 +779,20 @@ async fn a_udp_client_moves_to_a_remaining_endpoint_within_a_second_of_its_endpo
     );
 }
 
-/// Our text is `ovs-ofctl`'s: every golden flow and group, loaded by `ovs-ofctl` from the text
-/// netvirt prints, reads back from the switch equal to what netvirt built, field for field.
+/// Our text is `ovs-ofctl`'s: every flow and group of every golden scenario (`learn`
+/// included), loaded by `ovs-ofctl` from the text netvirt prints, reads back from the switch
+/// equal to what netvirt built, field for field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn golden_state_loaded_by_ovs_ofctl_from_our_text_reads_back_as_we_built_it() {
-    for name in ["node-services", "big-service"] {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../netvirt/tests/scenarios");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "{names:?}");
+    for name in &names {
+        let name = name.as_str();
         let sb = Sandbox::start().unwrap();
         sb.add_bridge(BR).unwrap();
         let s = scenario(name);
