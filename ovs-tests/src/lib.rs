@@ -15,6 +15,7 @@
 mod cmd;
 mod error;
 mod host;
+pub mod kube;
 mod netns;
 pub mod recipe;
 mod sandbox;

@@ -5,9 +5,12 @@
 //!     Answers every TCP connection with a minimal HTTP/1.0 response whose body is NAME,
 //!     and every UDP datagram with NAME. Prints `ready` once all sockets are bound.
 //! svcflow-probe connect tcp|udp IP:PORT [--count N] [--timeout-ms T] [--src-port P] [--gap-ms G]
+//!                       [--peer]
 //!     Makes N attempts and prints one line per attempt: `ok NAME` (the backend that
-//!     answered), `err refused`, `err timeout` or `err OTHER`.
-//! svcflow-probe loop tcp|udp IP:PORT [--timeout-ms T] [--src-port P] [--gap-ms G]
+//!     answered), `err refused`, `err timeout` or `err OTHER`. With `--peer` the client asks
+//!     the server who it saw (TCP `GET /peer`, UDP datagram `peer`), and the server answers
+//!     `NAME@IP` with the source address of the connection as it arrived: `ok NAME@IP`.
+//! svcflow-probe loop tcp|udp IP:PORT [--timeout-ms T] [--src-port P] [--gap-ms G] [--peer]
 //!     Like `connect`, but makes attempts until its stdin closes, and each line also gives
 //!     the attempt's duration in milliseconds: `ok NAME MS` or `err WHY MS`.
 //! svcflow-probe hold IP:PORT [--timeout-ms T] [--gap-ms G]
@@ -42,9 +45,9 @@ fn main() {
 
 const USAGE: &str = "usage: svcflow-probe serve NAME [tcp:PORT|udp:PORT]... | \
                      svcflow-probe connect tcp|udp IP:PORT [--count N] [--timeout-ms T] \
-                     [--src-port P] [--gap-ms G] | \
+                     [--src-port P] [--gap-ms G] [--peer] | \
                      svcflow-probe loop tcp|udp IP:PORT [--timeout-ms T] [--src-port P] \
-                     [--gap-ms G] | svcflow-probe hold IP:PORT [--timeout-ms T] [--gap-ms G]";
+                     [--gap-ms G] [--peer] | svcflow-probe hold IP:PORT [--timeout-ms T] [--gap-ms G]";
 
 fn serve(args: &[String]) -> Result<(), String> {
     let (name, listens) = args.split_first().ok_or(USAGE)?;
@@ -102,13 +105,20 @@ fn answer_tcp(mut stream: TcpStream, name: &str) {
         hold_echo(stream, name);
         return;
     }
-    let body = format!("{name}\n");
+    // `--peer` clients ask who the server saw: `NAME@IP`, the connection's source address.
+    let body = match stream.peer_addr() {
+        Ok(peer) if head.starts_with(PEER_REQUEST) => format!("{name}@{}\n", peer.ip()),
+        _ => format!("{name}\n"),
+    };
     let response = format!(
         "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.write_all(response.as_bytes());
 }
+
+/// The request line of a `--peer` client, which asks the server for the address it saw.
+const PEER_REQUEST: &[u8] = b"GET /peer ";
 
 /// The request head that asks for a long-lived echo connection instead of an HTTP answer.
 const HOLD: &[u8] = b"HOLD\r\n\r\n";
@@ -136,10 +146,18 @@ fn hold_echo(stream: TcpStream, name: &str) {
 
 fn serve_udp(socket: UdpSocket, name: &str) {
     let mut buf = [0u8; 2048];
-    while let Ok((_, peer)) = socket.recv_from(&mut buf) {
-        let _ = socket.send_to(name.as_bytes(), peer);
+    while let Ok((n, peer)) = socket.recv_from(&mut buf) {
+        let answer = if &buf[..n] == PEER_DATAGRAM {
+            format!("{name}@{}", peer.ip())
+        } else {
+            name.to_string()
+        };
+        let _ = socket.send_to(answer.as_bytes(), peer);
     }
 }
+
+/// The datagram of a `--peer` client.
+const PEER_DATAGRAM: &[u8] = b"peer";
 
 struct ConnectOptions {
     udp: bool,
@@ -148,6 +166,8 @@ struct ConnectOptions {
     timeout: Duration,
     src_port: u16,
     gap: Duration,
+    /// Ask the server for the source address it saw.
+    peer: bool,
 }
 
 fn parse_connect(args: &[String]) -> Result<ConnectOptions, String> {
@@ -169,9 +189,14 @@ fn parse_connect(args: &[String]) -> Result<ConnectOptions, String> {
         timeout: Duration::from_millis(2000),
         src_port: 0,
         gap: Duration::ZERO,
+        peer: false,
     };
     let mut rest = rest.iter();
     while let Some(flag) = rest.next() {
+        if flag == "--peer" {
+            options.peer = true;
+            continue;
+        }
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let number: u64 = value.parse().map_err(|_| format!("bad value for {flag}"))?;
         match flag.as_str() {
@@ -242,8 +267,8 @@ fn attempts(options: &ConnectOptions, stop: Option<&AtomicBool>) -> Result<(), S
         attempt += 1;
         let started = Instant::now();
         let outcome = match &udp_socket {
-            Some(socket) => udp_attempt(socket),
-            None => tcp_attempt(options.target, options.timeout),
+            Some(socket) => udp_attempt(socket, options.peer),
+            None => tcp_attempt(options.target, options.timeout, options.peer),
         };
         let mut line = match outcome {
             Ok(name) => format!("ok {name}"),
@@ -339,10 +364,15 @@ fn read_line(reader: &mut BufReader<TcpStream>) -> std::io::Result<String> {
     Ok(line.trim_end().to_string())
 }
 
-fn tcp_attempt(target: SocketAddr, timeout: Duration) -> std::io::Result<String> {
+fn tcp_attempt(target: SocketAddr, timeout: Duration, peer: bool) -> std::io::Result<String> {
     let mut stream = TcpStream::connect_timeout(&target, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
-    stream.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+    let request: &[u8] = if peer {
+        b"GET /peer HTTP/1.0\r\n\r\n"
+    } else {
+        b"GET / HTTP/1.0\r\n\r\n"
+    };
+    stream.write_all(request)?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let body = response
@@ -352,8 +382,8 @@ fn tcp_attempt(target: SocketAddr, timeout: Duration) -> std::io::Result<String>
     Ok(body.to_string())
 }
 
-fn udp_attempt(socket: &UdpSocket) -> std::io::Result<String> {
-    socket.send(b"probe")?;
+fn udp_attempt(socket: &UdpSocket, peer: bool) -> std::io::Result<String> {
+    socket.send(if peer { PEER_DATAGRAM } else { b"probe" })?;
     let mut buf = [0u8; 2048];
     let n = socket.recv(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).trim().to_string())
