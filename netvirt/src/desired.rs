@@ -436,7 +436,11 @@ impl Builder<'_> {
     ) {
         let config = self.config;
         let mut endpoints: BTreeSet<(Protocol, Ipv4Addr, u16)> = BTreeSet::new();
+        // The actions of each port's cluster scope, for in-cluster traffic to its external
+        // addresses (below).
+        let mut internal_actions: BTreeMap<(Protocol, u16), Vec<Action>> = BTreeMap::new();
         for plan in plans {
+            let external_scope = plan.name.ends_with("/external");
             let PortPlan {
                 name,
                 protocol,
@@ -500,6 +504,17 @@ impl Builder<'_> {
                 }
                 None => select,
             };
+            // externalTrafficPolicy applies to traffic from outside only: in-cluster traffic
+            // (from pods and the node itself) to a port's external addresses takes its
+            // cluster scope, as in kube-proxy. So with two scopes, the external one's flows
+            // match the uplink (`reg0=1`) at 10 above, and the same addresses without it
+            // take the cluster scope's actions.
+            let in_cluster = if external_scope {
+                internal_actions.get(&(protocol, service_port)).cloned()
+            } else {
+                internal_actions.insert((protocol, service_port), actions.clone());
+                None
+            };
             let restricted = lb_source_ranges(service);
             for (address, port) in &addresses {
                 let m = l4(protocol)
@@ -507,6 +522,8 @@ impl Builder<'_> {
                     .with(dst_port_field(protocol), *port);
                 let is_lb =
                     *port == service_port && service.lb_ingress_ips.contains(&IpAddr::V4(*address));
+                // (priority, match, actions); empty actions drop.
+                let mut flows: Vec<(u16, Match, Vec<Action>)> = Vec::new();
                 match &restricted {
                     Some(ranges) if is_lb => {
                         // Only the listed sources reach an LB IP; other new connections
@@ -517,12 +534,35 @@ impl Builder<'_> {
                             } else {
                                 m.clone().with_masked(Field::Ipv4Src, net, mask)
                             };
-                            self.flow(table::SERVICE, 100, allowed, c, apply(actions.clone()));
+                            flows.push((100, allowed, actions.clone()));
                         }
-                        self.flow(table::SERVICE, 90, m, c, vec![]);
+                        flows.push((90, m, Vec::new()));
                     }
-                    _ => {
-                        self.flow(table::SERVICE, 100, m, c, apply(actions.clone()));
+                    _ => flows.push((100, m, actions.clone())),
+                }
+                for (priority, m, flow_actions) in flows {
+                    let instructions =
+                        |a: Vec<Action>| if a.is_empty() { vec![] } else { apply(a) };
+                    match &in_cluster {
+                        Some(inside) => {
+                            let inside = if flow_actions.is_empty() {
+                                Vec::new()
+                            } else {
+                                inside.clone()
+                            };
+                            let outside = m.clone().with(reg::FROM_UPLINK, 1u32);
+                            self.flow(
+                                table::SERVICE,
+                                priority + 10,
+                                outside,
+                                c,
+                                instructions(flow_actions),
+                            );
+                            self.flow(table::SERVICE, priority, m, c, instructions(inside));
+                        }
+                        None => {
+                            self.flow(table::SERVICE, priority, m, c, instructions(flow_actions));
+                        }
                     }
                 }
             }

@@ -340,6 +340,17 @@ fn external_traffic_policy_local_keeps_external_traffic_on_the_node_with_its_sou
         "the cluster IP should still reach n2: {cluster:?}\n{}",
         k.daemon.log()
     );
+    // The policy is for traffic from outside: a pod reaching the node port or the LB IP is
+    // in-cluster traffic and takes the cluster-wide endpoints, as with kube-proxy.
+    for target in [format!("{NODE_IP}:30050"), "192.168.50.110:80".to_string()] {
+        let inside = tally(&k.connect(&pc, "tcp", &target, 5, &["--timeout-ms", "1000"]));
+        assert_eq!(
+            inside.get(REMOTE_NODE),
+            Some(&5),
+            "a pod's connections to {target} should reach n2: {inside:?}\n{}",
+            k.daemon.log()
+        );
+    }
 }
 
 #[test]
