@@ -423,6 +423,59 @@ impl Builder<'_> {
             c,
             route(gw_mac, uplink.next_hop_mac, uplink.ofport),
         );
+        self.masquerade(node);
+    }
+
+    /// Service connections from outside the node (the uplink) or from the node's own host
+    /// (the gateway port's address) that land on an endpoint of another node are SNATed to
+    /// the node's IP in the hairpin zone, as kube-proxy masquerades them: the endpoint's
+    /// replies then come back through this node, which un-SNATs them (table 20) and
+    /// un-DNATs them (table 21). Connections to local endpoints keep their source, which is
+    /// what `externalTrafficPolicy: Local` promises.
+    fn masquerade(&mut self, node: &Node) {
+        let Some(node_ip) = node.ips.iter().find_map(v4) else {
+            return;
+        };
+        let cfg = self.config;
+        let c = cookie::make(cookie::NODE, 0);
+        self.flow(
+            table::UNSNAT,
+            100,
+            ip().with(reg::FROM_UPLINK, 1u32)
+                .with(Field::Ipv4Dst, u32::from(node_ip)),
+            c,
+            apply(vec![ct(
+                cfg.hairpin_zone,
+                table::CONNTRACK,
+                false,
+                Some(Nat::default()),
+            )]),
+        );
+        let dnat_forward = ct_state::DNAT | ct_state::RPL | ct_state::TRK;
+        let new_service =
+            |m: Match| m.with_masked(Field::CtState, ct_state::DNAT | ct_state::TRK, dnat_forward);
+        let sources = [
+            ip().with(reg::FROM_UPLINK, 1u32),
+            ip().with(Field::Ipv4Src, u32::from(cfg.gateway_host_ip)),
+        ];
+        for from in sources {
+            if let Some(ipnet::IpNet::V4(pods)) = node.pod_cidr {
+                let local = new_service(from.clone()).with_masked(
+                    Field::Ipv4Dst,
+                    u32::from(pods.network()),
+                    u32::from(pods.netmask()),
+                );
+                self.flow(table::HAIRPIN, 95, local, c, vec![goto(table::L3)]);
+            }
+            let snat = Nat::snat(node_ip);
+            self.flow(
+                table::HAIRPIN,
+                90,
+                new_service(from),
+                c,
+                apply(vec![ct(cfg.hairpin_zone, table::L3, true, Some(snat))]),
+            );
+        }
     }
 
     /// One service's flows and groups: its table-40 (and table-42) flows, its groups, the
@@ -504,13 +557,18 @@ impl Builder<'_> {
                 }
                 None => select,
             };
-            // externalTrafficPolicy applies to traffic from outside only: in-cluster traffic
-            // (from pods and the node itself) to a port's external addresses takes its
-            // cluster scope, as in kube-proxy. So with two scopes, the external one's flows
-            // match the uplink (`reg0=1`) at 10 above, and the same addresses without it
-            // take the cluster scope's actions.
+            // externalTrafficPolicy Local applies to traffic from outside only: in-cluster
+            // traffic (from pods and the node itself) to a port's external addresses goes to
+            // every endpoint, as in kube-proxy. With internalTrafficPolicy Cluster, that is
+            // the cluster scope: the external scope's flows match the uplink (`reg0=1`) at 10
+            // above, and the same addresses without it take the cluster scope's actions.
+            let split = service.external_traffic_policy == TrafficPolicy::Local
+                && service.internal_traffic_policy == TrafficPolicy::Cluster;
             let in_cluster = if external_scope {
-                internal_actions.get(&(protocol, service_port)).cloned()
+                internal_actions
+                    .get(&(protocol, service_port))
+                    .filter(|_| split)
+                    .cloned()
             } else {
                 internal_actions.insert((protocol, service_port), actions.clone());
                 None

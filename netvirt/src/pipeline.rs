@@ -68,10 +68,14 @@ pub mod ct_state {
     pub const EST: u32 = 0x02;
     /// `+rel`.
     pub const REL: u32 = 0x04;
+    /// `+rpl`: the packet goes in the reply direction.
+    pub const RPL: u32 = 0x08;
     /// `+inv`.
     pub const INV: u32 = 0x10;
     /// `+trk`.
     pub const TRK: u32 = 0x20;
+    /// `+dnat`: the packet's destination was translated.
+    pub const DNAT: u32 = 0x80;
 }
 
 /// Cookies: the top 16 bits mark svcflow's flows; the next 8 bits say what the flow is for,

@@ -415,6 +415,17 @@ fn internal_traffic_policy_local_keeps_cluster_ip_traffic_on_the_node() {
     assert!(all_failed(&failed), "{failed:?}");
     let np = tally(&k.connect(&pc, "tcp", &node_port, 10, &[]));
     assert_eq!(np.get(REMOTE_NODE), Some(&10), "{np:?}\n{}", k.daemon.log());
+    // From outside, the node port (externalTrafficPolicy Cluster) reaches the endpoint on n2
+    // too: the connection is SNATed to the node's IP, so n2's replies come back through
+    // this node to be un-NATed, as kube-proxy masquerades it.
+    let outside = tally(&k.connect(&k.ext, "tcp", &node_port, 10, &["--peer"]));
+    let masqueraded = format!("{REMOTE_NODE}@{NODE_IP}");
+    assert_eq!(
+        outside.get(&masqueraded),
+        Some(&10),
+        "from outside to {node_port}: {outside:?}\n{}",
+        k.daemon.log()
+    );
 }
 
 #[test]
