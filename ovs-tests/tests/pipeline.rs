@@ -2,6 +2,9 @@
 //! and node agent: the switch's `ovs-ofctl` dump must print exactly what netvirt printed, and
 //! real traffic between namespace pods must reach services on every kind of address, be
 //! refused at once where a service has no endpoint, and survive an `ovs-vswitchd` restart.
+//! The `service-semantics` scenario adds session affinity (ClientIP) and
+//! `loadBalancerSourceRanges`: connections must stick, spread, pass or be dropped as
+//! Kubernetes says (the switch's learned flows aside, it must still print exactly netvirt's).
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -160,11 +163,13 @@ impl Node {
             .iter()
             .map(|(k, v)| DumpFlow(k, v).to_string())
             .collect();
+        // Flows the switch learned for session affinity are its own, not netvirt's.
         let mut actual: Vec<String> = self
             .sb
             .dump_flows(BR)
             .unwrap()
             .lines()
+            .filter(|l| !l.starts_with(" cookie=0x5341"))
             .map(str::to_string)
             .collect();
         expected.sort();
@@ -192,6 +197,17 @@ impl Node {
     fn pod(&self, name: &str) -> &Host {
         &self.pods[name]
     }
+
+    /// The flows the switch learned for session affinity (cookie mark `0x5341`).
+    fn learned(&self) -> Vec<String> {
+        self.sb
+            .dump_flows(BR)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with(" cookie=0x5341"))
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 /// Fails with the lines that differ (not whole dumps, which can be megabytes).
@@ -218,6 +234,14 @@ fn assert_same_lines(actual: &[String], expected: &[String], what: &str) {
         missing.join("\n"),
         extra.join("\n")
     );
+}
+
+/// Scenario `name`'s node with svcflow's agent in control and the desired state installed.
+async fn installed_scenario(name: &str) -> Node {
+    let mut node = build(scenario(name));
+    node.connect_controller().await;
+    node.sync().await;
+    node
 }
 
 async fn installed() -> Node {
@@ -831,4 +855,152 @@ async fn golden_state_loaded_by_ovs_ofctl_from_our_text_reads_back_as_we_built_i
         assert_eq!(actual.flows.len(), want.state.flows.len(), "{name}");
         assert_eq!(actual.groups, want.state.groups, "{name}");
     }
+}
+
+/// The one endpoint that answered every attempt, or a failure naming the spread.
+fn one_endpoint(counts: &BTreeMap<String, usize>, n: usize, what: &str) -> String {
+    assert_eq!(counts.len(), 1, "{what}: affinity broken: {counts:?}");
+    let (name, count) = counts.iter().next().unwrap();
+    assert_eq!(*count, n, "{what}: {counts:?}");
+    name.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_ip_affinity_sticks_to_one_endpoint_and_without_it_connections_spread() {
+    let mut node = installed_scenario("service-semantics").await;
+    let web = ["p1", "p2"];
+
+    // Without affinity, 30 connections from one client reach both endpoints.
+    let spread = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", "10.96.0.71:80", 30, &[])
+            .unwrap(),
+    );
+    assert!(
+        only(&spread, &web) && spread.len() == 2,
+        "no affinity: {spread:?}"
+    );
+
+    // With it, every connection from p3 reaches one endpoint, on the cluster IP and on the
+    // node port through the gateway address alike (affinity is per service port).
+    let first = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", "10.96.0.70:80", 30, &[])
+            .unwrap(),
+    );
+    let chosen = one_endpoint(&first, 30, "p3 to the cluster IP");
+    let via_node_port = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", "10.244.0.1:30070", 10, &[])
+            .unwrap(),
+    );
+    assert_eq!(
+        one_endpoint(&via_node_port, 10, "p3 to the node port"),
+        chosen
+    );
+    // Another client sticks as well (to whichever endpoint it got).
+    let ext = tally(
+        &node
+            .ext
+            .connect("tcp", "198.18.0.10:30070", 10, &[])
+            .unwrap(),
+    );
+    one_endpoint(&ext, 10, "the external host to the node port");
+
+    // The switch learned one flow per client, under the learned cookie, with the timeout.
+    let learned = node.learned();
+    assert_eq!(learned.len(), 2, "{learned:#?}");
+    let sticky = &node.desired().services["default/sticky:80/tcp"];
+    let id = sticky.groups[0].id;
+    for l in &learned {
+        assert!(
+            l.contains(&format!(
+                "cookie={:#x}",
+                netvirt::pipeline::cookie::learned(id)
+            )) && l.contains("table=43")
+                && l.contains("idle_timeout=600")
+                && l.contains(&format!("reg5={id:#x}")),
+            "{l}"
+        );
+    }
+    assert!(
+        learned.iter().any(|l| l.contains("nw_src=10.244.0.13")),
+        "{learned:#?}"
+    );
+
+    // A sync leaves what the switch learned alone.
+    node.sync().await;
+    assert_eq!(node.learned().len(), 2);
+
+    // The remembered endpoint stops serving: p3 moves to the other one, and sticks there.
+    let key = ServiceKey::new("default", "sticky");
+    let gone: std::net::IpAddr = node.pods[&chosen].ip().parse().unwrap();
+    node.scenario
+        .model
+        .endpoints
+        .get_mut(&key)
+        .unwrap()
+        .retain(|e| e.address != gone);
+    node.sync().await;
+    let other = if chosen == "p1" { "p2" } else { "p1" };
+    let after = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", "10.96.0.70:80", 10, &[])
+            .unwrap(),
+    );
+    assert_eq!(one_endpoint(&after, 10, "p3 after the removal"), other);
+    assert!(
+        node.learned()
+            .iter()
+            .any(|l| l.contains("nw_src=10.244.0.13")
+                && l.contains(&format!("load:{:#x}->NXM_NX_REG3[]", {
+                    let ip: std::net::Ipv4Addr = node.pods[other].ip().parse().unwrap();
+                    u32::from(ip)
+                }))),
+        "{:#?}",
+        node.learned()
+    );
+
+    // The service is deleted: the switch forgets what it learned for it (delete_learned).
+    node.scenario.model.services.remove(&key);
+    node.scenario.model.endpoints.remove(&key);
+    node.sync().await;
+    assert!(node.learned().is_empty(), "{:#?}", node.learned());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancer_source_ranges_admit_only_the_listed_sources() {
+    let node = installed_scenario("service-semantics").await;
+    // 198.18.0.1 is inside lb-open's 198.18.0.0/28.
+    let open = tally(&node.ext.connect("tcp", "198.18.0.80:80", 3, &[]).unwrap());
+    assert_eq!(open.get("p3"), Some(&3), "lb-open: {open:?}");
+    // lb-closed admits only 203.0.113.0/24: the external host's SYNs are dropped.
+    let closed = node
+        .ext
+        .connect("tcp", "198.18.0.81:80", 2, &["--timeout-ms", "700"])
+        .unwrap();
+    assert!(closed.iter().all(Result::is_err), "lb-closed: {closed:?}");
+    // The ranges restrict the LB IP only: the cluster IP still answers.
+    let cluster = tally(
+        &node
+            .pod("p1")
+            .connect("tcp", "10.96.0.81:80", 3, &[])
+            .unwrap(),
+    );
+    assert_eq!(
+        cluster.get("p3"),
+        Some(&3),
+        "lb-closed's cluster IP: {cluster:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_topology_scenario_installs_exactly() {
+    // `installed` checks that the switch prints exactly netvirt's flows and groups.
+    let node = installed_scenario("topology").await;
+    assert!(node.learned().is_empty());
 }
