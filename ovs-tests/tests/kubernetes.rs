@@ -11,12 +11,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use std::os::fd::AsFd;
 use std::time::Duration;
 
 use coe::k8s::fake::FakeApiServer;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use ovs_tests::kube::{from, in_netns};
 use ovs_tests::svcflow::{Daemon, OPENFLOW, REST};
 use ovs_tests::{Host, HostSpec, Sandbox, tally, wait_for};
 use serde_json::json;
@@ -24,23 +24,6 @@ use serde_json::json;
 const BR: &str = "br-int";
 const NODE_IP: &str = "192.168.50.10";
 const VIP: &str = "10.96.0.10:80";
-
-/// Runs `f` on a thread that has entered network namespace `netns`, so that the sockets it
-/// makes live there (they keep that namespace whichever thread uses them later).
-fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{netns}");
-    std::thread::spawn(move || {
-        let ns = std::fs::File::open(&path).unwrap();
-        rustix::thread::move_into_link_name_space(
-            ns.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap();
-        f()
-    })
-    .join()
-    .unwrap()
-}
 
 /// Starts the fake API server with its listener in network namespace `netns`.
 fn fake_server_in(rt: &tokio::runtime::Runtime, netns: &str) -> FakeApiServer {
@@ -61,10 +44,6 @@ fn restart_in(
         handle.block_on(server.start()).unwrap();
         server
     })
-}
-
-fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).unwrap()
 }
 
 /// A pod host on `ofport`, bound by the iface-id rule `<namespace>_<name>`.

@@ -12,12 +12,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use std::os::fd::AsFd;
 use std::time::Duration;
 
 use coe::k8s::fake::FakeApiServer;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use ovs_tests::kube::{from, in_netns};
 use ovs_tests::svcflow::{Daemon, OPENFLOW, REST};
 use ovs_tests::{Host, HostSpec, Sandbox, tally, wait_for};
 use serde_json::json;
@@ -28,26 +28,6 @@ const STICKY: &str = "10.96.0.20:80";
 const LB: &str = "198.18.0.90:80";
 const HEALTH_PORT: u16 = 32100;
 const TOPOLOGY_KEYS: &str = "svcflow.io/topology-keys";
-
-/// Runs `f` on a thread that has entered network namespace `netns`.
-fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{netns}");
-    std::thread::spawn(move || {
-        let ns = std::fs::File::open(&path).unwrap();
-        rustix::thread::move_into_link_name_space(
-            ns.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap();
-        f()
-    })
-    .join()
-    .unwrap()
-}
-
-fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).unwrap()
-}
 
 fn add_pod(sb: &mut Sandbox, name: &str, ip: &str, mac: &str, ofport: u16) -> Host {
     let spec = HostSpec::new(name, &format!("{ip}/24"), mac, ofport).with_gateway("10.244.0.1");
