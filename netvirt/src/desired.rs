@@ -494,6 +494,7 @@ impl Builder<'_> {
         let mut internal_actions: BTreeMap<(Protocol, u16), Vec<Action>> = BTreeMap::new();
         for plan in plans {
             let external_scope = plan.name.ends_with("/external");
+            let cluster_scope = plan.name.ends_with("/cluster");
             let PortPlan {
                 name,
                 protocol,
@@ -559,18 +560,28 @@ impl Builder<'_> {
             };
             // externalTrafficPolicy Local applies to traffic from outside only: in-cluster
             // traffic (from pods and the node itself) to a port's external addresses goes to
-            // every endpoint, as in kube-proxy. With internalTrafficPolicy Cluster, that is
-            // the cluster scope: the external scope's flows match the uplink (`reg0=1`) at 10
-            // above, and the same addresses without it take the cluster scope's actions.
-            let split = service.external_traffic_policy == TrafficPolicy::Local
-                && service.internal_traffic_policy == TrafficPolicy::Cluster;
+            // every endpoint, as in kube-proxy: to the internal scope's group when that is
+            // Cluster, else to a `/cluster` group of its own. The external scope's flows match
+            // the uplink (`reg0=1`) at 10 above, and the same addresses without it take those
+            // cluster-wide actions.
             let in_cluster = if external_scope {
-                internal_actions
-                    .get(&(protocol, service_port))
-                    .filter(|_| split)
-                    .cloned()
-            } else {
+                internal_actions.get(&(protocol, service_port)).cloned()
+            } else if cluster_scope {
+                // Every endpoint, for in-cluster traffic to the external addresses only.
                 internal_actions.insert((protocol, service_port), actions.clone());
+                self.out.services.insert(
+                    name,
+                    ServicePortState {
+                        groups,
+                        cookie: c,
+                        backends: found,
+                    },
+                );
+                continue;
+            } else {
+                if service.internal_traffic_policy == TrafficPolicy::Cluster {
+                    internal_actions.insert((protocol, service_port), actions.clone());
+                }
                 None
             };
             let restricted = lb_source_ranges(service);
@@ -1022,15 +1033,28 @@ fn scopes(
                 .map(|ip| (ip, node_port)),
         );
     }
-    if service.internal_traffic_policy == service.external_traffic_policy {
-        let mut all = internal;
-        all.extend(external);
-        vec![("", service.internal_traffic_policy, all)]
-    } else {
-        vec![
-            ("", service.internal_traffic_policy, internal),
-            ("/external", service.external_traffic_policy, external),
-        ]
+    match (service.internal_traffic_policy, service.external_traffic_policy) {
+        (TrafficPolicy::Cluster, TrafficPolicy::Cluster) => {
+            let mut all = internal;
+            all.extend(external);
+            vec![("", TrafficPolicy::Cluster, all)]
+        }
+        (TrafficPolicy::Local, TrafficPolicy::Cluster) => vec![
+            ("", TrafficPolicy::Local, internal),
+            ("/external", TrafficPolicy::Cluster, external),
+        ],
+        (TrafficPolicy::Cluster, TrafficPolicy::Local) => vec![
+            ("", TrafficPolicy::Cluster, internal),
+            ("/external", TrafficPolicy::Local, external),
+        ],
+        // In-cluster traffic to the external addresses needs every endpoint, which neither
+        // Local scope has: a `/cluster` scope holds them (its addresses get no flows of
+        // their own). It comes before `/external`, which uses its actions.
+        (TrafficPolicy::Local, TrafficPolicy::Local) => vec![
+            ("", TrafficPolicy::Local, internal),
+            ("/cluster", TrafficPolicy::Cluster, external.clone()),
+            ("/external", TrafficPolicy::Local, external),
+        ],
     }
 }
 

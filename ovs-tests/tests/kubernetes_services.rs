@@ -540,3 +540,56 @@ fn serving_terminating_endpoints_take_over_until_one_is_ready() {
         (counts.get("pa") == Some(&10)).then_some(())
     });
 }
+
+#[test]
+fn with_both_traffic_policies_local_in_cluster_traffic_to_external_addresses_takes_every_endpoint()
+{
+    let mut k = KubeNode::start();
+    let pa = k.add_pod("pa", "10.244.0.11", 11);
+    let pc = k.add_pod("pc", "10.244.0.13", 13);
+    k.add_remote_pod_ip(REMOTE_POD);
+    let ext = k.ext.clone();
+    let _servers = [
+        pa.serve("pa", &["tcp:8080"]).unwrap(),
+        ext.serve(REMOTE_NODE, &["tcp:8080"]).unwrap(),
+    ];
+    k.put(&service(
+        "both",
+        json!({"type": "NodePort", "clusterIP": "10.96.0.70",
+               "externalTrafficPolicy": "Local", "internalTrafficPolicy": "Local",
+               "ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 30070}]}),
+        None,
+    ));
+    k.put_slice(
+        "both",
+        "both-1",
+        tcp_http(8080),
+        vec![
+            endpoint("10.244.0.11", NODE, Conditions::READY),
+            endpoint(REMOTE_POD, REMOTE_NODE, Conditions::READY),
+        ],
+    );
+    let node_port = format!("{NODE_IP}:30070");
+    // A pod's connections to the node port are in-cluster traffic: every endpoint, n2 too
+    // (externalTrafficPolicy applies to traffic from outside only, as in kube-proxy).
+    k.wait("a pod's node-port connections to reach pa and n2", || {
+        let counts = tally(&k.connect(&pc, "tcp", &node_port, 20, &["--timeout-ms", "1000"]));
+        (counts.contains_key("pa") && counts.contains_key(REMOTE_NODE)).then_some(())
+    });
+    // The cluster IP (internalTrafficPolicy Local) reaches only the local endpoint.
+    let cluster = tally(&k.connect(&pc, "tcp", "10.96.0.70:80", 20, &[]));
+    assert_eq!(
+        cluster.get("pa"),
+        Some(&20),
+        "{cluster:?}\n{}",
+        k.daemon.log()
+    );
+    // From outside, the node port reaches only the local endpoint, which sees the client.
+    let outside = tally(&k.connect(&ext, "tcp", &node_port, 20, &["--peer"]));
+    assert_eq!(
+        outside.get(&format!("pa@{EXT_IP}")),
+        Some(&20),
+        "{outside:?}\n{}",
+        k.daemon.log()
+    );
+}

@@ -82,7 +82,7 @@ async fn node_services(
         }
     }
     for (port, state) in synced.services.iter() {
-        // `namespace/name:port/protocol[/external]`.
+        // `namespace/name:port/protocol[/external|/cluster]`.
         let key = port.split(':').next().unwrap_or(port);
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         let uid = synced
