@@ -1033,7 +1033,10 @@ fn scopes(
                 .map(|ip| (ip, node_port)),
         );
     }
-    match (service.internal_traffic_policy, service.external_traffic_policy) {
+    match (
+        service.internal_traffic_policy,
+        service.external_traffic_policy,
+    ) {
         (TrafficPolicy::Cluster, TrafficPolicy::Cluster) => {
             let mut all = internal;
             all.extend(external);
