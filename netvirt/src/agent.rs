@@ -1,18 +1,17 @@
-//! The node agent's switch side: read what the switch holds, plan against the desired state,
-//! and apply the plan as one atomic bundle; and answer the packets that ask to refuse a
-//! connection. The I/O goes through an [`openflow::driver::SwitchHandle`]; every decision is
-//! made by the pure functions of this crate.
+//! The switch side shared by the engine and the daemon: read what the switch holds, count what
+//! a sync did, and answer the packets that ask to refuse a connection. The I/O goes through an
+//! [`openflow::driver::SwitchHandle`]; every decision is made by the pure functions of this
+//! crate. [`crate::engine::Engine`] keeps a switch equal to the model.
 
 use openflow::Action;
 use openflow::driver::{Error, FlowFilter, SwitchHandle};
 use openflow::msg::{FlowStats, GroupDesc, PacketIn, PacketOut};
 use openflow::{Body, Field};
 
-use crate::apply::{group_from_wire, messages};
-use crate::desired::DesiredState;
+use crate::apply::group_from_wire;
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::pipeline::cookie;
-use crate::plan::{State, Step, plan};
+use crate::plan::{State, Step};
 
 /// `OFPP_CONTROLLER`.
 const OFPP_CONTROLLER: u32 = 0xffff_fffd;
@@ -97,45 +96,6 @@ impl SyncReport {
     /// Whether nothing had to change.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
-    }
-}
-
-/// Keeps one switch equal to a desired state. It reads the switch once (after a connect or
-/// reconnect) and then plans against what it last applied, so an endpoint change costs one
-/// small bundle and no dump.
-pub struct SwitchAgent {
-    switch: SwitchHandle,
-    applied: Option<SwitchState>,
-}
-
-impl SwitchAgent {
-    /// An agent for a freshly connected switch; its first sync reads the switch.
-    pub fn new(switch: SwitchHandle) -> Self {
-        Self {
-            switch,
-            applied: None,
-        }
-    }
-
-    /// The switch.
-    pub fn switch(&self) -> &SwitchHandle {
-        &self.switch
-    }
-
-    /// Makes the switch hold `desired`: stale svcflow flows and groups go, missing ones come,
-    /// changed ones are modified in place, all in one atomic bundle. On error the agent forgets
-    /// what it believed and reads the switch again next time.
-    pub async fn sync(&mut self, desired: &DesiredState) -> Result<SyncReport, Error> {
-        let actual = match self.applied.take() {
-            Some(state) => state,
-            None => read_state(&self.switch).await?,
-        };
-        let steps = plan(&desired.state, &actual);
-        if !steps.is_empty() {
-            self.switch.bundle(messages(&steps)).await?;
-        }
-        self.applied = Some(desired.state.clone());
-        Ok(SyncReport::of(&steps))
     }
 }
 

@@ -120,6 +120,8 @@ pub struct Shards {
     services: BTreeMap<ServiceKey, Shard>,
     /// Every desired flow's owners, in order; the first one's entry is the desired one.
     flow_owners: BTreeMap<Arc<FlowKey>, Vec<Owner>>,
+    /// The keys with more than one owner, where collisions can be.
+    shared: BTreeSet<Arc<FlowKey>>,
     group_owners: BTreeMap<u32, Owner>,
     ids: BTreeMap<String, u32>,
     /// Conntrack entries made stale by updates since the last [`Shards::take_stale`].
@@ -516,8 +518,11 @@ impl Shards {
     /// Flows rendered by two owners with different entries; the first owner's wins.
     fn collisions(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for (key, owners) in self.flow_owners.iter().filter(|(_, o)| o.len() > 1) {
-            let Some(kept) = self.entry(&owners[0], key) else {
+        for key in &self.shared {
+            let Some(owners) = self.flow_owners.get(key) else {
+                continue;
+            };
+            let Some(kept) = owners.first().and_then(|o| self.entry(o, key)) else {
                 continue;
             };
             for other in &owners[1..] {
@@ -542,6 +547,11 @@ impl Shards {
         }
     }
 
+    /// The desired entry of one group.
+    fn group(&self, id: u32) -> Option<&GroupEntry> {
+        self.shard(self.group_owners.get(&id)?)?.groups.get(&id)
+    }
+
     fn entry(&self, owner: &Owner, key: &FlowKey) -> Option<&FlowEntry> {
         self.shard(owner)?.flows.get(key)
     }
@@ -556,31 +566,36 @@ impl Shards {
         }
         for id in shard.groups.keys() {
             if !before.groups.contains_key(id) {
-                let current = self
-                    .group_owners
-                    .get(id)
-                    .and_then(|o| self.shard(o))
-                    .and_then(|s| s.groups.get(id))
-                    .cloned();
-                before.groups.insert(*id, current);
+                before.groups.insert(*id, self.group(*id).cloned());
             }
         }
     }
 
     /// Replaces `owner`'s shard, recording the previous entries of everything it touches.
     fn replace(&mut self, owner: Owner, new: Option<Shard>, before: &mut Option<Before>) {
+        // What the switch holds for every key either shard touches, before anything moves.
+        if let Some(before) = before.as_mut() {
+            if let Some(old) = self.shard(&owner) {
+                self.remember(before, old);
+            }
+            if let Some(new) = &new {
+                self.remember(before, new);
+            }
+        }
         let old = match &owner {
             Owner::Node => self.node.take(),
             Owner::Service(key) => self.services.remove(key.as_ref()),
         };
         if let Some(old) = &old {
-            if let Some(before) = before.as_mut() {
-                self.remember_shard(before, &owner, old);
+            if before.is_some() {
                 self.stale.extend(stale_conntrack(old, new.as_ref()));
             }
             for key in old.flows.keys() {
                 if let Some(owners) = self.flow_owners.get_mut(key) {
                     owners.retain(|o| o != &owner);
+                    if owners.len() < 2 {
+                        self.shared.remove(key);
+                    }
                     if owners.is_empty() {
                         self.flow_owners.remove(key);
                     }
@@ -593,13 +608,13 @@ impl Shards {
             }
         }
         let Some(new) = new else { return };
-        if let Some(before) = before.as_mut() {
-            self.remember(before, &new);
-        }
         for key in new.flows.keys() {
             let owners = self.flow_owners.entry(key.clone()).or_default();
             let at = owners.partition_point(|o| o < &owner);
             owners.insert(at, owner.clone());
+            if owners.len() == 2 {
+                self.shared.insert(key.clone());
+            }
         }
         for id in new.groups.keys() {
             self.group_owners.insert(*id, owner.clone());
@@ -609,34 +624,6 @@ impl Shards {
             Owner::Service(key) => {
                 self.services.insert(ServiceKey::clone(&key), new);
             }
-        }
-    }
-
-    /// Records the current entries of an outgoing shard's keys. The shard has already been
-    /// taken out of its slot, so its own entries are looked up in it directly.
-    fn remember_shard(&self, before: &mut Before, owner: &Owner, shard: &Shard) {
-        for key in shard.flows.keys() {
-            if before.flows.contains_key(key) {
-                continue;
-            }
-            let winner = self.flow_owners.get(key).and_then(|o| o.first());
-            let current = match winner {
-                Some(w) if w == owner => shard.flows.get(key),
-                Some(w) => self.entry(w, key),
-                None => None,
-            };
-            before.flows.insert(Arc::clone(key), current.cloned());
-        }
-        for id in shard.groups.keys() {
-            if before.groups.contains_key(id) {
-                continue;
-            }
-            let current = match self.group_owners.get(id) {
-                Some(w) if w == owner => shard.groups.get(id),
-                Some(w) => self.shard(w).and_then(|s| s.groups.get(id)),
-                None => None,
-            };
-            before.groups.insert(*id, current.cloned());
         }
     }
 
@@ -652,12 +639,7 @@ impl Shards {
             }
         }
         for (id, entry) in before.groups {
-            let now = self
-                .group_owners
-                .get(&id)
-                .and_then(|o| self.shard(o))
-                .and_then(|s| s.groups.get(&id));
-            if let Some(now) = now {
+            if let Some(now) = self.group(id) {
                 new.groups.insert(id, now.clone());
             }
             if let Some(entry) = entry {

@@ -1,5 +1,5 @@
 //! netvirt's desired state on a real Open vSwitch, installed by svcflow's own switch session
-//! and node agent: the switch's `ovs-ofctl` dump must print exactly what netvirt printed, and
+//! and engine: the switch's `ovs-ofctl` dump must print exactly what netvirt printed, and
 //! real traffic between namespace pods must reach services on every kind of address, be
 //! refused at once where a service has no endpoint, and survive an `ovs-vswitchd` restart.
 //! The `service-semantics` scenario adds session affinity (ClientIP) and
@@ -14,7 +14,8 @@ use std::path::Path;
 use netvirt::desired::{DesiredState, desired};
 use std::time::{Duration, Instant};
 
-use netvirt::agent::{SwitchAgent, SyncReport, serve_rejects};
+use netvirt::agent::{SyncReport, serve_rejects};
+use netvirt::engine::Engine;
 use netvirt::flow::{DumpFlow, DumpGroup, OfctlStep};
 use netvirt::model::ServiceKey;
 use netvirt::node_setup::{NodeSetup, host_gateway_commands};
@@ -34,7 +35,7 @@ struct Node {
     _servers: Vec<Process>,
     /// svcflow's OpenFlow listener, which the switch dials as its controller.
     listener: Option<Listener>,
-    agent: Option<SwitchAgent>,
+    engine: Option<Engine>,
 }
 
 fn scenario(name: &str) -> Scenario {
@@ -98,7 +99,7 @@ fn build(scenario: Scenario) -> Node {
         ext,
         _servers: servers,
         listener: None,
-        agent: None,
+        engine: None,
     }
 }
 
@@ -128,7 +129,7 @@ impl Node {
         self.accept().await;
     }
 
-    /// Accepts the switch's (next) connection and starts an agent and a reject server for it.
+    /// Accepts the switch's (next) connection and starts an engine and a reject server for it.
     async fn accept(&mut self) {
         let listener = self.listener.as_mut().unwrap();
         let switch = tokio::time::timeout(Duration::from_secs(15), listener.accept())
@@ -137,7 +138,7 @@ impl Node {
             .unwrap();
         assert_eq!(switch.datapath_id(), self.dpid());
         tokio::spawn(serve_rejects(switch.clone()));
-        self.agent = Some(SwitchAgent::new(switch));
+        self.engine = Some(Engine::new(switch));
     }
 
     fn dpid(&self) -> u64 {
@@ -148,9 +149,17 @@ impl Node {
         u64::from_str_radix(text.trim().trim_matches('"'), 16).unwrap()
     }
 
+    /// Syncs the scenario through svcflow's engine, as the daemon does.
     async fn sync(&mut self) -> SyncReport {
         let want = self.desired();
-        let report = self.agent.as_mut().unwrap().sync(&want).await.unwrap();
+        let s = &self.scenario;
+        let report = self
+            .engine
+            .as_mut()
+            .unwrap()
+            .sync(&s.node, &s.model, &s.config, &s.bindings)
+            .await
+            .unwrap();
         self.assert_switch_holds(&want);
         report
     }
@@ -236,7 +245,7 @@ fn assert_same_lines(actual: &[String], expected: &[String], what: &str) {
     );
 }
 
-/// Scenario `name`'s node with svcflow's agent in control and the desired state installed.
+/// Scenario `name`'s node with svcflow's engine in control and the desired state installed.
 async fn installed_scenario(name: &str) -> Node {
     let mut node = build(scenario(name));
     node.connect_controller().await;
@@ -480,11 +489,18 @@ async fn after_an_ovs_vswitchd_restart_state_is_replayed_and_stale_state_removed
     node.sb
         .add_flows(BR, &["cookie=0x1,table=99,priority=1,actions=drop"])
         .unwrap();
-    // A fresh agent (as after a reconnect) reads the switch and removes only the stale state.
-    let switch = node.agent.as_ref().unwrap().switch().clone();
-    node.agent = Some(SwitchAgent::new(switch));
+    // A fresh engine (as after a reconnect) reads the switch and removes only the stale state.
+    let switch = node.engine.as_ref().unwrap().switch().clone();
+    node.engine = Some(Engine::new(switch));
     let want = node.desired();
-    let report = node.agent.as_mut().unwrap().sync(&want).await.unwrap();
+    let s = &node.scenario;
+    let report = node
+        .engine
+        .as_mut()
+        .unwrap()
+        .sync(&s.node, &s.model, &s.config, &s.bindings)
+        .await
+        .unwrap();
     assert_eq!(
         (
             report.flows_added,
@@ -727,13 +743,7 @@ async fn a_5000_endpoint_service_installs_spreads_over_every_chained_group_and_c
 async fn a_udp_client_moves_to_a_remaining_endpoint_within_a_second_of_its_endpoints_removal() {
     let mut node = build(scenario("node-services"));
     node.connect_controller().await;
-    let switch = node.agent.as_ref().unwrap().switch().clone();
-    let mut engine = netvirt::engine::Engine::new(switch);
-    let s = &node.scenario;
-    engine
-        .sync(&s.node, &s.model, &s.config, &s.bindings)
-        .await
-        .unwrap();
+    node.sync().await;
     // p3 keeps sending from one fixed 5-tuple, so conntrack pins it to one endpoint.
     let mut stream = node
         .pod("p3")
@@ -771,11 +781,7 @@ async fn a_udp_client_moves_to_a_remaining_endpoint_within_a_second_of_its_endpo
         .unwrap()
         .retain(|e| e.address != address);
     let removed = Instant::now();
-    let s = &node.scenario;
-    let report = engine
-        .sync(&s.node, &s.model, &s.config, &s.bindings)
-        .await
-        .unwrap();
+    let report = node.sync().await;
     assert_eq!(report.conntrack_flushed, 1, "{report:?}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let samples = stream.stop().unwrap();
@@ -901,11 +907,13 @@ async fn client_ip_affinity_sticks_to_one_endpoint_and_without_it_connections_sp
         one_endpoint(&via_node_port, 10, "p3 to the node port"),
         chosen
     );
-    // Another client sticks as well (to whichever endpoint it got).
+    // Another client sticks as well (to whichever endpoint it got). Its connections are
+    // spaced a little: under heavy load, a connection opened back to back with the client's
+    // first can be balanced before the switch applies the flow it just learned.
     let ext = tally(
         &node
             .ext
-            .connect("tcp", "198.18.0.10:30070", 10, &[])
+            .connect("tcp", "198.18.0.10:30070", 10, &["--gap-ms", "20"])
             .unwrap(),
     );
     one_endpoint(&ext, 10, "the external host to the node port");
