@@ -217,3 +217,66 @@ pub fn rest(sb: &Sandbox, method: &str, path: &str, body: &str) -> Result<String
     }
     sb.node(&argv)
 }
+
+/// The REST fixture the daemon tests share: node `n1` at [`fixture::NODE_IP`] with pod CIDR
+/// 10.244.0.0/24, pods as hosts on `br-int`, and service `web`'s endpoints.
+pub mod fixture {
+    use crate::{Host, HostSpec, Sandbox};
+
+    /// Node n1's address.
+    pub const NODE_IP: &str = "192.168.50.10";
+
+    /// [`super::rest`], failing the test on an error.
+    pub fn curl(sb: &Sandbox, method: &str, path: &str, body: &str) -> String {
+        super::rest(sb, method, path, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// The REST body of pod `uid` on node n1 (its one interface also has the uid).
+    pub fn pod_body(uid: &str, ip: &str, mac: &str) -> String {
+        format!(
+            r#"{{"pods":[{{"uid":"{uid}","name":"{uid}","network-NS":"default",
+        "host-ip-address":"{NODE_IP}","port-mac-address":"{mac}",
+        "interface":[{{"uid":"{uid}","ip-address":"{ip}","network-type":"FLAT"}}]}}]}}"#
+        )
+    }
+
+    /// Adds a pod host on `ofport` of `br-int`, bound to the pod `uid` by
+    /// `external_ids:iface-id`.
+    pub fn add_pod(sb: &mut Sandbox, uid: &str, ip: &str, mac: &str, ofport: u16) -> Host {
+        let spec = HostSpec::new(uid, &format!("{ip}/24"), mac, ofport).with_gateway("10.244.0.1");
+        let host = sb
+            .add_host("br-int", spec)
+            .unwrap_or_else(|e| panic!("pod {uid}: {e}"));
+        sb.vsctl(&[
+            "set",
+            "interface",
+            uid,
+            &format!("external_ids:iface-id={uid}"),
+        ])
+        .unwrap_or_else(|e| panic!("pod {uid}: {e}"));
+        host
+    }
+
+    /// The endpoints body of service `web`: `ips` on port 8080, on node n1, on one line (it
+    /// also goes into curl config files).
+    pub fn web_endpoints_body(ips: &[&str]) -> String {
+        let addresses: Vec<String> = ips
+            .iter()
+            .map(|ip| format!(r#"{{"service:ip-address":"{ip}","service:node-name":"n1"}}"#))
+            .collect();
+        format!(
+            r#"{{"service:endpoints":[{{"service:uid":"ep-web","service:name":"web","service:network-NS":"default","service:endpoint-addresses":[{}],"service:endpoint-ports":[{{"service:name":"http","service:port":8080}}]}}]}}"#,
+            addresses.join(",")
+        )
+    }
+
+    /// Puts the endpoints of service `web`.
+    pub fn put_web_endpoints(sb: &Sandbox, ips: &[&str]) {
+        curl(
+            sb,
+            "PUT",
+            "service:endpoints-info/endpoints/ep-web",
+            &web_endpoints_body(ips),
+        );
+    }
+}

@@ -11,57 +11,12 @@
 
 use std::time::Duration;
 
-use ovs_tests::svcflow::{Daemon, NB, OPENFLOW, rest};
-use ovs_tests::{Host, HostSpec, Sandbox, tally, wait_for};
+use ovs_tests::svcflow::fixture::{NODE_IP, add_pod, curl, pod_body, put_web_endpoints};
+use ovs_tests::svcflow::{Daemon, NB, OPENFLOW};
+use ovs_tests::{Host, Sandbox, tally, wait_for};
 
 const BR: &str = "br-int";
-const NODE_IP: &str = "192.168.50.10";
 const VIP: &str = "10.96.0.10:80";
-
-fn curl(sb: &Sandbox, method: &str, path: &str, body: &str) -> String {
-    rest(sb, method, path, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-}
-
-fn pod_body(uid: &str, ip: &str, mac: &str) -> String {
-    format!(
-        r#"{{"pods":[{{"uid":"{uid}","name":"{uid}","network-NS":"default",
-        "host-ip-address":"{NODE_IP}","port-mac-address":"{mac}",
-        "interface":[{{"uid":"{uid}","ip-address":"{ip}","network-type":"FLAT"}}]}}]}}"#
-    )
-}
-
-/// Puts the endpoints of service `web`: `ips` on port 8080, on node n1.
-fn put_endpoints(sb: &Sandbox, ips: &[&str]) {
-    let addresses: Vec<String> = ips
-        .iter()
-        .map(|ip| format!(r#"{{"service:ip-address":"{ip}","service:node-name":"n1"}}"#))
-        .collect();
-    curl(
-        sb,
-        "PUT",
-        "service:endpoints-info/endpoints/ep-web",
-        &format!(
-            r#"{{"service:endpoints":[{{"service:uid":"ep-web","service:name":"web",
-            "service:network-NS":"default","service:endpoint-addresses":[{}],
-            "service:endpoint-ports":[{{"service:name":"http","service:port":8080}}]}}]}}"#,
-            addresses.join(",")
-        ),
-    );
-}
-
-/// Adds a pod host on `ofport`, bound to the pod `uid` by `external_ids:iface-id`.
-fn add_pod(sb: &mut Sandbox, uid: &str, ip: &str, mac: &str, ofport: u16) -> Host {
-    let spec = HostSpec::new(uid, &format!("{ip}/24"), mac, ofport).with_gateway("10.244.0.1");
-    let host = sb.add_host(BR, spec).unwrap();
-    sb.vsctl(&[
-        "set",
-        "interface",
-        uid,
-        &format!("external_ids:iface-id={uid}"),
-    ])
-    .unwrap();
-    host
-}
 
 /// Waits until one connection from `client` to the VIP succeeds, then makes 30.
 fn spread(daemon: &Daemon, client: &Host) -> std::collections::BTreeMap<String, usize> {
@@ -161,7 +116,7 @@ fn the_daemon_serves_a_cluster_ip_survives_a_restart_and_stops_cleanly() {
         "service:service-ports":[{"service:name":"http","service:port":80,
         "service:target-port":"8080"}]}]}"#,
     );
-    put_endpoints(&sb, &["10.244.0.11", "10.244.0.12"]);
+    put_web_endpoints(&sb, &["10.244.0.11", "10.244.0.12"]);
 
     let counts = spread(&daemon, &pc);
     assert_spread(&counts, &daemon);
@@ -253,7 +208,7 @@ fn the_daemon_serves_a_cluster_ip_survives_a_restart_and_stops_cleanly() {
     assert_eq!(ours, theirs);
 
     // A change over REST reaches the switch: without pb's address, every connection goes to pa.
-    put_endpoints(&sb, &["10.244.0.11"]);
+    put_web_endpoints(&sb, &["10.244.0.11"]);
     let only_pa = wait_for("pb's endpoint to go", Duration::from_secs(20), || {
         let counts = tally(&pc.connect("tcp", VIP, 10, &[]).ok()?);
         (counts.get("pa") == Some(&10)).then_some(())
@@ -261,7 +216,7 @@ fn the_daemon_serves_a_cluster_ip_survives_a_restart_and_stops_cleanly() {
     if let Err(e) = only_pa {
         panic!("{e}\ndaemon log:\n{}", daemon.log());
     }
-    put_endpoints(&sb, &["10.244.0.11", "10.244.0.12"]);
+    put_web_endpoints(&sb, &["10.244.0.11", "10.244.0.12"]);
     let pb_back = wait_for(
         "pb's endpoint to come back",
         Duration::from_secs(20),

@@ -22,11 +22,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use ovs_tests::svcflow::{Daemon, NB, SyncLine, rest};
-use ovs_tests::{Host, HostSpec, ProbeStream, Process, Sample, Sandbox, wait_for};
+use ovs_tests::svcflow::fixture::{NODE_IP, add_pod, curl, pod_body, web_endpoints_body};
+use ovs_tests::svcflow::{Daemon, NB, SyncLine};
+use ovs_tests::{Host, ProbeStream, Process, Sample, Sandbox, wait_for};
 
 const BR: &str = "br-int";
-const NODE_IP: &str = "192.168.50.10";
 const VIP: &str = "10.96.0.10:80";
 
 /// A flow under svcflow's cookie mark (kind SERVICE) that no model asks for.
@@ -38,32 +38,6 @@ const STALE_GROUP: &str = "group_id=4242,type=all";
 /// Someone else's flow, in a table svcflow does not use.
 const FOREIGN_FLOW: &str = "cookie=0xf00d,table=99,priority=1,actions=drop";
 const FOREIGN_COOKIE: &str = "cookie=0xf00d";
-
-fn curl(sb: &Sandbox, method: &str, path: &str, body: &str) -> String {
-    rest(sb, method, path, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-}
-
-fn pod_body(uid: &str, ip: &str, mac: &str) -> String {
-    format!(
-        r#"{{"pods":[{{"uid":"{uid}","name":"{uid}","network-NS":"default",
-        "host-ip-address":"{NODE_IP}","port-mac-address":"{mac}",
-        "interface":[{{"uid":"{uid}","ip-address":"{ip}","network-type":"FLAT"}}]}}]}}"#
-    )
-}
-
-/// Adds a pod host on `ofport`, bound to the pod `uid` by `external_ids:iface-id`.
-fn add_pod(sb: &mut Sandbox, uid: &str, ip: &str, mac: &str, ofport: u16) -> Host {
-    let spec = HostSpec::new(uid, &format!("{ip}/24"), mac, ofport).with_gateway("10.244.0.1");
-    let host = sb.add_host(BR, spec).unwrap();
-    sb.vsctl(&[
-        "set",
-        "interface",
-        uid,
-        &format!("external_ids:iface-id={uid}"),
-    ])
-    .unwrap();
-    host
-}
 
 /// A node driven by svcflow, with service `web` (10.96.0.10:80) on backends `pa` and `pb`
 /// (port 8080) and a client pod `pc`.
@@ -891,18 +865,6 @@ fn a_rest_change_made_while_the_controller_connection_is_cut_is_applied_as_a_dif
     assert_eq!(counts.get("pa"), Some(&5), "{counts:?}");
 }
 
-/// The endpoints body of service `web` with `ips` (port 8080, node n1).
-fn endpoints_body(ips: &[&str]) -> String {
-    let addresses: Vec<String> = ips
-        .iter()
-        .map(|ip| format!(r#"{{"service:ip-address":"{ip}","service:node-name":"n1"}}"#))
-        .collect();
-    format!(
-        r#"{{"service:endpoints":[{{"service:uid":"ep-web","service:name":"web","service:network-NS":"default","service:endpoint-addresses":[{}],"service:endpoint-ports":[{{"service:name":"http","service:port":8080}}]}}]}}"#,
-        addresses.join(",")
-    )
-}
-
 /// The endpoint addresses in service web's group, as `ovs-ofctl dump-groups` shows them
 /// (`set_field:0xaf4000b->reg3` is 10.244.0.11).
 fn web_group_endpoints(sb: &Sandbox) -> BTreeSet<String> {
@@ -911,22 +873,11 @@ fn web_group_endpoints(sb: &Sandbox) -> BTreeSet<String> {
         .lines()
         .filter(|l| l.contains("type=select"))
         .flat_map(|l| l.split("set_field:").skip(1))
-        .filter_map(|a| a.strip_suffix_once("->reg3"))
+        // The text after `set_field:` up to the action's end, when it loads reg3.
+        .filter_map(|a| a.split(',').next()?.strip_suffix("->reg3"))
         .filter_map(|hex| u32::from_str_radix(hex.trim_start_matches("0x"), 16).ok())
         .map(|ip| std::net::Ipv4Addr::from(ip).to_string())
         .collect()
-}
-
-trait StripOnce {
-    fn strip_suffix_once(&self, suffix: &str) -> Option<&str>;
-}
-
-impl StripOnce for str {
-    /// The text before the first `suffix`, if it ends the first action.
-    fn strip_suffix_once(&self, suffix: &str) -> Option<&str> {
-        let action = self.split(',').next()?;
-        action.strip_suffix(suffix)
-    }
 }
 
 #[test]
@@ -943,7 +894,7 @@ fn a_burst_of_1000_endpoint_changes_coalesces_into_a_few_bundles_and_converges()
     ];
     let mut config = String::new();
     for i in 0..1000 {
-        let body = endpoints_body(if i == 999 { sets[2] } else { sets[i % 2] });
+        let body = web_endpoints_body(if i == 999 { sets[2] } else { sets[i % 2] });
         if i > 0 {
             config.push_str("next\n");
         }
