@@ -38,6 +38,195 @@ pub fn allocate<'a>(names: impl IntoIterator<Item = &'a str>, max: u32) -> BTree
     ids
 }
 
+/// [`allocate`], kept up to date name by name: adding or removing names costs time in the
+/// number of names whose probe runs they share, not in the number of names, and the ids are
+/// always exactly those [`allocate`] gives the same set.
+///
+/// Why that holds: with linear probing, every name lands in the run of taken ids (a cluster)
+/// that holds its home id, and a cluster's layout depends only on the names whose home is in
+/// it, placed in sorted order. A change can only rearrange the clusters it touches, so the
+/// allocator re-places just their names; if one of them probes into a cluster it did not
+/// expect, that cluster joins the re-placed names and the placement starts again.
+#[derive(Debug, Clone)]
+pub struct Allocator {
+    max: u32,
+    by_name: BTreeMap<String, u32>,
+    by_id: BTreeMap<u32, String>,
+    /// Names that found no free id (only when there are more names than ids).
+    unassigned: BTreeSet<String>,
+}
+
+impl Allocator {
+    /// An allocator of ids in `1..=max` with no names.
+    pub fn new(max: u32) -> Self {
+        Self {
+            max,
+            by_name: BTreeMap::new(),
+            by_id: BTreeMap::new(),
+            unassigned: BTreeSet::new(),
+        }
+    }
+
+    /// Every name's id.
+    pub fn ids(&self) -> &BTreeMap<String, u32> {
+        &self.by_name
+    }
+
+    /// How many names have ids.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// Whether no name has an id.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    fn home(&self, name: &str) -> u32 {
+        (fnv1a(name.as_bytes()) % u64::from(self.max)) as u32 + 1
+    }
+
+    fn next(&self, id: u32) -> u32 {
+        if id == self.max { 1 } else { id + 1 }
+    }
+
+    fn prev(&self, id: u32) -> u32 {
+        if id == 1 { self.max } else { id - 1 }
+    }
+
+    /// The names in the run of taken ids that holds `id` (none if `id` is free).
+    fn cluster(&self, id: u32, out: &mut BTreeSet<String>) {
+        if !self.by_id.contains_key(&id) {
+            return;
+        }
+        // At least one id is free (see `update`), so both walks end.
+        let mut start = id;
+        while self.by_id.contains_key(&self.prev(start)) {
+            start = self.prev(start);
+        }
+        let mut at = start;
+        while let Some(name) = self.by_id.get(&at) {
+            out.insert(name.clone());
+            at = self.next(at);
+        }
+    }
+
+    /// Removes `removed` and adds `added` (names already present or absent are ignored), and
+    /// returns the names that kept an id but got another.
+    pub fn update<'a>(
+        &mut self,
+        removed: impl IntoIterator<Item = &'a str>,
+        added: impl IntoIterator<Item = &'a str>,
+    ) -> BTreeSet<String> {
+        let known = |n: &str| self.by_name.contains_key(n) || self.unassigned.contains(n);
+        let removed: BTreeSet<&str> = removed.into_iter().filter(|n| known(n)).collect();
+        let added: BTreeSet<&str> = added
+            .into_iter()
+            .filter(|n| !known(n) || removed.contains(n))
+            .collect();
+        let len = self.by_name.len() + self.unassigned.len() - removed.len() + added.len();
+        if len >= self.max as usize || !self.unassigned.is_empty() {
+            return self.reallocate(&removed, &added);
+        }
+        // Taking a name out leaves a hole in its cluster: the names after it may move back.
+        let mut before: BTreeMap<String, u32> = BTreeMap::new();
+        let mut holes = Vec::new();
+        for name in &removed {
+            if let Some(id) = self.by_name.remove(*name) {
+                self.by_id.remove(&id);
+                before.insert((*name).to_string(), id);
+                holes.push(id);
+            }
+        }
+        let mut pending: BTreeSet<String> = BTreeSet::new();
+        for id in holes {
+            self.cluster(self.next(id), &mut pending);
+        }
+        // A new name goes into the cluster that holds its home, in sorted order.
+        for name in &added {
+            self.cluster(self.home(name), &mut pending);
+            pending.insert((*name).to_string());
+        }
+        self.unplace(&pending, &mut before);
+        loop {
+            match self.place(&pending) {
+                Ok(placed) => {
+                    for (id, name) in placed {
+                        self.by_name.insert(name.to_string(), id);
+                        self.by_id.insert(id, name.to_string());
+                    }
+                    break;
+                }
+                // A probe ran into a cluster of names not being placed: place them too.
+                Err(id) => {
+                    let mut more = BTreeSet::new();
+                    self.cluster(id, &mut more);
+                    self.unplace(&more, &mut before);
+                    pending.extend(more);
+                }
+            }
+        }
+        before
+            .into_iter()
+            .filter(|(name, id)| self.by_name.get(name).is_some_and(|now| now != id))
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Frees the ids of `names`, remembering them in `before`.
+    fn unplace(&mut self, names: &BTreeSet<String>, before: &mut BTreeMap<String, u32>) {
+        for name in names {
+            if let Some(id) = self.by_name.remove(name) {
+                self.by_id.remove(&id);
+                before.insert(name.clone(), id);
+            }
+        }
+    }
+
+    /// Places `names` in sorted order by linear probing over the free ids, or returns the
+    /// first taken id a probe ran into.
+    fn place<'a>(&self, names: &'a BTreeSet<String>) -> Result<BTreeMap<u32, &'a str>, u32> {
+        let mut placed: BTreeMap<u32, &str> = BTreeMap::new();
+        for name in names {
+            let mut id = self.home(name);
+            loop {
+                if self.by_id.contains_key(&id) {
+                    return Err(id);
+                }
+                if !placed.contains_key(&id) {
+                    break;
+                }
+                id = self.next(id);
+            }
+            placed.insert(id, name);
+        }
+        Ok(placed)
+    }
+
+    /// The whole allocation again, for when the ids run out.
+    fn reallocate(&mut self, removed: &BTreeSet<&str>, added: &BTreeSet<&str>) -> BTreeSet<String> {
+        let names: BTreeSet<String> = self
+            .by_name
+            .keys()
+            .chain(&self.unassigned)
+            .filter(|n| !removed.contains(n.as_str()))
+            .cloned()
+            .chain(added.iter().map(|n| n.to_string()))
+            .collect();
+        let ids = allocate(names.iter().map(String::as_str), self.max);
+        let moved = self
+            .by_name
+            .iter()
+            .filter(|(name, id)| ids.get(*name).is_some_and(|now| now != *id))
+            .map(|(name, _)| name.clone())
+            .collect();
+        self.by_id = ids.iter().map(|(n, id)| (*id, n.clone())).collect();
+        self.unassigned = names.into_iter().filter(|n| !ids.contains_key(n)).collect();
+        self.by_name = ids;
+        moved
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +262,42 @@ mod tests {
     fn more_names_than_ids_leaves_the_rest_unassigned() {
         assert_eq!(allocate(["a", "b", "c"], 2).len(), 2);
         assert!(allocate(["a"], 0).is_empty());
+    }
+
+    proptest::proptest! {
+        /// The incremental allocator gives exactly `allocate`'s ids after every step, and
+        /// reports exactly the names whose id changed; small ranges force long probe runs.
+        #[test]
+        fn the_allocator_always_equals_a_full_allocation(
+            max in 1u32..40,
+            steps in proptest::collection::vec(
+                (proptest::collection::vec(0u8..60, 0..6), proptest::collection::vec(0u8..60, 0..6)),
+                1..30,
+            ),
+        ) {
+            let mut alloc = Allocator::new(max);
+            let mut names: BTreeSet<String> = BTreeSet::new();
+            for (removed, added) in steps {
+                let removed: Vec<String> = removed.iter().map(|n| format!("svc-{n}")).collect();
+                let added: Vec<String> = added.iter().map(|n| format!("svc-{n}")).collect();
+                let previous = alloc.ids().clone();
+                let moved = alloc.update(
+                    removed.iter().map(String::as_str),
+                    added.iter().map(String::as_str),
+                );
+                for n in &removed {
+                    names.remove(n);
+                }
+                names.extend(added.iter().cloned());
+                let want = allocate(names.iter().map(String::as_str), max);
+                proptest::prop_assert_eq!(alloc.ids(), &want);
+                let want_moved: BTreeSet<String> = previous
+                    .iter()
+                    .filter(|(n, id)| want.get(*n).is_some_and(|now| now != *id))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                proptest::prop_assert_eq!(moved, want_moved);
+            }
+        }
     }
 }

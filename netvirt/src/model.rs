@@ -2,25 +2,36 @@
 //!
 //! It is plain data with no Kubernetes types. Collections are ordered maps so that the same
 //! model always yields the same desired state, byte for byte.
+//!
+//! The maps of [`Model`] are persistent ([`Map`], a B-tree whose nodes are shared between
+//! versions): cloning a model costs nothing, a write copies only the path to the entry it
+//! changes, and two versions of one model tell what differs between them by skipping the
+//! subtrees they share ([`Map::diff`]). That is how a change travels by key from an input to
+//! each node's engine: the input keeps its model and edits it in place, and each engine diffs
+//! the model it last rendered against the new one, in time proportional to the change.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+/// A persistent ordered map: O(1) clones that share structure, and [`Map::diff`] in time
+/// proportional to what differs.
+pub type Map<K, V> = imbl::OrdMap<K, V>;
+
 /// Everything the controller knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Model {
     /// Nodes by name.
-    pub nodes: BTreeMap<String, Node>,
+    pub nodes: Map<String, Node>,
     /// Namespaces by name.
-    pub namespaces: BTreeMap<String, Namespace>,
+    pub namespaces: Map<String, Namespace>,
     /// Pod interfaces by uid.
-    pub pods: BTreeMap<String, PodInterface>,
+    pub pods: Map<String, PodInterface>,
     /// Services by namespace/name.
-    pub services: BTreeMap<ServiceKey, Service>,
+    pub services: Map<ServiceKey, Service>,
     /// Endpoints of each service, by the service's namespace/name.
-    pub endpoints: BTreeMap<ServiceKey, Vec<Endpoint>>,
+    pub endpoints: Map<ServiceKey, Vec<Endpoint>>,
 }
 
 /// A node: one Open vSwitch with its `br-int`.
@@ -173,7 +184,7 @@ pub struct Topology {
 
 impl Topology {
     /// `keys`, with the labels they need from the nodes (in `nodes`) of `endpoints`.
-    pub fn new(keys: Vec<String>, endpoints: &[Endpoint], nodes: &BTreeMap<String, Node>) -> Self {
+    pub fn new(keys: Vec<String>, endpoints: &[Endpoint], nodes: &Map<String, Node>) -> Self {
         let mut node_labels = BTreeMap::new();
         if !keys.is_empty() {
             for name in endpoints.iter().filter_map(|e| e.node.as_ref()) {

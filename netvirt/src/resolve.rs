@@ -476,7 +476,7 @@ mod tests {
 
     #[test]
     fn topology_keys_hints_and_prefer_close_narrow_the_endpoints() {
-        let nodes: std::collections::BTreeMap<String, crate::model::Node> =
+        let nodes: crate::model::Map<String, crate::model::Node> =
             cluster().into_iter().map(|n| (n.name.clone(), n)).collect();
         let none: &[&[&str]] = &[];
         let all_hinted: &[&[&str]] = &[&["z1"], &["z1"], &["z2"], &["z3"]];
@@ -621,7 +621,7 @@ mod tests {
 
     #[test]
     fn topology_applies_to_cluster_policy_after_conditions() {
-        let nodes: std::collections::BTreeMap<String, crate::model::Node> =
+        let nodes: crate::model::Map<String, crate::model::Node> =
             cluster().into_iter().map(|n| (n.name.clone(), n)).collect();
         let mut endpoints = topology_endpoints(&[]);
         // n2's endpoint is terminating: the zone key finds only n1's.

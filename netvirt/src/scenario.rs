@@ -312,14 +312,18 @@ impl Scenario {
         }
         // Topology keys compare the labels of the endpoints' nodes, as the translation from
         // Kubernetes attaches them.
-        for (key, service) in &mut model.services {
+        let keys: Vec<ServiceKey> = model.services.keys().cloned().collect();
+        for key in keys {
             let endpoints = model
                 .endpoints
-                .get(key)
+                .get(&key)
                 .map(Vec::as_slice)
                 .unwrap_or_default();
-            let keys = std::mem::take(&mut service.topology.keys);
-            service.topology = Topology::new(keys, endpoints, &model.nodes);
+            let topology = model.services.get(&key).map(|s| s.topology.keys.clone());
+            let topology = Topology::new(topology.unwrap_or_default(), endpoints, &model.nodes);
+            if let Some(service) = model.services.get_mut(&key) {
+                service.topology = topology;
+            }
         }
         Ok(Self {
             node,

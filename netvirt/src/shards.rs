@@ -8,8 +8,12 @@
 //! services by namespace/name), exactly as one full render would decide; a collision with a
 //! different flow is reported as a conflict.
 //!
-//! Change detection hashes each service with its endpoints. A change that leaves the 64-bit
-//! hash equal would be missed; the odds are about 1 in 2^64 per change.
+//! Change detection is by key: the shards keep the model's maps as they last rendered them
+//! (persistent maps, so keeping them costs nothing) and diff them with the new ones, which
+//! skips every subtree the two share. An update therefore costs time in the size of the
+//! change, not of the model: no service is hashed or compared unless it changed. A change of
+//! what every shard depends on (the node, the configuration, the port bindings) re-renders
+//! everything.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hash};
@@ -29,7 +33,7 @@ use crate::desired::{
 };
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::ids;
-use crate::model::{Endpoint, Model, Node, Service, ServiceKey};
+use crate::model::{Map, Model, Namespace, Node, PodInterface, Service, ServiceKey};
 use crate::pipeline::{group, table};
 use crate::plan::{State, Step, plan};
 
@@ -41,8 +45,6 @@ enum Owner {
 }
 
 struct Shard {
-    /// Hash of the inputs it was rendered from.
-    input: u64,
     /// Group names it needs ids for.
     names: Vec<String>,
     /// Its flows; the keys are shared with the index.
@@ -94,9 +96,8 @@ impl<'a, K: Ord, V> IntoIterator for &'a SortedVec<K, V> {
 }
 
 impl Shard {
-    fn new(input: u64, names: Vec<String>, out: DesiredState) -> Self {
+    fn new(names: Vec<String>, out: DesiredState) -> Self {
         Shard {
-            input,
             names,
             flows: out
                 .state
@@ -111,11 +112,22 @@ impl Shard {
     }
 }
 
+/// The model's maps as the shards last rendered them, to diff the next model with.
+struct Seen {
+    pods: Map<String, PodInterface>,
+    namespaces: Map<String, Namespace>,
+    services: Map<ServiceKey, Service>,
+    endpoints: Map<ServiceKey, Vec<crate::model::Endpoint>>,
+    /// How many pods each namespace has: ELAN ids are allocated over the namespaces that have
+    /// pods, so the node's part changes when a namespace gains its first or loses its last.
+    pod_namespaces: BTreeMap<String, usize>,
+}
+
 /// The desired state of one node, by shard.
-#[derive(Default)]
 pub struct Shards {
-    /// Hash of what every service shard depends on besides its own service.
+    /// Hash of what every shard depends on besides its own inputs.
     context: Option<u64>,
+    seen: Option<Seen>,
     node: Option<Shard>,
     services: BTreeMap<ServiceKey, Shard>,
     /// Every desired flow's owners, in order; the first one's entry is the desired one.
@@ -123,9 +135,28 @@ pub struct Shards {
     /// The keys with more than one owner, where collisions can be.
     shared: BTreeSet<Arc<FlowKey>>,
     group_owners: BTreeMap<u32, Owner>,
-    ids: BTreeMap<String, u32>,
+    ids: ids::Allocator,
+    /// The service that needs each group name.
+    name_owner: BTreeMap<String, ServiceKey>,
     /// Conntrack entries made stale by updates since the last [`Shards::take_stale`].
     stale: Vec<StaleConntrack>,
+}
+
+impl Default for Shards {
+    fn default() -> Self {
+        Self {
+            context: None,
+            seen: None,
+            node: None,
+            services: BTreeMap::new(),
+            flow_owners: BTreeMap::new(),
+            shared: BTreeSet::new(),
+            group_owners: BTreeMap::new(),
+            ids: ids::Allocator::new(group::SERVICE_MAX),
+            name_owner: BTreeMap::new(),
+            stale: Vec::new(),
+        }
+    }
 }
 
 /// Connections that a removed endpoint may still hold through a service address: UDP and SCTP
@@ -221,51 +252,61 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
     out
 }
 
-/// Each service's fingerprint with its endpoints. Finding what changed means hashing every
-/// service (about 4 ms at 10,000 services on one core), so large models are split over the
-/// machine's cores.
-fn fingerprints(inputs: &[(&ServiceKey, &Service, &[Endpoint])]) -> Vec<u64> {
-    const PER_THREAD: usize = 2_000;
-    let hash = |chunk: &[(&ServiceKey, &Service, &[Endpoint])]| -> Vec<u64> {
-        chunk.iter().map(|(_, s, e)| hash_of(&(*s, *e))).collect()
-    };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(inputs.len() / PER_THREAD);
-    if threads < 2 {
-        return hash(inputs);
-    }
-    let chunk = inputs.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut parts = inputs.chunks(chunk);
-        let first = parts.next().unwrap_or_default();
-        let others: Vec<_> = parts.map(|part| scope.spawn(move || hash(part))).collect();
-        let mut out = hash(first);
-        for other in others {
-            // A panic in a hashing thread is a bug in Hash; hash again here rather than lose it.
-            match other.join() {
-                Ok(part) => out.extend(part),
-                Err(_) => return hash(inputs),
-            }
-        }
-        out
-    })
-}
-
-/// Advances the sorted `entries` to `key` and returns its value, if present.
-fn seek<'a, V: 'a>(
-    entries: &mut std::iter::Peekable<impl Iterator<Item = (&'a ServiceKey, &'a V)>>,
-    key: &ServiceKey,
-) -> Option<&'a V> {
-    while entries.next_if(|(k, _)| *k < key).is_some() {}
-    entries.next_if(|(k, _)| *k == key).map(|(_, v)| v)
-}
-
 /// The previous entries of the flows and groups an update touches.
 #[derive(Default)]
 struct Before {
     flows: BTreeMap<Arc<FlowKey>, Option<FlowEntry>>,
     groups: BTreeMap<u32, Option<GroupEntry>>,
+}
+
+/// The key of one difference between two maps.
+fn diff_key<'a, K, V>(item: imbl::ordmap::DiffItem<'a, 'a, K, V>) -> &'a K {
+    match item {
+        imbl::ordmap::DiffItem::Add(k, _) | imbl::ordmap::DiffItem::Remove(k, _) => k,
+        imbl::ordmap::DiffItem::Update { new: (k, _), .. } => k,
+    }
+}
+
+/// How many pods each namespace has.
+fn pod_namespaces(pods: &Map<String, PodInterface>) -> BTreeMap<String, usize> {
+    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in pods.values() {
+        *out.entry(pod.namespace.clone()).or_default() += 1;
+    }
+    out
+}
+
+/// The namespaces' pod counts after the pods changed from `seen`'s to `model`'s, and whether
+/// the node's own part must be rendered again: a pod on `node` changed, the namespaces
+/// changed, or a namespace gained its first pod or lost its last.
+fn pods_changed(seen: &Seen, model: &Model, node: &str) -> (BTreeMap<String, usize>, bool) {
+    let mut counts = seen.pod_namespaces.clone();
+    let mut dirty = seen.namespaces != model.namespaces;
+    let mut count = |pod: &PodInterface, up: bool, dirty: &mut bool| {
+        *dirty |= pod.node == node;
+        let n = counts.entry(pod.namespace.clone()).or_default();
+        if up {
+            *n += 1;
+            *dirty |= *n == 1;
+        } else {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&pod.namespace);
+                *dirty = true;
+            }
+        }
+    };
+    for item in seen.pods.diff(&model.pods) {
+        match item {
+            imbl::ordmap::DiffItem::Add(_, pod) => count(pod, true, &mut dirty),
+            imbl::ordmap::DiffItem::Remove(_, pod) => count(pod, false, &mut dirty),
+            imbl::ordmap::DiffItem::Update { old, new } => {
+                count(old.1, false, &mut dirty);
+                count(new.1, true, &mut dirty);
+            }
+        }
+    }
+    (counts, dirty)
 }
 
 impl Shards {
@@ -316,99 +357,114 @@ impl Shards {
         bindings: &NodeBindings,
         before: &mut Option<Before>,
     ) {
-        // The node's own part.
-        let node_input = hash_of(&(node, &model.pods, &model.namespaces, config, bindings));
-        if self.node.as_ref().map(|s| s.input) != Some(node_input) {
-            let out = render_base(node, model, config, bindings);
-            self.replace(
-                Owner::Node,
-                Some(Shard::new(node_input, Vec::new(), out)),
-                before,
-            );
-        }
-        // Services: a changed context re-renders them all.
         let context = hash_of(&(node, config, bindings));
-        let all = self.context != Some(context);
+        let seen = self.seen.take().filter(|_| self.context == Some(context));
         self.context = Some(context);
-        let mut dirty: BTreeMap<&ServiceKey, (u64, Vec<PortPlan>)> = BTreeMap::new();
-        // All three maps are sorted by key: walk them together rather than look each key up.
-        let mut endpoints_of = model.endpoints.iter().peekable();
-        let inputs: Vec<(&ServiceKey, &Service, &[Endpoint])> = model
-            .services
-            .iter()
-            .map(|(key, service)| {
-                let endpoints = seek(&mut endpoints_of, key).map_or(&[][..], Vec::as_slice);
-                (key, service, endpoints)
-            })
-            .collect();
-        let hashes = fingerprints(&inputs);
-        let mut shards = self.services.iter().peekable();
-        let mut removed: Vec<ServiceKey> = Vec::new();
-        for (&(key, service, endpoints), &input) in inputs.iter().zip(&hashes) {
-            while let Some((k, _)) = shards.next_if(|(k, _)| *k < key) {
-                removed.push(k.clone());
+        let (pod_namespaces, node_dirty) = match &seen {
+            Some(seen) => pods_changed(seen, model, &node.name),
+            None => (pod_namespaces(&model.pods), true),
+        };
+        if node_dirty {
+            let out = render_base(node, model, config, bindings);
+            self.replace(Owner::Node, Some(Shard::new(Vec::new(), out)), before);
+        }
+        // The services whose service or endpoints changed: all of them without a previous
+        // model to diff with.
+        let changed: BTreeSet<&ServiceKey> = match &seen {
+            Some(seen) => {
+                let mut keys = BTreeSet::new();
+                keys.extend(seen.services.diff(&model.services).map(diff_key));
+                keys.extend(seen.endpoints.diff(&model.endpoints).map(diff_key));
+                // The diff borrows the previous model for keys that left it; look them up
+                // in the shards (which own them) instead.
+                keys.into_iter()
+                    .filter_map(|k| {
+                        model
+                            .services
+                            .get_key_value(k)
+                            .map(|(k, _)| k)
+                            .or_else(|| self.services.get_key_value(k).map(|(k, _)| k))
+                    })
+                    .collect()
             }
-            let shard = shards.next_if(|(k, _)| *k == key).map(|(_, s)| s);
-            if all || shard.map(|s| s.input) != Some(input) {
-                dirty.insert(
-                    key,
-                    (input, service_plans(service, endpoints, node, config)),
-                );
+            None => model.services.keys().chain(self.services.keys()).collect(),
+        };
+        let mut dirty: BTreeMap<ServiceKey, Vec<PortPlan>> = BTreeMap::new();
+        let mut removed: Vec<ServiceKey> = Vec::new();
+        for key in changed {
+            match model.services.get(key) {
+                Some(service) => {
+                    let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
+                    dirty.insert(key.clone(), service_plans(service, endpoints, node, config));
+                }
+                None => removed.push(key.clone()),
             }
         }
-        removed.extend(shards.map(|(k, _)| k.clone()));
-        // Group ids depend on the set of all names; a new set may move a colliding name.
-        let names_changed = !removed.is_empty()
-            || dirty.iter().any(|(key, (_, plans))| {
-                self.services.get(*key).map(|s| &s.names) != Some(&plan_names(plans))
-            });
-        if names_changed {
-            let mut names: BTreeSet<String> = BTreeSet::new();
-            for (key, shard) in &self.services {
-                if !dirty.contains_key(key) && !removed.contains(key) {
-                    names.extend(shard.names.iter().cloned());
-                }
+        // Group ids: names leave with their services and come with new plans; a name whose
+        // id moved (a collision resolved anew) re-renders its service.
+        let mut gone: Vec<String> = Vec::new();
+        let mut new: Vec<String> = Vec::new();
+        for key in &removed {
+            if let Some(shard) = self.services.get(key) {
+                gone.extend(shard.names.iter().cloned());
             }
-            for (_, plans) in dirty.values() {
-                names.extend(plan_names(plans));
+        }
+        for (key, plans) in &dirty {
+            let now = plan_names(plans);
+            let was = self
+                .services
+                .get(key)
+                .map(|s| &s.names[..])
+                .unwrap_or_default();
+            gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
+            new.extend(now.into_iter().filter(|n| !was.contains(n)));
+        }
+        for name in &gone {
+            self.name_owner.remove(name);
+        }
+        let moved = self.ids.update(
+            gone.iter().map(String::as_str),
+            new.iter().map(String::as_str),
+        );
+        for (key, plans) in &dirty {
+            for name in plan_names(plans) {
+                self.name_owner.insert(name, key.clone());
             }
-            let ids = ids::allocate(names.iter().map(String::as_str), group::SERVICE_MAX);
-            // A service whose ids moved is re-rendered.
-            for (key, shard) in &self.services {
-                if dirty.contains_key(key) || removed.contains(key) {
-                    continue;
-                }
-                if shard.names.iter().any(|n| ids.get(n) != self.ids.get(n))
-                    && let Some((key, service)) = model.services.get_key_value(key)
-                {
-                    let endpoints = model
-                        .endpoints
-                        .get(key)
-                        .map(Vec::as_slice)
-                        .unwrap_or_default();
-                    dirty.insert(
-                        key,
-                        (shard.input, service_plans(service, endpoints, node, config)),
-                    );
-                }
+        }
+        for name in moved {
+            let Some(key) = self.name_owner.get(&name) else {
+                continue;
+            };
+            if dirty.contains_key(key) {
+                continue;
             }
-            self.ids = ids;
+            if let Some(service) = model.services.get(key) {
+                let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
+                dirty.insert(key.clone(), service_plans(service, endpoints, node, config));
+            }
         }
         for key in removed {
             self.replace(Owner::Service(Arc::new(key)), None, before);
         }
-        for (key, (input, plans)) in dirty {
-            let Some(service) = model.services.get(key) else {
+        for (key, plans) in dirty {
+            let Some(service) = model.services.get(&key) else {
                 continue;
             };
             let names = plan_names(&plans);
-            let out = render_service(service, plans, &self.ids, config, bindings);
+            let out = render_service(service, plans, self.ids.ids(), config, bindings);
             self.replace(
-                Owner::Service(Arc::new(key.clone())),
-                Some(Shard::new(input, names, out)),
+                Owner::Service(Arc::new(key)),
+                Some(Shard::new(names, out)),
                 before,
             );
         }
+        self.seen = Some(Seen {
+            pods: model.pods.clone(),
+            namespaces: model.namespaces.clone(),
+            services: model.services.clone(),
+            endpoints: model.endpoints.clone(),
+            pod_namespaces,
+        });
     }
 
     /// The whole desired state, as one render of the model would give it.

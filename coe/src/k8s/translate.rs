@@ -180,22 +180,33 @@ pub fn translate(snapshot: &Snapshot) -> Translation {
     for slice in slices {
         t.slice(slice);
     }
-    for endpoints in t.model.endpoints.values_mut() {
-        endpoints.sort_by_key(|e| e.address);
-    }
+    t.model.endpoints = std::mem::take(&mut t.model.endpoints)
+        .into_iter()
+        .map(|(key, mut endpoints)| {
+            endpoints.sort_by_key(|e| e.address);
+            (key, endpoints)
+        })
+        .collect();
     // Topology keys compare the labels of the nodes the endpoints run on.
-    for (key, service) in &mut t.model.services {
-        if service.topology.keys.is_empty() {
-            continue;
-        }
+    let with_keys: Vec<ServiceKey> = t
+        .model
+        .services
+        .iter()
+        .filter(|(_, s)| !s.topology.keys.is_empty())
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in with_keys {
         let endpoints = t
             .model
             .endpoints
-            .get(key)
+            .get(&key)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let keys = std::mem::take(&mut service.topology.keys);
-        service.topology = Topology::new(keys, endpoints, &t.model.nodes);
+        let keys = t.model.services.get(&key).map(|s| s.topology.keys.clone());
+        let topology = Topology::new(keys.unwrap_or_default(), endpoints, &t.model.nodes);
+        if let Some(service) = t.model.services.get_mut(&key) {
+            service.topology = topology;
+        }
     }
     t.warnings.sort();
     t.warnings.dedup();

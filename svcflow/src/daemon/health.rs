@@ -253,9 +253,15 @@ mod tests {
         assert!(gone.contains(r#""localEndpoints":0"#), "{gone}");
         // The service loses its health-check port: the listener closes.
         let mut without = (*model(port, &["n1"])).clone();
-        for s in without.model.services.values_mut() {
-            s.health_check_node_port = None;
-        }
+        without.model.services = without
+            .model
+            .services
+            .into_iter()
+            .map(|(k, mut s)| {
+                s.health_check_node_port = None;
+                (k, s)
+            })
+            .collect();
         models_tx.send(Arc::new(without)).unwrap();
         for _ in 0..100 {
             if get(port).await.is_none() {
