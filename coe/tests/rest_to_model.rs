@@ -146,3 +146,90 @@ fn the_translation_is_deterministic() {
     let key = ServiceKey::new("default", "web");
     assert_eq!(a.endpoints[&key][0].node.as_deref(), Some("w"));
 }
+
+/// One write of the random sequences below: an item (by kind and number) put in one of two
+/// versions, or deleted.
+#[derive(Debug, Clone)]
+enum Write {
+    Put(Kind, usize, bool),
+    Delete(Kind, usize),
+}
+
+fn item(kind: Kind, n: usize, alt: bool) -> Value {
+    let pod_ip = |n: usize| format!("10.244.{}.{}", n % 2, 10 + n);
+    match kind {
+        Kind::Node => json!({ "uid": format!("n{n}"), "host-name": format!("h{n}"),
+            "internal-ip-address": format!("172.18.0.{}", if alt { 50 + n } else { 2 + n }) }),
+        Kind::Pod => json!({ "uid": format!("p{n}"), "name": format!("p{n}"),
+            "network-NS": if alt { "other" } else { "default" },
+            "host-ip-address": format!("172.18.0.{}", 2 + n % 3),
+            "interface": [ { "uid": format!("p{n}"),
+                "ip-address": if alt { pod_ip(n + 10) } else { pod_ip(n) } } ] }),
+        Kind::Service => {
+            if n % 2 == 0 {
+                // Minimal form: endpoints are pods by uid.
+                json!({ "uid": format!("s{n}"), "cluster-ip-address": format!("10.96.0.{}", 1 + n),
+                    "service-ports": [ { "port": 80 } ],
+                    "endpoints": if alt { vec![format!("p{n}")] } else { vec![format!("p{}", n + 1), "p9".to_string()] } })
+            } else {
+                json!({ "uid": format!("s{n}"), "name": format!("web{n}"),
+                    "cluster-ip-address": format!("10.96.0.{}", 1 + n),
+                    "service-ports": [ { "name": "http", "port": if alt { 81 } else { 80 } } ] })
+            }
+        }
+        Kind::Endpoints => {
+            json!({ "uid": format!("e{n}"), "name": format!("web{}", if alt { n + 2 } else { n }),
+            "endpoint-addresses": [ { "ip-address": pod_ip(n) }, { "ip-address": pod_ip(n + 10) } ],
+            "endpoint-ports": [ { "name": "http", "port": 8080 } ] })
+        }
+    }
+}
+
+fn write() -> impl proptest::strategy::Strategy<Value = Write> {
+    use proptest::prelude::*;
+    let kind = prop_oneof![
+        Just(Kind::Node),
+        Just(Kind::Pod),
+        Just(Kind::Pod),
+        Just(Kind::Service),
+        Just(Kind::Service),
+        Just(Kind::Endpoints),
+        Just(Kind::Endpoints),
+    ];
+    prop_oneof![
+        3 => (kind.clone(), 0..6usize, any::<bool>()).prop_map(|(k, n, alt)| Write::Put(k, n, alt)),
+        1 => (kind, 0..6usize).prop_map(|(k, n)| Write::Delete(k, n)),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// The translator, fed only what each write touched, always holds the model a full
+    /// translation of the store gives.
+    #[test]
+    fn the_translator_follows_writes_by_key(writes in proptest::collection::vec(write(), 1..40)) {
+        use coe::rest::durable::Changed;
+        use coe::rest::to_model::Translator;
+        let mut store = Store::default();
+        let mut translator = Translator::new(&store);
+        for w in writes {
+            let change = match &w {
+                Write::Put(kind, n, alt) => {
+                    let body = json!({ kind.list(): [item(*kind, *n, *alt)] });
+                    let mut items = parse::container_body(*kind, body.to_string().as_bytes()).unwrap();
+                    Change::Upsert(items.remove(0))
+                }
+                Write::Delete(kind, n) => {
+                    let prefix = match kind { Kind::Node => "n", Kind::Pod => "p", Kind::Service => "s", Kind::Endpoints => "e" };
+                    Change::Delete(*kind, format!("{prefix}{n}"))
+                }
+            };
+            let Ok(applied) = store.apply(change, &Rules::default()) else { continue };
+            let mut changed = Changed::default();
+            changed.record(&applied.effects);
+            translator.apply(&store, &changed);
+            proptest::prop_assert_eq!(translator.model(), &to_model(&store), "after {:?}", w);
+        }
+    }
+}

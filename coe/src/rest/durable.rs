@@ -6,12 +6,14 @@
 //! each other; a gap, an undecodable record or a replayed state that fails validation under
 //! the current configuration is a startup error, and the log is never emptied to get past it.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::error::RequestError;
 use super::store::{Change, Effect, Rules, Store, Touched};
+use super::types::Kind;
 use super::wal::{Torn, Wal, WalError};
 
 /// The log's file name in the state directory.
@@ -114,6 +116,34 @@ pub struct DurableStore {
     rules: Rules,
     seq: u64,
     torn: Option<Torn>,
+    /// What applied changes touched since the last [`DurableStore::take_changed`].
+    changed: Changed,
+}
+
+/// The items that accepted changes wrote, for consumers that follow the store by key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// A whole list changed (a container was replaced or cleared): follow everything.
+    pub all: bool,
+    /// Items created, replaced or removed, by kind and uid.
+    pub items: BTreeSet<(Kind, String)>,
+}
+
+impl Changed {
+    /// Adds what `effects` touch.
+    pub fn record(&mut self, effects: &[Effect]) {
+        for effect in effects {
+            match effect {
+                Effect::Clear(_) => self.all = true,
+                Effect::Upsert(item) => {
+                    self.items.insert((item.kind(), item.uid().to_string()));
+                }
+                Effect::Remove(kind, uid) => {
+                    self.items.insert((*kind, uid.clone()));
+                }
+            }
+        }
+    }
 }
 
 impl DurableStore {
@@ -180,6 +210,10 @@ impl DurableStore {
             rules,
             seq,
             torn: opened.torn,
+            changed: Changed {
+                all: true,
+                items: BTreeSet::new(),
+            },
         };
         if durable.wal.records() > COMPACT_AT {
             durable.compact()?;
@@ -191,6 +225,8 @@ impl DurableStore {
     pub fn apply(&mut self, change: Change) -> Result<&Store, ApplyError> {
         let applied = self.store.apply(change, &self.rules)?;
         let seq = self.seq + 1;
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.record(&applied.effects);
         let record = Record::Effects {
             seq,
             effects: applied.effects,
@@ -203,10 +239,13 @@ impl DurableStore {
             })
             .and_then(|payload| self.wal.append(&payload));
         if let Err(e) = logged {
-            // Not durable, so not applied either.
+            // Not durable, so not applied either. What it touched is recorded anyway: a
+            // consumer that looks again at an unchanged item finds nothing to do.
+            self.changed = changed;
             self.store.revert(applied.undo);
             return Err(e.into());
         }
+        self.changed = changed;
         self.seq = seq;
         if self.wal.records() > COMPACT_AT {
             // The change is already durable; a failed compaction only delays the next one.
@@ -215,6 +254,11 @@ impl DurableStore {
             }
         }
         Ok(&self.store)
+    }
+
+    /// What accepted changes touched since the last call (everything, the first time).
+    pub fn take_changed(&mut self) -> Changed {
+        std::mem::take(&mut self.changed)
     }
 
     /// Rewrites the log as one snapshot of the current state.

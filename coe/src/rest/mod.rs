@@ -1,7 +1,8 @@
 //! The REST northbound: OpenDaylight COE's RESTCONF API, driving svcflow.
 //!
 //! Pure layers: [`types`] (the validated objects), [`parse`] (COE JSON → objects),
-//! [`store`] (atomic, validated changes), [`to_model`] (store → [`netvirt::model::Model`]).
+//! [`store`] (atomic, validated changes), [`to_model`] (store → [`netvirt::model::Model`], whole or
+//! by key after each write).
 //! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
 //! [`auth`] (credentials) and [`server`] (the axum router and listener).
 //!

@@ -44,7 +44,7 @@ use super::durable::{ApplyError, DurableStore, OpenError};
 use super::error::{RequestError, error_body};
 use super::operational::OperationalSource;
 use super::store::{Change, Rules, Store};
-use super::to_model::{ovsdb_remotes, to_model};
+use super::to_model::{Translator, ovsdb_remotes};
 use super::types::Kind;
 use super::{openapi, parse};
 
@@ -140,12 +140,15 @@ impl Northbound {
                 torn.saved_to.display()
             );
         }
-        let first = publish(&durable, &config.ovsdb_remotes);
+        let mut durable = durable;
+        let mut translator = Translator::default();
+        let first = publish(&mut durable, &mut translator, &config.ovsdb_remotes);
         let (tx, models) = watch::channel(Arc::new(first));
         let durable = Arc::new(Mutex::new(durable));
         let (dirty, wake) = mpsc::channel();
         let publisher = Publisher {
             durable: Arc::downgrade(&durable),
+            translator,
             overrides: config.ovsdb_remotes.clone(),
             tx,
             wake,
@@ -246,26 +249,35 @@ impl Northbound {
     }
 }
 
-fn publish(durable: &DurableStore, overrides: &BTreeMap<String, String>) -> Published {
+/// Brings `translator` up to the writes since its last call and publishes its model (a
+/// copy that shares all its structure).
+fn publish(
+    durable: &mut DurableStore,
+    translator: &mut Translator,
+    overrides: &BTreeMap<String, String>,
+) -> Published {
+    let changed = durable.take_changed();
+    translator.apply(durable.store(), &changed);
     Published {
-        model: to_model(durable.store()),
+        model: translator.model().clone(),
         ovsdb_remotes: ovsdb_remotes(durable.store(), overrides),
         revision: durable.seq(),
     }
 }
 
-/// Translates the store into a model after writes, off the request path: a burst of writes
-/// costs one translation, not one each. Ends when the northbound is dropped.
+/// Translates the writes into the model, off the request path: by key, and a burst of writes
+/// costs one publication, not one each. Ends when the northbound is dropped.
 struct Publisher {
     /// Weak, so that dropping the northbound closes the store (and frees its lock).
     durable: Weak<Mutex<DurableStore>>,
+    translator: Translator,
     overrides: BTreeMap<String, String>,
     tx: watch::Sender<Arc<Published>>,
     wake: mpsc::Receiver<()>,
 }
 
 impl Publisher {
-    fn run(self) {
+    fn run(mut self) {
         while self.wake.recv().is_ok() {
             while self.wake.try_recv().is_ok() {}
             let Some(durable) = self.durable.upgrade() else {
@@ -273,7 +285,7 @@ impl Publisher {
             };
             let published = match durable.lock() {
                 Ok(d) if d.seq() == self.tx.borrow().revision => continue,
-                Ok(d) => publish(&d, &self.overrides),
+                Ok(mut d) => publish(&mut d, &mut self.translator, &self.overrides),
                 Err(_) => return,
             };
             self.tx.send_replace(Arc::new(published));

@@ -10,8 +10,13 @@
 //! - The endpoints object with the service's namespace and name gives its [`Endpoint`]s; a
 //!   minimal-form service's pod uids give endpoints from those pods' interface addresses.
 //! - Namespaces get the ELAN ids the store allocated.
+//!
+//! [`Translator`] keeps the model up to date by key: given the items a write touched
+//! ([`Changed`]), it re-translates just them and the services whose endpoints depend on them,
+//! editing its model in place. The model's maps are persistent, so publishing a copy costs
+//! nothing and each node's engine finds the change by diffing (see [`netvirt::model`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use netvirt::model::{
@@ -19,48 +24,181 @@ use netvirt::model::{
     Service, ServiceKey, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
 };
 
+use super::durable::Changed;
 use super::store::Store;
-use super::types::{self, namespace_name};
+use super::types::{self, Kind, namespace_name};
 
 /// The model the store describes.
 pub fn to_model(store: &Store) -> Model {
-    let index = Index::new(store);
-    let mut model = Model::default();
-    for n in store.nodes.values() {
-        let mut ips = Vec::new();
-        for ip in n.internal_ip.iter().chain(&n.external_ip) {
-            if !ips.contains(ip) {
-                ips.push(*ip);
+    Translator::new(store).model
+}
+
+/// The store's model, kept up to date by key.
+#[derive(Debug, Clone, Default)]
+pub struct Translator {
+    model: Model,
+    /// Node name by internal or external address (the first node by uid wins).
+    node_by_ip: HashMap<IpAddr, String>,
+    /// Pods by interface address (the first by uid wins).
+    pod_by_ip: HashMap<IpAddr, BTreeSet<String>>,
+    /// Endpoints objects by (namespace, name) (the last by uid wins).
+    endpoints_by_name: HashMap<(String, String), BTreeSet<String>>,
+    /// What each stored item became: a pod's interface uids and addresses, an endpoints
+    /// object's (namespace, name), a service's key.
+    pod_items: HashMap<String, (Vec<String>, Vec<IpAddr>)>,
+    endpoints_items: HashMap<String, (String, String)>,
+    service_items: HashMap<String, ServiceKey>,
+    /// The service uid of each key.
+    service_by_key: HashMap<ServiceKey, String>,
+    /// The services whose endpoints read a pod (minimal form) or look a node up by an
+    /// endpoint's address, and what each one read.
+    by_pod: HashMap<String, BTreeSet<ServiceKey>>,
+    by_ip: HashMap<IpAddr, BTreeSet<ServiceKey>>,
+    reads: HashMap<ServiceKey, (Vec<String>, Vec<IpAddr>)>,
+}
+
+impl Translator {
+    /// Translates the whole store.
+    pub fn new(store: &Store) -> Self {
+        let mut t = Translator::default();
+        for n in store.nodes.values() {
+            let mut ips = Vec::new();
+            for ip in n.internal_ip.iter().chain(&n.external_ip) {
+                if !ips.contains(ip) {
+                    ips.push(*ip);
+                }
+                t.node_by_ip
+                    .entry(*ip)
+                    .or_insert_with(|| n.model_name().to_string());
+            }
+            let name = n.model_name().to_string();
+            t.model.nodes.insert(
+                name.clone(),
+                Node {
+                    name,
+                    ips,
+                    pod_cidr: n.pod_cidr,
+                    labels: BTreeMap::new(),
+                },
+            );
+        }
+        t.namespaces(store);
+        for uid in store.pods.keys() {
+            t.pod(store, uid);
+        }
+        for uid in store.endpoints.keys() {
+            t.endpoints_object(store, uid);
+        }
+        for uid in store.services.keys() {
+            t.service_item(store, uid);
+        }
+        let keys: Vec<ServiceKey> = t.service_by_key.keys().cloned().collect();
+        for key in keys {
+            t.service(store, &key);
+        }
+        t
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Brings the model to `store`'s state after the writes that `changed` lists.
+    pub fn apply(&mut self, store: &Store, changed: &Changed) {
+        // Nodes decide every pod's and many endpoints' node: translate everything again.
+        if changed.all || changed.items.iter().any(|(k, _)| *k == Kind::Node) {
+            let model = std::mem::take(&mut self.model);
+            *self = Translator::new(store);
+            // Keep the structure the new model shares with the old one where values agree,
+            // so that the engines' diffs stay small.
+            self.model = share(model, std::mem::take(&mut self.model));
+            return;
+        }
+        if store.elans.len() != self.model.namespaces.len() {
+            self.namespaces(store);
+        }
+        let mut services: BTreeSet<ServiceKey> = BTreeSet::new();
+        for (kind, uid) in &changed.items {
+            match kind {
+                Kind::Pod => {
+                    let (old_ips, new_ips) = self.pod(store, uid);
+                    services.extend(self.by_pod.get(uid).into_iter().flatten().cloned());
+                    for ip in old_ips.iter().chain(&new_ips) {
+                        services.extend(self.by_ip.get(ip).into_iter().flatten().cloned());
+                    }
+                }
+                Kind::Endpoints => {
+                    for (ns, name) in self.endpoints_object(store, uid) {
+                        services.insert(ServiceKey::new(&ns, &name));
+                    }
+                }
+                Kind::Service => services.extend(self.service_item(store, uid)),
+                Kind::Node => {}
             }
         }
-        let name = n.model_name().to_string();
-        model.nodes.insert(
-            name.clone(),
-            Node {
-                name,
-                ips,
-                pod_cidr: n.pod_cidr,
-                labels: BTreeMap::new(),
-            },
-        );
+        for key in services {
+            self.service(store, &key);
+        }
     }
-    for (name, elan) in &store.elans {
-        model.namespaces.insert(
-            name.clone(),
-            Namespace {
-                name: name.clone(),
-                elan: *elan,
-            },
-        );
+
+    fn namespaces(&mut self, store: &Store) {
+        self.model.namespaces = store
+            .elans
+            .iter()
+            .map(|(name, elan)| {
+                let ns = Namespace {
+                    name: name.clone(),
+                    elan: *elan,
+                };
+                (name.clone(), ns)
+            })
+            .collect();
     }
-    for pod in store.pods.values() {
-        let node = index.node_of(pod);
+
+    /// The node a pod runs on: the node with its host address, else that address, else "".
+    fn node_of(&self, pod: &types::Pod) -> String {
+        let Some(host) = pod.host_ip else {
+            return String::new();
+        };
+        self.node_by_ip
+            .get(&host)
+            .map_or_else(|| host.to_string(), String::clone)
+    }
+
+    /// The node of the pod that has `ip` on an interface, if known.
+    fn node_by_pod_ip(&self, store: &Store, ip: IpAddr) -> Option<String> {
+        let uid = self.pod_by_ip.get(&ip)?.first()?;
+        let pod = store.pods.get(uid)?;
+        Some(self.node_of(pod)).filter(|n| !n.is_empty())
+    }
+
+    /// Translates pod `uid` again; returns its addresses before and after.
+    fn pod(&mut self, store: &Store, uid: &str) -> (Vec<IpAddr>, Vec<IpAddr>) {
+        let (old_ifaces, old_ips) = self.pod_items.remove(uid).unwrap_or_default();
+        for iface in &old_ifaces {
+            self.model.pods.remove(iface);
+        }
+        for ip in &old_ips {
+            if let Some(set) = self.pod_by_ip.get_mut(ip) {
+                set.remove(uid);
+                if set.is_empty() {
+                    self.pod_by_ip.remove(ip);
+                }
+            }
+        }
+        let Some(pod) = store.pods.get(uid) else {
+            return (old_ips, Vec::new());
+        };
+        let node = self.node_of(pod);
         let mac = pod
             .port_mac
             .as_deref()
             .and_then(|m| m.parse::<MacAddr>().ok());
+        let mut ifaces = Vec::new();
+        let mut ips = Vec::new();
         for iface in &pod.interface {
-            model.pods.insert(
+            self.model.pods.insert(
                 iface.uid.clone(),
                 PodInterface {
                     uid: iface.uid.clone(),
@@ -72,69 +210,240 @@ pub fn to_model(store: &Store) -> Model {
                     iface_id: iface.uid.clone(),
                 },
             );
-        }
-    }
-    for s in store.services.values() {
-        let key = service_key(s);
-        let endpoints = endpoints_of(store, &index, s, &key);
-        model.endpoints.insert(key.clone(), endpoints);
-        model.services.insert(key.clone(), service(s, key));
-    }
-    model
-}
-
-/// Lookups built once per translation, so that it stays linear in the size of the store.
-struct Index<'a> {
-    /// Node name by internal or external address.
-    node_by_ip: HashMap<IpAddr, &'a str>,
-    /// Pod by interface address.
-    pod_by_ip: HashMap<IpAddr, &'a types::Pod>,
-    /// Endpoints object by (namespace, name).
-    endpoints: HashMap<(&'a str, &'a str), &'a types::Endpoints>,
-}
-
-impl<'a> Index<'a> {
-    fn new(store: &'a Store) -> Self {
-        let mut node_by_ip = HashMap::new();
-        for n in store.nodes.values() {
-            for ip in n.internal_ip.iter().chain(&n.external_ip) {
-                node_by_ip.entry(*ip).or_insert(n.model_name());
+            ifaces.push(iface.uid.clone());
+            if let Some(ip) = iface.ip_address {
+                self.pod_by_ip
+                    .entry(ip)
+                    .or_default()
+                    .insert(uid.to_string());
+                ips.push(ip);
             }
         }
-        let mut pod_by_ip = HashMap::new();
-        for p in store.pods.values() {
-            for ip in p.interface.iter().filter_map(|i| i.ip_address) {
-                pod_by_ip.entry(ip).or_insert(p);
-            }
-        }
-        let endpoints = store
-            .endpoints
-            .values()
-            .map(|e| ((namespace_name(&e.network_ns), e.name.as_str()), e))
-            .collect();
-        Self {
-            node_by_ip,
-            pod_by_ip,
-            endpoints,
-        }
+        self.pod_items
+            .insert(uid.to_string(), (ifaces, ips.clone()));
+        (old_ips, ips)
     }
 
-    /// The node a pod runs on: the node with its host address, else that address, else "".
-    fn node_of(&self, pod: &types::Pod) -> String {
-        let Some(host) = pod.host_ip else {
-            return String::new();
+    /// Indexes endpoints object `uid` again; returns the (namespace, name)s it had and has.
+    fn endpoints_object(&mut self, store: &Store, uid: &str) -> Vec<(String, String)> {
+        let mut names = Vec::new();
+        if let Some(old) = self.endpoints_items.remove(uid) {
+            if let Some(set) = self.endpoints_by_name.get_mut(&old) {
+                set.remove(uid);
+                if set.is_empty() {
+                    self.endpoints_by_name.remove(&old);
+                }
+            }
+            names.push(old);
+        }
+        if let Some(e) = store.endpoints.get(uid) {
+            let name = (namespace_name(&e.network_ns).to_string(), e.name.clone());
+            self.endpoints_by_name
+                .entry(name.clone())
+                .or_default()
+                .insert(uid.to_string());
+            self.endpoints_items.insert(uid.to_string(), name.clone());
+            names.push(name);
+        }
+        names
+    }
+
+    /// Indexes service `uid` again; returns the keys it had and has.
+    fn service_item(&mut self, store: &Store, uid: &str) -> Vec<ServiceKey> {
+        let mut keys = Vec::new();
+        if let Some(old) = self.service_items.remove(uid) {
+            if self.service_by_key.get(&old).is_some_and(|u| u == uid) {
+                self.service_by_key.remove(&old);
+            }
+            keys.push(old);
+        }
+        if let Some(s) = store.services.get(uid) {
+            let key = service_key(s);
+            // Two services with one key: the last by uid wins, as in a full translation.
+            let wins = self
+                .service_by_key
+                .get(&key)
+                .is_none_or(|other| other.as_str() <= uid);
+            if wins {
+                self.service_by_key.insert(key.clone(), uid.to_string());
+            }
+            self.service_items.insert(uid.to_string(), key.clone());
+            keys.push(key);
+        }
+        keys
+    }
+
+    /// Translates the service with `key` and its endpoints again.
+    fn service(&mut self, store: &Store, key: &ServiceKey) {
+        if let Some((pods, ips)) = self.reads.remove(key) {
+            for pod in pods {
+                unlink(&mut self.by_pod, &pod, key);
+            }
+            for ip in ips {
+                unlink(&mut self.by_ip, &ip, key);
+            }
+        }
+        let Some(s) = self
+            .service_by_key
+            .get(key)
+            .and_then(|uid| store.services.get(uid))
+        else {
+            self.model.services.remove(key);
+            self.model.endpoints.remove(key);
+            return;
         };
-        self.node_by_ip
-            .get(&host)
-            .map_or_else(|| host.to_string(), |n| n.to_string())
+        let (endpoints, reads) = self.endpoints_of(store, s, key);
+        for pod in &reads.0 {
+            self.by_pod
+                .entry(pod.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        for ip in &reads.1 {
+            self.by_ip.entry(*ip).or_default().insert(key.clone());
+        }
+        self.reads.insert(key.clone(), reads);
+        self.model.endpoints.insert(key.clone(), endpoints);
+        self.model
+            .services
+            .insert(key.clone(), service(s, key.clone()));
     }
 
-    /// The node of the pod that has `ip` on an interface, if known.
-    fn node_by_pod_ip(&self, ip: IpAddr) -> Option<String> {
-        self.pod_by_ip
-            .get(&ip)
-            .map(|p| self.node_of(p))
-            .filter(|n| !n.is_empty())
+    /// A service's endpoints, with the pods and addresses it read to find them.
+    fn endpoints_of(
+        &self,
+        store: &Store,
+        s: &types::Service,
+        key: &ServiceKey,
+    ) -> (Vec<Endpoint>, (Vec<String>, Vec<IpAddr>)) {
+        let mut out: Vec<Endpoint> = Vec::new();
+        let mut read_pods = Vec::new();
+        let mut read_ips = Vec::new();
+        let object = self
+            .endpoints_by_name
+            .get(&(key.namespace.clone(), key.name.clone()))
+            .and_then(|uids| uids.last())
+            .and_then(|uid| store.endpoints.get(uid));
+        if let Some(e) = object {
+            let ports: Vec<EndpointPort> = e
+                .endpoint_ports
+                .iter()
+                .map(|p| EndpointPort {
+                    name: p.name.clone(),
+                    protocol: p
+                        .protocol
+                        .or_else(|| {
+                            s.service_ports
+                                .iter()
+                                .find(|sp| sp.name == p.name)
+                                .map(|sp| sp.protocol)
+                        })
+                        .unwrap_or_default()
+                        .to_model(),
+                    port: p.port,
+                })
+                .collect();
+            for a in &e.endpoint_addresses {
+                if out.iter().any(|x| x.address == a.ip_address) {
+                    continue;
+                }
+                let node = if a.node_name.is_empty() {
+                    read_ips.push(a.ip_address);
+                    self.node_by_pod_ip(store, a.ip_address)
+                } else {
+                    Some(a.node_name.clone())
+                };
+                out.push(Endpoint {
+                    address: a.ip_address,
+                    ports: ports.clone(),
+                    node,
+                    conditions: EndpointConditions::default(),
+                    zone: None,
+                    zone_hints: Vec::new(),
+                    weight: a.weight,
+                });
+            }
+        }
+        // Minimal form: pods by uid; each serves the target port of every service port.
+        let ports: Vec<EndpointPort> = s
+            .service_ports
+            .iter()
+            .map(|p| EndpointPort {
+                name: p.name.clone(),
+                protocol: p.protocol.to_model(),
+                port: match target_port(p) {
+                    TargetPort::Number(n) => n,
+                    TargetPort::Name(_) => p.port,
+                },
+            })
+            .collect();
+        for pod_uid in s.endpoints.iter().flatten() {
+            read_pods.push(pod_uid.clone());
+            let Some(pod) = store.pods.get(pod_uid) else {
+                continue;
+            };
+            let node = Some(self.node_of(pod)).filter(|n| !n.is_empty());
+            for ip in pod.interface.iter().filter_map(|i| i.ip_address) {
+                if out.iter().any(|x| x.address == ip) {
+                    continue;
+                }
+                out.push(Endpoint {
+                    address: ip,
+                    ports: ports.clone(),
+                    node: node.clone(),
+                    conditions: EndpointConditions::default(),
+                    zone: None,
+                    zone_hints: Vec::new(),
+                    weight: None,
+                });
+            }
+        }
+        (out, (read_pods, read_ips))
+    }
+}
+
+fn unlink<K: std::hash::Hash + Eq>(
+    index: &mut HashMap<K, BTreeSet<ServiceKey>>,
+    at: &K,
+    key: &ServiceKey,
+) {
+    if let Some(set) = index.get_mut(at) {
+        set.remove(key);
+        if set.is_empty() {
+            index.remove(at);
+        }
+    }
+}
+
+/// `new`, with every entry equal to `old`'s taken from `old`, so that the two share their
+/// unchanged structure and a diff between them costs what changed.
+fn share(old: Model, new: Model) -> Model {
+    fn keep<K: Ord + Clone, V: Clone + PartialEq>(
+        old: netvirt::model::Map<K, V>,
+        new: netvirt::model::Map<K, V>,
+    ) -> netvirt::model::Map<K, V> {
+        let mut out = old.clone();
+        for item in old.diff(&new) {
+            match item {
+                imbl::ordmap::DiffItem::Add(k, v) => {
+                    out.insert(k.clone(), v.clone());
+                }
+                imbl::ordmap::DiffItem::Update { new: (k, v), .. } => {
+                    out.insert(k.clone(), v.clone());
+                }
+                imbl::ordmap::DiffItem::Remove(k, _) => {
+                    out.remove(k);
+                }
+            }
+        }
+        out
+    }
+    Model {
+        nodes: keep(old.nodes, new.nodes),
+        namespaces: keep(old.namespaces, new.namespaces),
+        pods: keep(old.pods, new.pods),
+        services: keep(old.services, new.services),
+        endpoints: keep(old.endpoints, new.endpoints),
     }
 }
 
@@ -221,89 +530,4 @@ fn target_port(p: &types::ServicePort) -> TargetPort {
         Ok(n) => TargetPort::Number(n),
         Err(_) => TargetPort::Name(p.target_port.clone()),
     }
-}
-
-fn endpoints_of(
-    store: &Store,
-    index: &Index<'_>,
-    s: &types::Service,
-    key: &ServiceKey,
-) -> Vec<Endpoint> {
-    let mut out: Vec<Endpoint> = Vec::new();
-    if let Some(e) = index
-        .endpoints
-        .get(&(key.namespace.as_str(), key.name.as_str()))
-    {
-        let ports: Vec<EndpointPort> = e
-            .endpoint_ports
-            .iter()
-            .map(|p| EndpointPort {
-                name: p.name.clone(),
-                protocol: p
-                    .protocol
-                    .or_else(|| {
-                        s.service_ports
-                            .iter()
-                            .find(|sp| sp.name == p.name)
-                            .map(|sp| sp.protocol)
-                    })
-                    .unwrap_or_default()
-                    .to_model(),
-                port: p.port,
-            })
-            .collect();
-        for a in &e.endpoint_addresses {
-            if out.iter().any(|x| x.address == a.ip_address) {
-                continue;
-            }
-            let node = if a.node_name.is_empty() {
-                index.node_by_pod_ip(a.ip_address)
-            } else {
-                Some(a.node_name.clone())
-            };
-            out.push(Endpoint {
-                address: a.ip_address,
-                ports: ports.clone(),
-                node,
-                conditions: EndpointConditions::default(),
-                zone: None,
-                zone_hints: Vec::new(),
-                weight: a.weight,
-            });
-        }
-    }
-    // Minimal form: pods by uid; each serves the target port of every service port.
-    let ports: Vec<EndpointPort> = s
-        .service_ports
-        .iter()
-        .map(|p| EndpointPort {
-            name: p.name.clone(),
-            protocol: p.protocol.to_model(),
-            port: match target_port(p) {
-                TargetPort::Number(n) => n,
-                TargetPort::Name(_) => p.port,
-            },
-        })
-        .collect();
-    for pod_uid in s.endpoints.iter().flatten() {
-        let Some(pod) = store.pods.get(pod_uid) else {
-            continue;
-        };
-        let node = Some(index.node_of(pod)).filter(|n| !n.is_empty());
-        for ip in pod.interface.iter().filter_map(|i| i.ip_address) {
-            if out.iter().any(|x| x.address == ip) {
-                continue;
-            }
-            out.push(Endpoint {
-                address: ip,
-                ports: ports.clone(),
-                node: node.clone(),
-                conditions: EndpointConditions::default(),
-                zone: None,
-                zone_hints: Vec::new(),
-                weight: None,
-            });
-        }
-    }
-    out
 }
