@@ -22,23 +22,20 @@ pub struct FlowKey {
 }
 
 impl Ord for FlowKey {
+    /// By table, then priority (highest first), then the match's fields in order; compares
+    /// in place, allocating nothing (it runs on every map lookup of a flow).
     fn cmp(&self, other: &Self) -> Ordering {
-        let fields = |m: &Match| -> Vec<_> {
-            m.fields
-                .iter()
-                .map(|f| (f.field, f.value, f.mask))
-                .collect()
-        };
-        (
-            self.table,
-            std::cmp::Reverse(self.priority),
-            fields(&self.matches),
-        )
-            .cmp(&(
-                other.table,
-                std::cmp::Reverse(other.priority),
-                fields(&other.matches),
-            ))
+        self.table
+            .cmp(&other.table)
+            .then_with(|| other.priority.cmp(&self.priority))
+            .then_with(|| {
+                let key = |f: &openflow::oxm::OxmField| (f.field, f.value, f.mask);
+                self.matches
+                    .fields
+                    .iter()
+                    .map(key)
+                    .cmp(other.matches.fields.iter().map(key))
+            })
     }
 }
 

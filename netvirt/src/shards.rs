@@ -138,6 +138,8 @@ pub struct Shards {
     ids: ids::Allocator,
     /// The service that needs each group name.
     name_owner: BTreeMap<String, ServiceKey>,
+    /// The shards that report conflicts of their own.
+    conflicted: BTreeSet<Owner>,
     /// Conntrack entries made stale by updates since the last [`Shards::take_stale`].
     stale: Vec<StaleConntrack>,
 }
@@ -154,6 +156,7 @@ impl Default for Shards {
             group_owners: BTreeMap::new(),
             ids: ids::Allocator::new(group::SERVICE_MAX),
             name_owner: BTreeMap::new(),
+            conflicted: BTreeSet::new(),
             stale: Vec::new(),
         }
     }
@@ -562,9 +565,9 @@ impl Shards {
     /// owners with different entries.
     pub fn conflicts(&self) -> Vec<String> {
         let mut out: Vec<String> = self
-            .node
+            .conflicted
             .iter()
-            .chain(self.services.values())
+            .filter_map(|o| self.shard(o))
             .flat_map(|s| s.conflicts.iter().cloned())
             .collect();
         out.extend(self.collisions());
@@ -663,7 +666,11 @@ impl Shards {
                 }
             }
         }
+        self.conflicted.remove(&owner);
         let Some(new) = new else { return };
+        if !new.conflicts.is_empty() {
+            self.conflicted.insert(owner.clone());
+        }
         for key in new.flows.keys() {
             let owners = self.flow_owners.entry(key.clone()).or_default();
             let at = owners.partition_point(|o| o < &owner);
