@@ -5,11 +5,13 @@
 //! - one task per node ([`node`]) dials the node's OVSDB server, converges `br-int`, its
 //!   controller and the gateway port, and reports the node's port bindings;
 //! - the OpenFlow listener accepts switches, known by datapath id ([`switches`]);
-//! - one reconcile task ([`reconcile`]) keeps every connected switch equal to
-//!   `netvirt::desired::desired` of its node.
+//! - the dispatcher ([`reconcile`]) runs one task per connected switch ([`agent`]), which
+//!   keeps that switch equal to its node's desired state on its own schedule: a slow or hung
+//!   switch delays no other.
 //!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
+mod agent;
 mod health;
 mod kubernetes;
 mod node;

@@ -1,6 +1,7 @@
 //! The operational view the REST northbound serves: per service, its group on each node with
 //! buckets, endpoints, weights and counters, and its flows with counters, read live from the
-//! switches (flow and group statistics) and explained by the desired state last synced.
+//! switches (flow and group statistics) and explained by the desired state last synced, which
+//! each node's task builds when asked (nothing is kept for it between requests).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -14,20 +15,31 @@ use netvirt::flow::{DumpFlow, FlowEntry, FlowKey};
 use netvirt::pipeline::cookie;
 use openflow::driver::{FlowFilter, SwitchHandle};
 use openflow::msg::{GroupStats, MultipartBody};
+use tokio::sync::{mpsc, oneshot};
+
+use super::agent::Query;
 
 /// `OFPG_ALL`.
 const OFPG_ALL: u32 = 0xffff_fffc;
 
-/// What was last synced on each node: its switch, the desired state and the model it came from.
-#[derive(Clone)]
-pub(crate) struct Synced {
-    pub switch: SwitchHandle,
+/// What a node's switch was last synced to: each service port's groups and backends, and the
+/// model they came from.
+pub(crate) struct Snapshot {
     pub services: Arc<BTreeMap<String, ServicePortState>>,
     pub model: Arc<Published>,
 }
 
-/// Shared between the reconcile loop (which writes) and the REST server (which reads).
-pub(crate) type Installed = Arc<RwLock<BTreeMap<String, Synced>>>;
+/// A synced node: its switch, and how to ask its task for a [`Snapshot`].
+#[derive(Clone)]
+pub(crate) struct NodeView {
+    /// The switch connection it serves.
+    pub connection: u64,
+    pub switch: SwitchHandle,
+    pub query: mpsc::Sender<Query>,
+}
+
+/// Shared between the node tasks (which register) and the REST server (which reads).
+pub(crate) type Installed = Arc<RwLock<BTreeMap<String, NodeView>>>;
 
 /// The daemon's [`OperationalSource`].
 pub(crate) struct Operational {
@@ -37,7 +49,7 @@ pub(crate) struct Operational {
 impl OperationalSource for Operational {
     fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>> {
         Box::pin(async move {
-            let nodes: Vec<(String, Synced)> = match self.installed.read() {
+            let nodes: Vec<(String, NodeView)> = match self.installed.read() {
                 Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 Err(_) => return Err("operational state is unavailable".to_string()),
             };
@@ -45,8 +57,14 @@ impl OperationalSource for Operational {
                 return Err("no node's switch is connected and synced yet".to_string());
             }
             let mut services: BTreeMap<String, ServiceState> = BTreeMap::new();
-            for (node, synced) in nodes {
-                node_services(&node, &synced, &mut services)
+            for (node, view) in nodes {
+                let (tx, rx) = oneshot::channel();
+                let asked = view.query.send(tx).await;
+                let Some(snapshot) = asked.ok().and(rx.await.ok()) else {
+                    // Its switch left meanwhile.
+                    continue;
+                };
+                node_services(&node, &view.switch, &snapshot, &mut services)
                     .await
                     .map_err(|e| format!("node {node}: {e}"))?;
             }
@@ -57,7 +75,8 @@ impl OperationalSource for Operational {
 
 async fn node_services(
     node: &str,
-    synced: &Synced,
+    switch: &SwitchHandle,
+    synced: &Snapshot,
     out: &mut BTreeMap<String, ServiceState>,
 ) -> Result<(), String> {
     let filter = FlowFilter {
@@ -65,14 +84,9 @@ async fn node_services(
         cookie: cookie::MARK,
         cookie_mask: cookie::MARK_MASK,
     };
-    let flows = synced
-        .switch
-        .dump_flows(filter)
-        .await
-        .map_err(|e| e.to_string())?;
+    let flows = switch.dump_flows(filter).await.map_err(|e| e.to_string())?;
     let mut groups: BTreeMap<u32, GroupStats> = BTreeMap::new();
-    let replies = synced
-        .switch
+    let replies = switch
         .multipart(MultipartBody::GroupRequest(OFPG_ALL))
         .await
         .map_err(|e| e.to_string())?;

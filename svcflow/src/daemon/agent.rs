@@ -1,0 +1,236 @@
+//! One task per connected switch: it keeps that switch equal to its node's desired state on
+//! its own schedule, so a slow, frozen or hung switch delays no other.
+//!
+//! The task follows the model (a `watch` of [`Published`]) and its node's port bindings. Each
+//! sync hands the model to the node's [`Engine`], which finds what changed by diffing it with
+//! the model it last rendered, so a change costs its own size, not the cluster's.
+//!
+//! When to sync: at once, unless the switch got a bundle less than [`MIN_INTERVAL`] ago; then
+//! when that interval has passed, with every change that came meanwhile. An isolated change
+//! waits for nothing, and a burst reaches the switch at most once per interval. A sync that
+//! sends nothing does not count.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use coe::rest::Published;
+use netvirt::agent::serve_rejects;
+use netvirt::config::Config;
+use netvirt::desired::NodeBindings;
+use netvirt::engine::Engine;
+use netvirt::node_setup::{NodeSetup, host_gateway_commands};
+use openflow::driver::SwitchHandle;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::operational::{Installed, NodeView, Snapshot};
+use super::{Shutdown, stopped};
+
+/// After a failed sync, try again this much later (unless something else changes first).
+const RETRY: Duration = Duration::from_secs(2);
+
+/// A switch that has not confirmed a sync within this long is given up on for this round
+/// (its engine reads the switch afresh next time); a full sync of 110,000 flows takes
+/// about 1.3 s.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The least time between two bundles to one switch.
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A request for what the node's switch was last synced to.
+pub(crate) type Query = oneshot::Sender<Snapshot>;
+
+/// What a node's task needs.
+pub(crate) struct AgentParams {
+    pub node: String,
+    pub connection: u64,
+    pub switch: SwitchHandle,
+    pub config: Config,
+    /// Whether this daemon runs on the node's host and configures its gateway's host side.
+    pub host: bool,
+    pub models: watch::Receiver<Arc<Published>>,
+    pub bindings: watch::Receiver<Option<NodeBindings>>,
+    pub installed: Installed,
+}
+
+/// Runs the node's sync loop until shutdown or until the task is aborted (its switch left).
+pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
+    let node = p.node.clone();
+    tracing::info!("node {node}: its switch is connection {}", p.connection);
+    let rejects = tokio::spawn(serve_rejects(p.switch.clone()));
+    let (query_tx, mut queries) = mpsc::channel::<Query>(16);
+    let mut engine = Engine::new(p.switch.clone());
+    let mut host_applied: Option<Vec<Vec<String>>> = None;
+    let mut last_bundle: Option<Instant> = None;
+    let mut retry_at: Option<Instant> = None;
+    let mut dirty = true;
+    let mut synced: Option<Arc<Published>> = None;
+    loop {
+        if dirty {
+            // Rate: at most one bundle per MIN_INTERVAL; changes meanwhile join the sync.
+            if let Some(at) = last_bundle.map(|t| t + MIN_INTERVAL)
+                && at > Instant::now()
+            {
+                tokio::select! {
+                    _ = stopped(shutdown.clone()) => break,
+                    _ = tokio::time::sleep_until(at) => {}
+                }
+            }
+            dirty = false;
+            let model = p.models.borrow_and_update().clone();
+            let bindings = p.bindings.borrow_and_update().clone();
+            match sync(
+                &p,
+                &mut engine,
+                &mut host_applied,
+                &model,
+                bindings.as_ref(),
+            )
+            .await
+            {
+                Ok(sent) => {
+                    retry_at = None;
+                    if sent {
+                        last_bundle = Some(Instant::now());
+                    }
+                    if synced.is_none() {
+                        // Known to the operational view from its first sync on.
+                        if let Ok(mut installed) = p.installed.write() {
+                            installed.insert(
+                                node.clone(),
+                                NodeView {
+                                    connection: p.connection,
+                                    switch: p.switch.clone(),
+                                    query: query_tx.clone(),
+                                },
+                            );
+                        }
+                    }
+                    synced = Some(model);
+                }
+                Err(Skip::NotReady) => {}
+                Err(Skip::Failed(e)) => {
+                    tracing::warn!("node {node}: sync failed: {e}; retrying");
+                    retry_at = Some(Instant::now() + RETRY);
+                }
+            }
+        }
+        let retry = async {
+            match retry_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stopped(shutdown.clone()) => break,
+            changed = p.models.changed() => match changed {
+                Ok(()) => dirty = true,
+                Err(_) => break,
+            },
+            changed = p.bindings.changed() => match changed {
+                Ok(()) => dirty = true,
+                Err(_) => break,
+            },
+            _ = retry => dirty = true,
+            Some(reply) = queries.recv() => {
+                if let Some(model) = &synced {
+                    let _ = reply.send(Snapshot {
+                        services: Arc::new(engine.services()),
+                        model: model.clone(),
+                    });
+                }
+            }
+        }
+    }
+    rejects.abort();
+}
+
+/// Why a round did not sync.
+enum Skip {
+    /// The model does not name the node yet, or its OVSDB bindings are not in.
+    NotReady,
+    /// The switch refused or did not answer.
+    Failed(String),
+}
+
+/// One sync: the host side if this is the host's node, then the switch. Returns whether a
+/// bundle went to the switch.
+async fn sync(
+    p: &AgentParams,
+    engine: &mut Engine,
+    host_applied: &mut Option<Vec<Vec<String>>>,
+    model: &Arc<Published>,
+    bindings: Option<&NodeBindings>,
+) -> Result<bool, Skip> {
+    let name = &p.node;
+    let Some(node) = model.model.nodes.get(name) else {
+        tracing::debug!("node {name}: not in the model yet; not syncing");
+        return Err(Skip::NotReady);
+    };
+    let Some(bindings) = bindings else {
+        tracing::debug!("node {name}: no OVSDB bindings yet; not syncing");
+        return Err(Skip::NotReady);
+    };
+    if p.host && bindings.gateway.is_some() {
+        let commands = host_gateway_commands(&NodeSetup::default(), &p.config, node);
+        if host_applied.as_ref() != Some(&commands) {
+            run_host_commands(&commands).await.map_err(|e| {
+                Skip::Failed(format!("configuring the gateway port's host side: {e}"))
+            })?;
+            tracing::info!("node {name}: configured the gateway port's host side");
+            *host_applied = Some(commands);
+        }
+    }
+    let sync = engine.sync(node, &model.model, &p.config, bindings);
+    let report = match tokio::time::timeout(SYNC_TIMEOUT, sync).await {
+        Ok(Ok(report)) => report,
+        Ok(Err(e)) => return Err(Skip::Failed(e.to_string())),
+        Err(_) => return Err(Skip::Failed(format!("no answer within {SYNC_TIMEOUT:?}"))),
+    };
+    let (flows, groups) = engine.shards().len();
+    if !report.is_empty() {
+        for conflict in engine.shards().conflicts() {
+            tracing::warn!("node {name}: {conflict}");
+        }
+    }
+    tracing::info!(
+        "node {name}: synced model revision {}: {} flows added, {} modified, {} deleted, {} \
+         groups changed ({flows} flows, {groups} groups desired)",
+        model.revision,
+        report.flows_added,
+        report.flows_modified,
+        report.flows_deleted,
+        report.groups_changed,
+    );
+    if report.conntrack_flushed > 0 {
+        tracing::info!(
+            "node {name}: flushed the conntrack entries of {} endpoint(s) that left UDP/SCTP \
+             services",
+            report.conntrack_flushed
+        );
+    }
+    Ok(!report.is_empty())
+}
+
+/// Runs `ip` commands on this host, stopping at the first that fails; off the runtime's
+/// threads (a child process each, awaited).
+async fn run_host_commands(commands: &[Vec<String>]) -> Result<(), String> {
+    for command in commands {
+        let Some((program, args)) = command.split_first() else {
+            continue;
+        };
+        let out = tokio::process::Command::new(program)
+            .args(args)
+            .output()
+            .await
+            .map_err(|e| format!("{}: {e}", command.join(" ")))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{}: {}",
+                command.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
+}
