@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use ipnet::Ipv4Net;
 
 use crate::config::{
-    ConfigError, FileConfig, RunConfig, parse_kubernetes, parse_log_level, parse_ovsdb_remote,
-    parse_port_range,
+    ConfigError, FileConfig, RunConfig, parse_datapath_type, parse_kubernetes, parse_log_level,
+    parse_ovsdb_remote, parse_port_range,
 };
 
 /// svcflow: an OpenFlow controller that replaces kube-proxy and iptables on Open vSwitch.
@@ -75,6 +75,14 @@ pub struct RunArgs {
     /// Address switches connect to over OpenFlow [default: 127.0.0.1:6653].
     #[arg(long, value_name = "ADDR")]
     pub openflow_listen: Option<SocketAddr>,
+    /// Address the nodes' bridges are told to dial, if not the listen address (needed when
+    /// listening on 0.0.0.0 for remote nodes) [default: the listen address].
+    #[arg(long, value_name = "ADDR")]
+    pub openflow_advertise: Option<SocketAddr>,
+    /// Datapath type of the bridges svcflow creates: `system` (kernel module) or `netdev`
+    /// (userspace) [default: netdev].
+    #[arg(long, value_name = "TYPE")]
+    pub datapath_type: Option<String>,
     /// An OVSDB server to dial, as NODE=unix:PATH or NODE=tcp:IP:PORT; repeat once per node.
     #[arg(long = "ovsdb-remote", value_name = "NODE=REMOTE")]
     pub ovsdb_remotes: Vec<String>,
@@ -202,6 +210,13 @@ impl RunArgs {
                 .openflow_listen
                 .or(file.openflow_listen)
                 .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 6653))),
+            openflow_advertise: self.openflow_advertise.or(file.openflow_advertise),
+            datapath_type: parse_datapath_type(
+                self.datapath_type
+                    .as_deref()
+                    .or(file.datapath_type.as_deref())
+                    .unwrap_or("netdev"),
+            )?,
             ovsdb_remotes,
             ovsdb_manager_listen: self.ovsdb_manager_listen.or(file.ovsdb_manager_listen),
             rest_listen,
@@ -261,6 +276,34 @@ mod tests {
         assert_eq!(config.pipeline.local_endpoint_weight, 4);
         assert_eq!(config.ovsdb_remotes.len(), 1);
         assert_eq!(config.ovsdb_remotes[0].node, "n2");
+    }
+
+    #[test]
+    fn the_datapath_type_and_advertised_address_are_settable() {
+        let config = run_args(&[]).merge(FileConfig::default()).unwrap();
+        assert_eq!(
+            (config.datapath_type.as_str(), config.openflow_advertise),
+            ("netdev", None)
+        );
+        let config = run_args(&[
+            "--datapath-type",
+            "system",
+            "--openflow-listen",
+            "0.0.0.0:6653",
+            "--openflow-advertise",
+            "192.0.2.1:6653",
+        ])
+        .merge(FileConfig::default())
+        .unwrap();
+        assert_eq!(config.datapath_type, "system");
+        assert_eq!(
+            config.openflow_advertise.map(|a| a.to_string()).as_deref(),
+            Some("192.0.2.1:6653")
+        );
+        let err = run_args(&["--datapath-type", "dpdk"])
+            .merge(FileConfig::default())
+            .unwrap_err();
+        assert!(err.0.contains("`system` (kernel) or `netdev`"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,12 @@ use serde::Deserialize;
 pub struct RunConfig {
     /// Where switches connect over OpenFlow.
     pub openflow_listen: SocketAddr,
+    /// The address nodes' bridges are told to dial, when it differs from the listen address
+    /// (a central controller listening on every address, or behind NAT).
+    pub openflow_advertise: Option<SocketAddr>,
+    /// The datapath type of the bridges svcflow creates: `system` (the kernel module) or
+    /// `netdev` (the userspace datapath).
+    pub datapath_type: String,
     /// OVSDB servers svcflow dials, one per node: `unix:PATH` or `tcp:IP:PORT`.
     pub ovsdb_remotes: Vec<OvsdbRemote>,
     /// Where node `ovsdb-server`s pointed at svcflow with `set-manager` connect, if anywhere.
@@ -46,6 +52,10 @@ pub struct OvsdbRemote {
 pub struct FileConfig {
     /// See [`RunConfig::openflow_listen`].
     pub openflow_listen: Option<SocketAddr>,
+    /// See [`RunConfig::openflow_advertise`].
+    pub openflow_advertise: Option<SocketAddr>,
+    /// See [`RunConfig::datapath_type`].
+    pub datapath_type: Option<String>,
     /// `NODE=REMOTE` entries.
     pub ovsdb_remotes: Option<Vec<String>>,
     /// See [`RunConfig::ovsdb_manager_listen`].
@@ -74,6 +84,16 @@ pub struct FileConfig {
     pub kubernetes: Option<String>,
     /// A kubeconfig file; turns Kubernetes on.
     pub kubeconfig: Option<PathBuf>,
+}
+
+/// `system` or `netdev`.
+pub fn parse_datapath_type(text: &str) -> Result<String, ConfigError> {
+    match text {
+        "system" | "netdev" => Ok(text.to_string()),
+        other => Err(ConfigError(format!(
+            "datapath type `{other}`: expected `system` (kernel) or `netdev` (userspace)"
+        ))),
+    }
 }
 
 /// Why a configuration was refused.

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use coe::rest::{Northbound, RestConfig};
 use netvirt::desired::NodeBindings;
+use netvirt::node_setup::NodeSetup;
 use openflow::driver::{DriverConfig, Listener, SwitchHandle};
 use tokio::sync::{mpsc, watch};
 
@@ -84,13 +85,15 @@ fn init_logging(level: &str) {
         .try_init();
 }
 
-/// The controller target a node's switch dials for a listen address.
-fn controller_target(listen: SocketAddr) -> String {
-    if listen.ip().is_unspecified() {
-        // A switch cannot dial 0.0.0.0; on the node itself, loopback reaches the listener.
-        format!("tcp:127.0.0.1:{}", listen.port())
+/// The controller target nodes' switches dial: the advertised address, else the listen
+/// address, else (listening on every address) loopback, which reaches the listener only from
+/// the controller's own host.
+fn controller_target(listen: SocketAddr, advertise: Option<SocketAddr>) -> String {
+    let dial = advertise.unwrap_or(listen);
+    if dial.ip().is_unspecified() {
+        format!("tcp:127.0.0.1:{}", dial.port())
     } else {
-        match listen {
+        match dial {
             SocketAddr::V4(a) => format!("tcp:{}:{}", a.ip(), a.port()),
             SocketAddr::V6(a) => format!("tcp:[{}]:{}", a.ip(), a.port()),
         }
@@ -148,6 +151,18 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("OpenFlow listener {}: {e}", config.openflow_listen))?;
     tracing::info!("OpenFlow listener on {}", config.openflow_listen);
+    let node_setup = NodeSetup {
+        controller: controller_target(config.openflow_listen, config.openflow_advertise),
+        datapath_type: config.datapath_type.clone(),
+        ..NodeSetup::default()
+    };
+    if config.openflow_advertise.is_none() && config.openflow_listen.ip().is_unspecified() {
+        tracing::warn!(
+            "switches are told to dial {}, which reaches svcflow only from its own host; give \
+             --openflow-advertise with an address the nodes can reach",
+            node_setup.controller
+        );
+    }
 
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
 
@@ -167,14 +182,14 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let passive_task = config.ovsdb_manager_listen.map(|addr| {
         tokio::spawn(node::listen(
             addr,
-            controller_target(config.openflow_listen),
+            node_setup.clone(),
             changes_tx.clone(),
             shutdown.clone(),
         ))
     });
     let nodes_task = tokio::spawn(node::manage(
         overrides,
-        controller_target(config.openflow_listen),
+        node_setup,
         models.clone(),
         changes_tx,
         shutdown.clone(),
@@ -257,11 +272,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn switches_dial_the_listen_address_or_loopback() {
-        let t = |a: &str| controller_target(a.parse().unwrap());
+    fn switches_dial_the_advertised_or_listen_address_or_loopback() {
+        let t = |a: &str| controller_target(a.parse().unwrap(), None);
         assert_eq!(t("127.0.0.1:6653"), "tcp:127.0.0.1:6653");
         assert_eq!(t("0.0.0.0:6653"), "tcp:127.0.0.1:6653");
         assert_eq!(t("10.1.2.3:6633"), "tcp:10.1.2.3:6633");
         assert_eq!(t("[fd00::1]:6653"), "tcp:[fd00::1]:6653");
+        let adv = |l: &str, a: &str| controller_target(l.parse().unwrap(), a.parse().ok());
+        assert_eq!(adv("0.0.0.0:6653", "192.0.2.7:6653"), "tcp:192.0.2.7:6653");
+        assert_eq!(adv("[::]:6653", "[fd00::9]:6000"), "tcp:[fd00::9]:6000");
     }
 }

@@ -29,7 +29,7 @@ fn remotes(
 /// a changed remote a fresh one, a removed node loses its task.
 pub(crate) async fn manage(
     overrides: BTreeMap<String, String>,
-    controller: String,
+    base: NodeSetup,
     mut models: watch::Receiver<Arc<Published>>,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
@@ -51,9 +51,8 @@ pub(crate) async fn manage(
                 continue;
             }
             let setup = NodeSetup {
-                controller: controller.clone(),
                 datapath_id: datapath_id(&node),
-                ..NodeSetup::default()
+                ..base.clone()
             };
             let task = tokio::spawn(run_node(
                 node.clone(),
@@ -216,7 +215,7 @@ async fn keep_converged(
 /// set up and watched like a dialled one, for as long as its connection lasts.
 pub(crate) async fn listen(
     addr: std::net::SocketAddr,
-    controller: String,
+    base: NodeSetup,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
 ) {
@@ -242,7 +241,7 @@ pub(crate) async fn listen(
                 continue;
             }
         };
-        let controller = controller.clone();
+        let base = base.clone();
         let changes = changes.clone();
         tokio::spawn(async move {
             let vs = match VSwitch::new(client).await {
@@ -269,9 +268,8 @@ pub(crate) async fn listen(
             };
             tracing::info!("node {node}: its OVSDB server connected from {peer}");
             let setup = NodeSetup {
-                controller,
                 datapath_id: datapath_id(&node),
-                ..NodeSetup::default()
+                ..base
             };
             tokio::select! {
                 _ = keep_converged(&node, &vs, &setup, &changes) => {}
