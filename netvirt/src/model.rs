@@ -34,6 +34,40 @@ pub struct Model {
     pub endpoints: Map<ServiceKey, Vec<Endpoint>>,
 }
 
+impl Model {
+    /// `self` with every entry that equals `old`'s taken from `old`, so that the two share
+    /// their unchanged structure and a diff between them costs what changed. For inputs that
+    /// rebuild a whole model (a relist, a container replaced): the engines downstream then
+    /// still see only the change.
+    pub fn sharing_with(self, old: &Model) -> Model {
+        fn keep<K: Ord + Clone, V: Clone + PartialEq>(
+            old: &Map<K, V>,
+            new: Map<K, V>,
+        ) -> Map<K, V> {
+            let mut out = old.clone();
+            for item in old.diff(&new) {
+                match item {
+                    imbl::ordmap::DiffItem::Add(k, v)
+                    | imbl::ordmap::DiffItem::Update { new: (k, v), .. } => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                    imbl::ordmap::DiffItem::Remove(k, _) => {
+                        out.remove(k);
+                    }
+                }
+            }
+            out
+        }
+        Model {
+            nodes: keep(&old.nodes, self.nodes),
+            namespaces: keep(&old.namespaces, self.namespaces),
+            pods: keep(&old.pods, self.pods),
+            services: keep(&old.services, self.services),
+            endpoints: keep(&old.endpoints, self.endpoints),
+        }
+    }
+}
+
 /// A node: one Open vSwitch with its `br-int`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Node {

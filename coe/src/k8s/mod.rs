@@ -3,6 +3,8 @@
 //! - [`translate`] is pure: a [`translate::Snapshot`] of the watched objects becomes a
 //!   [`netvirt::model::Model`], the nodes' OVSDB remotes, and typed warnings for whatever is
 //!   invalid. It is where every Service rule lives, and it is tested table by table.
+//! - [`keyed`] keeps that translation up to date by key: the watchers record which objects
+//!   each event touched, and only those (with what depends on them) are translated again.
 //! - [`merge`] is pure too: the REST northbound's model and the Kubernetes one become one
 //!   model. Kubernetes wins on a key both define (see [`merge`] for why).
 //! - [`watch`] is the I/O: one reflector per kind (Services without
@@ -15,6 +17,7 @@
 
 #[cfg(feature = "fake-apiserver")]
 pub mod fake;
+pub mod keyed;
 pub mod merge;
 pub mod translate;
 pub mod watch;

@@ -151,18 +151,12 @@ pub fn iface_id(namespace: &str, name: &str) -> String {
 /// Translates a snapshot.
 pub fn translate(snapshot: &Snapshot) -> Translation {
     let mut t = Translator::default();
-    let mut namespaces: Vec<&str> = snapshot
-        .namespaces
-        .iter()
-        .filter_map(|n| n.metadata.name.as_deref())
-        .filter(|n| !n.is_empty())
-        .collect();
-    namespaces.sort_unstable();
-    for (name, elan) in netvirt::ids::allocate(namespaces, netvirt::pipeline::group::ELAN_MAX) {
-        t.model
+    t.namespaces(
+        snapshot
             .namespaces
-            .insert(name.clone(), Namespace { name, elan });
-    }
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref()),
+    );
     for node in &snapshot.nodes {
         t.node(node);
     }
@@ -180,48 +174,22 @@ pub fn translate(snapshot: &Snapshot) -> Translation {
     for slice in slices {
         t.slice(slice);
     }
-    t.model.endpoints = std::mem::take(&mut t.model.endpoints)
-        .into_iter()
-        .map(|(key, mut endpoints)| {
-            endpoints.sort_by_key(|e| e.address);
-            (key, endpoints)
-        })
-        .collect();
-    // Topology keys compare the labels of the nodes the endpoints run on.
-    let with_keys: Vec<ServiceKey> = t
-        .model
-        .services
-        .iter()
-        .filter(|(_, s)| !s.topology.keys.is_empty())
-        .map(|(k, _)| k.clone())
-        .collect();
-    for key in with_keys {
-        let endpoints = t
-            .model
-            .endpoints
-            .get(&key)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let keys = t.model.services.get(&key).map(|s| s.topology.keys.clone());
-        let topology = Topology::new(keys.unwrap_or_default(), endpoints, &t.model.nodes);
-        if let Some(service) = t.model.services.get_mut(&key) {
-            service.topology = topology;
-        }
+    let keys: Vec<ServiceKey> = t.model.endpoints.keys().cloned().collect();
+    for key in keys {
+        t.finish_endpoints(&key);
     }
-    t.warnings.sort();
-    t.warnings.dedup();
-    Translation {
-        model: t.model,
-        ovsdb_remotes: t.ovsdb_remotes,
-        warnings: t.warnings,
-    }
+    t.translation()
 }
 
-#[derive(Default)]
-struct Translator {
-    model: Model,
-    ovsdb_remotes: BTreeMap<String, String>,
-    warnings: Vec<Warning>,
+/// The translation under way: what [`translate`] builds at once and
+/// [`super::keyed::Keyed`] keeps up to date object by object.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Translator {
+    pub(crate) model: Model,
+    pub(crate) ovsdb_remotes: BTreeMap<String, String>,
+    /// Warnings by the object they are about (kind, `namespace/name`), so that translating
+    /// an object again replaces its warnings.
+    pub(crate) warnings: BTreeMap<(&'static str, String), Vec<Warning>>,
 }
 
 /// Names one object for warnings.
@@ -318,10 +286,63 @@ fn traffic_policy(value: Option<&str>) -> Result<TrafficPolicy, String> {
 
 impl Translator {
     fn warn(&mut self, w: Warning) {
-        self.warnings.push(w);
+        self.warnings
+            .entry((w.kind, w.object.clone()))
+            .or_default()
+            .push(w);
     }
 
-    fn node(&mut self, node: &core::Node) {
+    /// The model, the remotes and every warning, sorted.
+    pub(crate) fn translation(&self) -> Translation {
+        let mut warnings: Vec<Warning> = self.warnings.values().flatten().cloned().collect();
+        warnings.sort();
+        warnings.dedup();
+        Translation {
+            model: self.model.clone(),
+            ovsdb_remotes: self.ovsdb_remotes.clone(),
+            warnings,
+        }
+    }
+
+    /// ELAN ids for `names`, allocated over the whole set so that every replica and every
+    /// restart computes the same ids.
+    pub(crate) fn namespaces<'a>(&mut self, names: impl Iterator<Item = &'a str>) {
+        let mut names: Vec<&str> = names.filter(|n| !n.is_empty()).collect();
+        names.sort_unstable();
+        self.model.namespaces = netvirt::ids::allocate(names, netvirt::pipeline::group::ELAN_MAX)
+            .into_iter()
+            .map(|(name, elan)| (name.clone(), Namespace { name, elan }))
+            .collect();
+    }
+
+    /// After a service's slices: its endpoints in address order, and the labels its topology
+    /// keys compare (of the nodes its endpoints run on).
+    pub(crate) fn finish_endpoints(&mut self, key: &ServiceKey) {
+        if let Some(endpoints) = self.model.endpoints.get_mut(key) {
+            endpoints.sort_by_key(|e| e.address);
+        }
+        let Some(keys) = self
+            .model
+            .services
+            .get(key)
+            .map(|s| s.topology.keys.clone())
+            .filter(|k| !k.is_empty())
+        else {
+            return;
+        };
+        let endpoints = self
+            .model
+            .endpoints
+            .get(key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let topology = Topology::new(keys, endpoints, &self.model.nodes);
+        if let Some(service) = self.model.services.get_mut(key) {
+            service.topology = topology;
+        }
+    }
+
+    pub(crate) fn node(&mut self, node: &core::Node) {
         let obj = Obj::new("Node", &node.metadata);
         let Some(name) = node.metadata.name.clone().filter(|n| !n.is_empty()) else {
             self.warn(obj.warning("metadata.name", "missing", Dropped::Object));
@@ -405,7 +426,7 @@ impl Translator {
         );
     }
 
-    fn pod(&mut self, pod: &core::Pod) {
+    pub(crate) fn pod(&mut self, pod: &core::Pod) {
         let obj = Obj::new("Pod", &pod.metadata);
         let (Some(namespace), Some(name)) = (
             pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()),
@@ -495,7 +516,7 @@ impl Translator {
         );
     }
 
-    fn service(&mut self, svc: &core::Service) {
+    pub(crate) fn service(&mut self, svc: &core::Service) {
         let obj = Obj::new("Service", &svc.metadata);
         if svc
             .metadata
@@ -648,11 +669,7 @@ impl Translator {
         };
         let mut policy = |field: &str, value: Option<&str>| {
             traffic_policy(value).unwrap_or_else(|e| {
-                self.warnings.push(obj.warning(
-                    field,
-                    format!("{e}; using Cluster"),
-                    Dropped::Value,
-                ));
+                self.warn(obj.warning(field, format!("{e}; using Cluster"), Dropped::Value));
                 TrafficPolicy::Cluster
             })
         };
@@ -763,7 +780,7 @@ impl Translator {
         );
     }
 
-    fn slice(&mut self, slice: &discovery::EndpointSlice) {
+    pub(crate) fn slice(&mut self, slice: &discovery::EndpointSlice) {
         let obj = Obj::new("EndpointSlice", &slice.metadata);
         let labels = slice.metadata.labels.as_ref();
         if labels.is_some_and(|l| l.contains_key(HEADLESS_LABEL)) {

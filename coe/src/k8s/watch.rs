@@ -1,10 +1,12 @@
 //! The watchers: kube-rs reflectors for the five kinds, and the task that publishes their
-//! translation. This is the I/O half of [`super`]; [`super::translate`] does the thinking.
+//! translation. This is the I/O half of [`super`]; [`super::translate`] and
+//! [`super::keyed`] do the thinking. Each event records the key of the object it touched;
+//! the publisher translates just those objects again (a relist translates everything).
 
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,7 +20,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use super::translate::{self, ENDPOINT_SLICE_SELECTOR, SERVICE_SELECTOR, Snapshot, Translation};
+use kube::runtime::reflector::ObjectRef;
+
+use super::keyed::{Changes, Keyed, ObjKey, Objects, key_of};
+use super::translate::{ENDPOINT_SLICE_SELECTOR, SERVICE_SELECTOR, Snapshot, Translation};
 
 /// Where the API server and the credentials come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +77,9 @@ pub async fn client(source: &Source) -> Result<Client, ClientError> {
 /// How the watchers behave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchConfig {
-    /// After an event, wait this long for more before translating once for the whole burst.
+    /// After an event, wait this long for more before translating once for the whole burst
+    /// (zero by default: the translation is by key, and events that come while it runs are
+    /// taken together by the next one).
     pub coalesce: Duration,
     /// Retry a failed list or watch after this long at first, doubling each time...
     pub min_backoff: Duration,
@@ -83,7 +90,7 @@ pub struct WatchConfig {
 impl Default for WatchConfig {
     fn default() -> Self {
         Self {
-            coalesce: Duration::from_millis(100),
+            coalesce: Duration::ZERO,
             min_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
         }
@@ -111,45 +118,54 @@ impl Watchers {
     /// once; after that, a new [`KubeModel`] whenever the translation changes.
     pub fn start(client: Client, config: WatchConfig) -> Self {
         let notify = Arc::new(Notify::new());
+        let pending: Pending = Arc::new(Mutex::new(Changes::default()));
         let mut tasks = Vec::new();
-        let services = reflect::<core::Service>(
+        let kinds = Kinds {
+            notify: &notify,
+            pending: &pending,
+            config: &config,
+        };
+        let services = kinds.reflect::<core::Service>(
             Api::all(client.clone()),
             "services",
             watcher::Config::default().labels(SERVICE_SELECTOR),
-            &config,
-            &notify,
+            |c, k| {
+                c.services.insert(k);
+            },
             &mut tasks,
         );
-        let slices = reflect::<discovery::EndpointSlice>(
+        let slices = kinds.reflect::<discovery::EndpointSlice>(
             Api::all(client.clone()),
             "endpointslices",
             watcher::Config::default().labels(ENDPOINT_SLICE_SELECTOR),
-            &config,
-            &notify,
+            |c, k| {
+                c.slices.insert(k);
+            },
             &mut tasks,
         );
-        let nodes = reflect::<core::Node>(
+        let nodes = kinds.reflect::<core::Node>(
             Api::all(client.clone()),
             "nodes",
             watcher::Config::default(),
-            &config,
-            &notify,
+            |c, k| {
+                c.nodes.insert(k.1);
+            },
             &mut tasks,
         );
-        let pods = reflect::<core::Pod>(
+        let pods = kinds.reflect::<core::Pod>(
             Api::all(client.clone()),
             "pods",
             watcher::Config::default(),
-            &config,
-            &notify,
+            |c, k| {
+                c.pods.insert(k);
+            },
             &mut tasks,
         );
-        let namespaces = reflect::<core::Namespace>(
+        let namespaces = kinds.reflect::<core::Namespace>(
             Api::all(client),
             "namespaces",
             watcher::Config::default(),
-            &config,
-            &notify,
+            |c, _| c.namespaces = true,
             &mut tasks,
         );
         let stores = Stores {
@@ -160,7 +176,13 @@ impl Watchers {
             namespaces,
         };
         let (tx, models) = watch::channel(None);
-        tasks.push(tokio::spawn(publish(stores, notify, config.coalesce, tx)));
+        tasks.push(tokio::spawn(publish(
+            stores,
+            notify,
+            pending,
+            config.coalesce,
+            tx,
+        )));
         Self { models, tasks }
     }
 
@@ -207,6 +229,53 @@ impl Stores {
     }
 }
 
+fn obj_ref<K: Resource>(key: &ObjKey) -> ObjectRef<K>
+where
+    K::DynamicType: Default,
+{
+    let r = ObjectRef::new(&key.1);
+    if key.0.is_empty() {
+        r
+    } else {
+        r.within(&key.0)
+    }
+}
+
+impl Objects for Stores {
+    fn service(&self, key: &ObjKey) -> Option<Arc<core::Service>> {
+        self.services.get(&obj_ref(key))
+    }
+    fn slice(&self, key: &ObjKey) -> Option<Arc<discovery::EndpointSlice>> {
+        self.slices.get(&obj_ref(key))
+    }
+    fn node(&self, name: &str) -> Option<Arc<core::Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+    fn pod(&self, key: &ObjKey) -> Option<Arc<core::Pod>> {
+        self.pods.get(&obj_ref(key))
+    }
+    fn namespace_names(&self) -> Vec<String> {
+        self.namespaces
+            .state()
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect()
+    }
+    fn snapshot(&self) -> Snapshot {
+        Stores::snapshot(self)
+    }
+}
+
+/// What events touched since the publisher last looked.
+type Pending = Arc<Mutex<Changes>>;
+
+/// What every reflector shares: where to record what an event touched, and whom to wake.
+struct Kinds<'a> {
+    notify: &'a Arc<Notify>,
+    pending: &'a Pending,
+    config: &'a WatchConfig,
+}
+
 /// Exponential backoff with a floor and a ceiling; reset by every successful event.
 struct Doubling {
     min: Duration,
@@ -230,56 +299,80 @@ impl Backoff for Doubling {
     }
 }
 
-/// Starts a reflector for one kind; every event pokes `notify`.
-fn reflect<K>(
-    api: Api<K>,
-    what: &'static str,
-    wc: watcher::Config,
-    config: &WatchConfig,
-    notify: &Arc<Notify>,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> Store<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store();
-    let backoff = Doubling {
-        min: config.min_backoff,
-        max: config.max_backoff.max(config.min_backoff),
-        next: config.min_backoff,
-    };
-    let stream = reflector::reflector(writer, watcher(api, wc)).backoff(backoff);
-    let notify = notify.clone();
-    tasks.push(tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        let mut failing = false;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(_) => {
-                    if failing {
-                        tracing::info!("Kubernetes watch of {what} is back");
-                        failing = false;
+impl Kinds<'_> {
+    /// Starts a reflector for one kind; every event records the key it touched with
+    /// `record` (a relist records everything) and pokes the publisher.
+    fn reflect<K>(
+        &self,
+        api: Api<K>,
+        what: &'static str,
+        wc: watcher::Config,
+        record: fn(&mut Changes, ObjKey),
+        tasks: &mut Vec<JoinHandle<()>>,
+    ) -> Store<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    {
+        let (reader, writer) = reflector::store();
+        let backoff = Doubling {
+            min: self.config.min_backoff,
+            max: self.config.max_backoff.max(self.config.min_backoff),
+            next: self.config.min_backoff,
+        };
+        let stream = reflector::reflector(writer, watcher(api, wc)).backoff(backoff);
+        let notify = self.notify.clone();
+        let pending = self.pending.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut failing = false;
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(event) => {
+                        if failing {
+                            tracing::info!("Kubernetes watch of {what} is back");
+                            failing = false;
+                        }
+                        let touched = match &event {
+                            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                                Some(Some(key_of(o.meta())))
+                            }
+                            // The store was replaced by a fresh list.
+                            watcher::Event::InitDone => Some(None),
+                            watcher::Event::Init | watcher::Event::InitApply(_) => None,
+                        };
+                        if let Some(touched) = touched {
+                            // A poisoned lock only means another recorder panicked; the set
+                            // is still a set of keys.
+                            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                            match touched {
+                                Some(key) => record(&mut p, key),
+                                None => p.all = true,
+                            }
+                            drop(p);
+                            notify.notify_one();
+                        }
                     }
-                    notify.notify_one();
+                    Err(e) if !failing => {
+                        tracing::warn!(
+                            "Kubernetes watch of {what}: {e}; keeping the last state and retrying"
+                        );
+                        failing = true;
+                    }
+                    Err(e) => tracing::debug!("Kubernetes watch of {what}: {e}"),
                 }
-                Err(e) if !failing => {
-                    tracing::warn!(
-                        "Kubernetes watch of {what}: {e}; keeping the last state and retrying"
-                    );
-                    failing = true;
-                }
-                Err(e) => tracing::debug!("Kubernetes watch of {what}: {e}"),
             }
-        }
-    }));
-    reader
+        }));
+        reader
+    }
 }
 
-/// Publishes the translation of the stores once all are listed, then after each burst.
+/// Publishes the translation of the stores once all are listed, then after each burst, by
+/// key: only what the events touched is translated again.
 async fn publish(
     stores: Stores,
     notify: Arc<Notify>,
+    pending: Pending,
     coalesce: Duration,
     tx: watch::Sender<Option<Arc<KubeModel>>>,
 ) {
@@ -287,10 +380,13 @@ async fn publish(
         return;
     }
     tracing::info!("Kubernetes: every watched kind is listed");
+    // Everything recorded so far is in the first, whole translation.
+    *pending.lock().unwrap_or_else(|e| e.into_inner()) = Changes::default();
+    let mut keyed = Keyed::new(&stores);
     let mut last: Option<Translation> = None;
     let mut generation = 0;
     loop {
-        let translation = translate::translate(&stores.snapshot());
+        let translation = keyed.translation();
         if last.as_ref() != Some(&translation) {
             let old = last.as_ref().map(|t| t.warnings.as_slice()).unwrap_or(&[]);
             for w in translation.warnings.iter().filter(|w| !old.contains(w)) {
@@ -314,6 +410,10 @@ async fn publish(
             last = Some(translation);
         }
         notify.notified().await;
-        tokio::time::sleep(coalesce).await;
+        if !coalesce.is_zero() {
+            tokio::time::sleep(coalesce).await;
+        }
+        let changes = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+        keyed.apply(&stores, &changes);
     }
 }

@@ -108,11 +108,11 @@ impl Translator {
     pub fn apply(&mut self, store: &Store, changed: &Changed) {
         // Nodes decide every pod's and many endpoints' node: translate everything again.
         if changed.all || changed.items.iter().any(|(k, _)| *k == Kind::Node) {
-            let model = std::mem::take(&mut self.model);
+            let old = std::mem::take(&mut self.model);
             *self = Translator::new(store);
             // Keep the structure the new model shares with the old one where values agree,
             // so that the engines' diffs stay small.
-            self.model = share(model, std::mem::take(&mut self.model));
+            self.model = std::mem::take(&mut self.model).sharing_with(&old);
             return;
         }
         if store.elans.len() != self.model.namespaces.len() {
@@ -412,38 +412,6 @@ fn unlink<K: std::hash::Hash + Eq>(
         if set.is_empty() {
             index.remove(at);
         }
-    }
-}
-
-/// `new`, with every entry equal to `old`'s taken from `old`, so that the two share their
-/// unchanged structure and a diff between them costs what changed.
-fn share(old: Model, new: Model) -> Model {
-    fn keep<K: Ord + Clone, V: Clone + PartialEq>(
-        old: netvirt::model::Map<K, V>,
-        new: netvirt::model::Map<K, V>,
-    ) -> netvirt::model::Map<K, V> {
-        let mut out = old.clone();
-        for item in old.diff(&new) {
-            match item {
-                imbl::ordmap::DiffItem::Add(k, v) => {
-                    out.insert(k.clone(), v.clone());
-                }
-                imbl::ordmap::DiffItem::Update { new: (k, v), .. } => {
-                    out.insert(k.clone(), v.clone());
-                }
-                imbl::ordmap::DiffItem::Remove(k, _) => {
-                    out.remove(k);
-                }
-            }
-        }
-        out
-    }
-    Model {
-        nodes: keep(old.nodes, new.nodes),
-        namespaces: keep(old.namespaces, new.namespaces),
-        pods: keep(old.pods, new.pods),
-        services: keep(old.services, new.services),
-        endpoints: keep(old.endpoints, new.endpoints),
     }
 }
 
