@@ -6,7 +6,7 @@
 //! store is as before; the caller can also [`Store::revert`] an accepted change (when logging
 //! it fails). The effects are what the write-ahead log records.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
@@ -43,6 +43,106 @@ pub struct Store {
     pub nodes: BTreeMap<String, K8sNode>,
     /// ELAN id of each namespace, given on first use and never reused.
     pub elans: BTreeMap<String, u32>,
+    /// Who holds each address, node port, name and interface: what a change can clash
+    /// with, so that validating it looks at those items only. Derived; rebuilt when lost.
+    #[serde(skip)]
+    index: Index,
+}
+
+/// The items that hold each value a change can clash on.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    /// Whether it describes the store (false after a load or a whole-list change).
+    built: bool,
+    vips: HashMap<IpAddr, BTreeSet<String>>,
+    node_ports: HashMap<u16, BTreeSet<String>>,
+    service_names: HashMap<(String, String), BTreeSet<String>>,
+    endpoints_names: HashMap<(String, String), BTreeSet<String>>,
+    ifaces: HashMap<String, BTreeSet<String>>,
+    node_names: HashMap<String, BTreeSet<String>>,
+}
+
+/// The index is derived from the store, so two stores are equal by their items alone.
+impl PartialEq for Index {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Index {}
+
+fn link<K: Eq + std::hash::Hash>(
+    map: &mut HashMap<K, BTreeSet<String>>,
+    key: K,
+    uid: &str,
+    on: bool,
+) {
+    if on {
+        map.entry(key).or_default().insert(uid.to_string());
+    } else if let Some(set) = map.get_mut(&key) {
+        set.remove(uid);
+        if set.is_empty() {
+            map.remove(&key);
+        }
+    }
+}
+
+impl Index {
+    fn build(store: &Store) -> Self {
+        let mut index = Index {
+            built: true,
+            ..Index::default()
+        };
+        for s in store.services.values() {
+            index.item(&Item::Service(s.clone()), true);
+        }
+        for e in store.endpoints.values() {
+            index.item(&Item::Endpoints(e.clone()), true);
+        }
+        for p in store.pods.values() {
+            index.item(&Item::Pod(p.clone()), true);
+        }
+        for n in store.nodes.values() {
+            index.item(&Item::Node(n.clone()), true);
+        }
+        index
+    }
+
+    /// Adds (`on`) or removes what `item` holds.
+    fn item(&mut self, item: &Item, on: bool) {
+        if !self.built {
+            return;
+        }
+        match item {
+            Item::Service(s) => {
+                for vip in s.vips() {
+                    link(&mut self.vips, vip, &s.uid, on);
+                }
+                for np in s.service_ports.iter().filter_map(|p| p.node_port) {
+                    link(&mut self.node_ports, np, &s.uid, on);
+                }
+                let (ns, name) = service_name(s);
+                link(
+                    &mut self.service_names,
+                    (ns.to_string(), name.to_string()),
+                    &s.uid,
+                    on,
+                );
+            }
+            Item::Endpoints(e) => {
+                let key = (namespace_name(&e.network_ns).to_string(), e.name.clone());
+                link(&mut self.endpoints_names, key, &e.uid, on);
+            }
+            Item::Pod(p) => {
+                for iface in &p.interface {
+                    link(&mut self.ifaces, iface.uid.clone(), &p.uid, on);
+                }
+            }
+            Item::Node(n) => {
+                link(&mut self.node_names, n.model_name().to_string(), &n.uid, on);
+            }
+        }
+    }
 }
 
 /// A requested change.
@@ -119,6 +219,9 @@ enum UndoStep {
 impl Store {
     /// Applies `change` and validates the result; on error the store is unchanged.
     pub fn apply(&mut self, change: Change, rules: &Rules) -> Result<Applied, RequestError> {
+        if !self.index.built {
+            self.index = Index::build(self);
+        }
         let (effects, touched) = self.plan(change)?;
         let undo = self.apply_effects_undoable(&effects);
         let scope = self.scope(&touched);
@@ -135,10 +238,22 @@ impl Store {
             match step {
                 UndoStep::Item(kind, uid, None) => drop(self.take(kind, &uid)),
                 UndoStep::Item(_, _, Some(item)) => drop(self.put(*item)),
-                UndoStep::Services(m) => self.services = m,
-                UndoStep::Endpoints(m) => self.endpoints = m,
-                UndoStep::Pods(m) => self.pods = m,
-                UndoStep::Nodes(m) => self.nodes = m,
+                UndoStep::Services(m) => {
+                    self.services = m;
+                    self.index.built = false;
+                }
+                UndoStep::Endpoints(m) => {
+                    self.endpoints = m;
+                    self.index.built = false;
+                }
+                UndoStep::Pods(m) => {
+                    self.pods = m;
+                    self.index.built = false;
+                }
+                UndoStep::Nodes(m) => {
+                    self.nodes = m;
+                    self.index.built = false;
+                }
                 UndoStep::Elan(ns) => drop(self.elans.remove(&ns)),
             }
         }
@@ -198,6 +313,9 @@ impl Store {
     fn apply_effects_undoable(&mut self, effects: &[Effect]) -> Undo {
         let mut undo = Vec::new();
         for effect in effects {
+            if matches!(effect, Effect::Clear(_)) {
+                self.index.built = false;
+            }
             match effect {
                 Effect::Clear(Kind::Service) => {
                     undo.push(UndoStep::Services(std::mem::take(&mut self.services)));
@@ -239,6 +357,12 @@ impl Store {
     /// Inserts an item, returning the one it replaced.
     fn put(&mut self, item: Item) -> Option<Item> {
         let uid = item.uid().to_string();
+        if self.index.built
+            && let Some(old) = self.get(item.kind(), &uid)
+        {
+            self.index.item(&old, false);
+        }
+        self.index.item(&item, true);
         match item {
             Item::Service(s) => self.services.insert(uid, s).map(Item::Service),
             Item::Endpoints(e) => self.endpoints.insert(uid, e).map(Item::Endpoints),
@@ -249,12 +373,16 @@ impl Store {
 
     /// Removes an item, returning it.
     fn take(&mut self, kind: Kind, uid: &str) -> Option<Item> {
-        match kind {
+        let old = match kind {
             Kind::Service => self.services.remove(uid).map(Item::Service),
             Kind::Endpoints => self.endpoints.remove(uid).map(Item::Endpoints),
             Kind::Pod => self.pods.remove(uid).map(Item::Pod),
             Kind::Node => self.nodes.remove(uid).map(Item::Node),
+        };
+        if let Some(old) = &old {
+            self.index.item(old, false);
         }
+        old
     }
 
     /// Whether an item exists.
@@ -303,72 +431,55 @@ impl Store {
     /// sharing an address, node port, name or interface with it; checking just those gives
     /// the verdict of a full check, in time that does not grow with the store's size.
     fn scope(&self, touched: &Touched) -> Scope {
-        if touched.len() > SCOPED_CHECK_LIMIT {
+        if touched.len() > SCOPED_CHECK_LIMIT || !self.index.built {
             return Scope::All;
         }
         // The touched items themselves, whatever they share.
         let mut keep: BTreeMap<Kind, BTreeSet<String>> = touched.0.clone();
         let uids = |kind: Kind| touched.0.get(&kind).into_iter().flatten();
 
-        let new: Vec<&Service> = uids(Kind::Service)
-            .filter_map(|u| self.services.get(u))
-            .collect();
-        if !new.is_empty() {
-            let vips: HashSet<IpAddr> = new.iter().flat_map(|s| s.vips()).collect();
-            let node_ports: HashSet<u16> = new
-                .iter()
-                .flat_map(|s| s.service_ports.iter().filter_map(|p| p.node_port))
-                .collect();
-            let names: HashSet<(&str, &str)> = new.iter().map(|s| service_name(s)).collect();
-            let set = keep.entry(Kind::Service).or_default();
-            for (uid, s) in &self.services {
-                let clash = touched.contains(Kind::Service, uid)
-                    || s.vips().iter().any(|ip| vips.contains(ip))
-                    || s.service_ports
-                        .iter()
-                        .any(|p| p.node_port.is_some_and(|n| node_ports.contains(&n)))
-                    || names.contains(&service_name(s));
-                if clash {
-                    set.insert(uid.clone());
-                }
+        let index = &self.index;
+        let set = keep.entry(Kind::Service).or_default();
+        for s in uids(Kind::Service).filter_map(|u| self.services.get(u)) {
+            for vip in s.vips() {
+                set.extend(index.vips.get(&vip).into_iter().flatten().cloned());
             }
+            for np in s.service_ports.iter().filter_map(|p| p.node_port) {
+                set.extend(index.node_ports.get(&np).into_iter().flatten().cloned());
+            }
+            let (ns, name) = service_name(s);
+            let name = (ns.to_string(), name.to_string());
+            set.extend(
+                index
+                    .service_names
+                    .get(&name)
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
         }
-
-        let names: HashSet<(&str, &str)> = uids(Kind::Endpoints)
-            .filter_map(|u| self.endpoints.get(u))
-            .map(|e| (namespace_name(&e.network_ns), e.name.as_str()))
-            .collect();
         let set = keep.entry(Kind::Endpoints).or_default();
-        for (uid, e) in self.endpoints.iter().filter(|_| !names.is_empty()) {
-            if touched.contains(Kind::Endpoints, uid)
-                || names.contains(&(namespace_name(&e.network_ns), e.name.as_str()))
-            {
-                set.insert(uid.clone());
-            }
+        for e in uids(Kind::Endpoints).filter_map(|u| self.endpoints.get(u)) {
+            let name = (namespace_name(&e.network_ns).to_string(), e.name.clone());
+            set.extend(
+                index
+                    .endpoints_names
+                    .get(&name)
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
         }
-
-        let ifaces: HashSet<&str> = uids(Kind::Pod)
-            .filter_map(|u| self.pods.get(u))
-            .flat_map(|p| p.interface.iter().map(|i| i.uid.as_str()))
-            .collect();
         let set = keep.entry(Kind::Pod).or_default();
-        for (uid, p) in self.pods.iter().filter(|_| !ifaces.is_empty()) {
-            if touched.contains(Kind::Pod, uid)
-                || p.interface.iter().any(|i| ifaces.contains(i.uid.as_str()))
-            {
-                set.insert(uid.clone());
+        for p in uids(Kind::Pod).filter_map(|u| self.pods.get(u)) {
+            for iface in &p.interface {
+                set.extend(index.ifaces.get(&iface.uid).into_iter().flatten().cloned());
             }
         }
-
-        let names: HashSet<&str> = uids(Kind::Node)
-            .filter_map(|u| self.nodes.get(u))
-            .map(K8sNode::model_name)
-            .collect();
         let set = keep.entry(Kind::Node).or_default();
-        for (uid, n) in self.nodes.iter().filter(|_| !names.is_empty()) {
-            if touched.contains(Kind::Node, uid) || names.contains(n.model_name()) {
-                set.insert(uid.clone());
-            }
+        for n in uids(Kind::Node).filter_map(|u| self.nodes.get(u)) {
+            let name = n.model_name();
+            set.extend(index.node_names.get(name).into_iter().flatten().cloned());
         }
         Scope::Some(keep)
     }
