@@ -130,6 +130,168 @@ pub fn merge(
     }
 }
 
+/// [`merge`], kept up to date by key: each input is diffed with its previous version (the
+/// models are persistent maps, so the diff skips what they share) and only the keys that
+/// changed on either side are merged again. The result always equals [`merge`] of the same
+/// inputs, and its model shares structure with the previous result.
+#[derive(Debug, Clone, Default)]
+pub struct Merger {
+    rest: Model,
+    kube: Model,
+    merged: Model,
+    /// Node, pod and service keys both inputs define.
+    shared: BTreeSet<Conflict>,
+}
+
+/// The keys whose entries differ between two versions of a map.
+fn changed<K: Ord + Clone, V: PartialEq + Clone>(
+    old: &netvirt::model::Map<K, V>,
+    new: &netvirt::model::Map<K, V>,
+    out: &mut BTreeSet<K>,
+) {
+    for item in old.diff(new) {
+        let key = match item {
+            imbl::ordmap::DiffItem::Add(k, _) | imbl::ordmap::DiffItem::Remove(k, _) => k,
+            imbl::ordmap::DiffItem::Update { new: (k, _), .. } => k,
+        };
+        out.insert(key.clone());
+    }
+}
+
+/// Kubernetes' entry, else REST's; records a conflict when both have one.
+fn pick<K: Ord + Clone, V: Clone>(
+    key: &K,
+    kube: &netvirt::model::Map<K, V>,
+    rest: &netvirt::model::Map<K, V>,
+    merged: &mut netvirt::model::Map<K, V>,
+) -> bool {
+    match (kube.get(key), rest.get(key)) {
+        (Some(v), both) => {
+            merged.insert(key.clone(), v.clone());
+            both.is_some()
+        }
+        (None, Some(v)) => {
+            merged.insert(key.clone(), v.clone());
+            false
+        }
+        (None, None) => {
+            merged.remove(key);
+            false
+        }
+    }
+}
+
+impl Merger {
+    /// The merge of `rest` and `kube` (with their remotes), after merging again only the keys
+    /// that changed since the last call.
+    pub fn update(
+        &mut self,
+        rest: &Model,
+        rest_remotes: &BTreeMap<String, String>,
+        kube: &Model,
+        kube_remotes: &BTreeMap<String, String>,
+    ) -> Merged {
+        let mut nodes = BTreeSet::new();
+        changed(&self.rest.nodes, &rest.nodes, &mut nodes);
+        changed(&self.kube.nodes, &kube.nodes, &mut nodes);
+        for key in nodes {
+            let conflict = Conflict {
+                kind: "node",
+                key: key.clone(),
+            };
+            if pick(&key, &kube.nodes, &rest.nodes, &mut self.merged.nodes) {
+                self.shared.insert(conflict);
+            } else {
+                self.shared.remove(&conflict);
+            }
+        }
+        let mut pods = BTreeSet::new();
+        changed(&self.rest.pods, &rest.pods, &mut pods);
+        changed(&self.kube.pods, &kube.pods, &mut pods);
+        for key in pods {
+            let conflict = Conflict {
+                kind: "pod",
+                key: key.clone(),
+            };
+            if pick(&key, &kube.pods, &rest.pods, &mut self.merged.pods) {
+                self.shared.insert(conflict);
+            } else {
+                self.shared.remove(&conflict);
+            }
+        }
+        let mut services = BTreeSet::new();
+        changed(&self.rest.services, &rest.services, &mut services);
+        changed(&self.kube.services, &kube.services, &mut services);
+        changed(&self.rest.endpoints, &rest.endpoints, &mut services);
+        changed(&self.kube.endpoints, &kube.endpoints, &mut services);
+        for key in services {
+            let conflict = Conflict {
+                kind: "service",
+                key: key.to_string(),
+            };
+            if pick(
+                &key,
+                &kube.services,
+                &rest.services,
+                &mut self.merged.services,
+            ) {
+                self.shared.insert(conflict);
+            } else {
+                self.shared.remove(&conflict);
+            }
+            // A service's endpoints come with it; Kubernetes' otherwise, as in `merge`.
+            let endpoints = if kube.services.contains_key(&key) {
+                kube.endpoints.get(&key)
+            } else if rest.services.contains_key(&key) {
+                rest.endpoints
+                    .get(&key)
+                    .or_else(|| kube.endpoints.get(&key))
+            } else {
+                kube.endpoints.get(&key)
+            };
+            match endpoints {
+                Some(e) => {
+                    self.merged.endpoints.insert(key, e.clone());
+                }
+                None => {
+                    self.merged.endpoints.remove(&key);
+                }
+            }
+        }
+        // Namespaces and remotes are few: merged whole, as `merge` does.
+        let whole = merge(
+            &Model {
+                namespaces: rest.namespaces.clone(),
+                ..Model::default()
+            },
+            rest_remotes,
+            &Model {
+                namespaces: kube.namespaces.clone(),
+                nodes: kube.nodes.clone(),
+                ..Model::default()
+            },
+            kube_remotes,
+        );
+        if self.merged.namespaces != whole.model.namespaces {
+            self.merged.namespaces = whole.model.namespaces;
+        }
+        let mut conflicts: Vec<Conflict> = whole
+            .conflicts
+            .into_iter()
+            .filter(|c| c.kind.starts_with("namespace"))
+            .chain(self.shared.iter().cloned())
+            .collect();
+        conflicts.sort();
+        self.rest = rest.clone();
+        self.kube = kube.clone();
+        Merged {
+            model: self.merged.clone(),
+            ovsdb_remotes: whole.ovsdb_remotes,
+            conflicts,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -239,5 +401,75 @@ mod tests {
         let m = merge(&rest, &BTreeMap::new(), &Model::default(), &BTreeMap::new());
         assert_eq!(m.model, rest);
         assert!(m.conflicts.is_empty());
+    }
+
+    /// The merger follows random edits of both inputs exactly as a whole merge would.
+    #[test]
+    fn the_merger_equals_a_whole_merge_after_every_edit() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut rest, mut kube) = (Model::default(), Model::default());
+        let mut remotes = (BTreeMap::new(), BTreeMap::new());
+        let mut merger = Merger::default();
+        for _ in 0..3000 {
+            let side = if next(2) == 0 { &mut rest } else { &mut kube };
+            let k = next(6);
+            let on = next(3) != 0;
+            match next(5) {
+                0 => {
+                    let name = format!("n{k}");
+                    if on {
+                        side.nodes
+                            .insert(name.clone(), node(&name, &format!("10.0.0.{}", next(9))));
+                    } else {
+                        side.nodes.remove(&name);
+                    }
+                }
+                1 => {
+                    let name = format!("ns{k}");
+                    if on {
+                        let elan = 1 + next(4) as u32;
+                        side.namespaces
+                            .insert(name.clone(), Namespace { name, elan });
+                    } else {
+                        side.namespaces.remove(&name);
+                    }
+                }
+                2 => {
+                    let key = ServiceKey::new("default", &format!("s{k}"));
+                    if on {
+                        let ip = format!("10.96.0.{}", next(9));
+                        side.services
+                            .insert(key.clone(), service("default", &key.name, &ip));
+                    } else {
+                        side.services.remove(&key);
+                    }
+                }
+                3 => {
+                    let key = ServiceKey::new("default", &format!("s{k}"));
+                    if on {
+                        side.endpoints.insert(key, Vec::new());
+                    } else {
+                        side.endpoints.remove(&key);
+                    }
+                }
+                _ => {
+                    let remotes = if next(2) == 0 {
+                        &mut remotes.0
+                    } else {
+                        &mut remotes.1
+                    };
+                    remotes.insert(format!("n{k}"), format!("tcp:10.0.0.{}:6640", next(9)));
+                }
+            }
+            let want = merge(&rest, &remotes.0, &kube, &remotes.1);
+            let got = merger.update(&rest, &remotes.0, &kube, &remotes.1);
+            assert_eq!(got, want);
+        }
     }
 }

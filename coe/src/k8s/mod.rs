@@ -22,6 +22,6 @@ pub mod merge;
 pub mod translate;
 pub mod watch;
 
-pub use merge::{Conflict, Merged, merge};
+pub use merge::{Conflict, Merged, Merger, merge};
 pub use translate::{Snapshot, Translation, Warning, iface_id, translate};
 pub use watch::{KubeModel, Source, WatchConfig, Watchers, client};

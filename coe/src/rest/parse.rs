@@ -78,28 +78,30 @@ pub fn item_body(kind: Kind, uid: &str, body: &[u8]) -> Result<Item, RequestErro
 fn read_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
-    match strip_prefixes(value, "")? {
+    match strip_prefixes(value, &String::new)? {
         Value::Object(map) => Ok(map),
         _ => Err(RequestError::malformed("body must be a JSON object")),
     }
 }
 
-/// Removes module prefixes from every member name, refusing a member given twice.
-fn strip_prefixes(value: Value, path: &str) -> Result<Value, RequestError> {
+/// Removes module prefixes from every member name, refusing a member given twice. The path
+/// of a value is only spelled out for an error, so a valid body costs no path strings.
+fn strip_prefixes(value: Value, path: &dyn Fn() -> String) -> Result<Value, RequestError> {
     Ok(match value {
         Value::Object(map) => {
-            let mut out = Map::with_capacity(map.len());
-            for (key, value) in map {
-                let bare = PREFIXES
-                    .iter()
-                    .find_map(|p| key.strip_prefix(p))
-                    .unwrap_or(&key)
-                    .to_string();
-                let child = join(path, &bare);
-                let value = strip_prefixes(value, &child)?;
-                if out.insert(bare, value).is_some() {
-                    return Err(RequestError::invalid(child, "member given more than once"));
+            let mut out = Map::new();
+            for (mut key, value) in map {
+                if let Some(p) = PREFIXES.iter().find(|p| key.starts_with(*p)) {
+                    key.replace_range(..p.len(), "");
                 }
+                let value = strip_prefixes(value, &|| join(&path(), &key))?;
+                if out.contains_key(&key) {
+                    return Err(RequestError::invalid(
+                        join(&path(), &key),
+                        "member given more than once",
+                    ));
+                }
+                out.insert(key, value);
             }
             Value::Object(out)
         }
@@ -107,7 +109,7 @@ fn strip_prefixes(value: Value, path: &str) -> Result<Value, RequestError> {
             items
                 .into_iter()
                 .enumerate()
-                .map(|(i, v)| strip_prefixes(v, &format!("{path}[{i}]")))
+                .map(|(i, v)| strip_prefixes(v, &|| format!("{}[{i}]", path())))
                 .collect::<Result<_, _>>()?,
         ),
         other => other,
@@ -145,7 +147,9 @@ fn item_value(
         }
         _ => {}
     }
-    check_uid(&uid, &unnamed.at("uid"))?;
+    if check_uid(&uid, "").is_err() {
+        check_uid(&uid, &unnamed.at("uid"))?;
+    }
     let f = Fields::new(obj, kind.item_name(&uid));
     Ok(match kind {
         Kind::Service => Item::Service(service(&f, uid)?),
@@ -182,11 +186,13 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
         Some(_) => {
             let mut uids = Vec::new();
             for (i, v) in f.list("endpoints")?.iter().enumerate() {
-                let path = format!("{}[{i}]", f.at("endpoints"));
+                let path = || format!("{}[{i}]", f.at("endpoints"));
                 let pod = v
                     .as_str()
-                    .ok_or_else(|| RequestError::invalid(&path, "expected a pod uid"))?;
-                check_uid(pod, &path)?;
+                    .ok_or_else(|| RequestError::invalid(path(), "expected a pod uid"))?;
+                if check_uid(pod, "").is_err() {
+                    check_uid(pod, &path())?;
+                }
                 uids.push(pod.to_string());
             }
             Some(uids)
@@ -307,7 +313,9 @@ fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
     for (i, v) in f.list("interface")?.iter().enumerate() {
         let x = f.child("interface", i, v)?;
         let iface_uid = x.string("uid")?;
-        check_uid(&iface_uid, &x.at("uid"))?;
+        if check_uid(&iface_uid, "").is_err() {
+            check_uid(&iface_uid, &x.at("uid"))?;
+        }
         let network_type = match x.string("network-type")? {
             s if s.is_empty() => None,
             s => Some(match s.to_ascii_uppercase().as_str() {
@@ -375,19 +383,37 @@ fn node(f: &Fields<'_>, uid: String) -> Result<K8sNode, RequestError> {
     })
 }
 
+/// Where an object is, spelled out only for an error message.
+enum At<'a> {
+    /// A whole path.
+    Path(String),
+    /// Entry `i` of list `key` of the object at the path.
+    Entry(&'a str, &'a str, usize),
+}
+
 /// Typed access to an object's members, naming `path.member` in errors.
 struct Fields<'a> {
     obj: &'a Map<String, Value>,
-    path: String,
+    at: At<'a>,
 }
 
 impl<'a> Fields<'a> {
     fn new(obj: &'a Map<String, Value>, path: String) -> Self {
-        Self { obj, path }
+        Self {
+            obj,
+            at: At::Path(path),
+        }
+    }
+
+    fn path(&self) -> String {
+        match &self.at {
+            At::Path(p) => p.clone(),
+            At::Entry(parent, key, i) => format!("{}[{i}]", join(parent, key)),
+        }
     }
 
     fn at(&self, key: &str) -> String {
-        join(&self.path, key)
+        join(&self.path(), key)
     }
 
     fn get(&self, key: &str) -> Option<&'a Value> {
@@ -395,12 +421,21 @@ impl<'a> Fields<'a> {
     }
 
     /// The `i`th entry of list `key`, as fields.
-    fn child(&self, key: &str, i: usize, v: &'a Value) -> Result<Fields<'a>, RequestError> {
-        let path = format!("{}[{i}]", self.at(key));
-        let obj = v
-            .as_object()
-            .ok_or_else(|| RequestError::invalid(&path, "expected an object"))?;
-        Ok(Fields::new(obj, path))
+    fn child<'b>(
+        &'b self,
+        key: &'b str,
+        i: usize,
+        v: &'a Value,
+    ) -> Result<Fields<'b>, RequestError> {
+        let obj = v.as_object().ok_or_else(|| {
+            RequestError::invalid(format!("{}[{i}]", self.at(key)), "expected an object")
+        })?;
+        let at = match &self.at {
+            At::Path(parent) => At::Entry(parent, key, i),
+            // An entry's own lists (none today) spell their path out.
+            At::Entry(..) => At::Path(format!("{}[{i}]", self.at(key))),
+        };
+        Ok(Fields { obj, at })
     }
 
     /// A string; absent or null is empty.
@@ -441,7 +476,9 @@ impl<'a> Fields<'a> {
         match self.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if s.is_empty() => Ok(None),
-            Some(Value::String(s)) => parse_ip(s, &self.at(key)).map(Some),
+            Some(Value::String(s)) => s.parse().map(Some).map_err(|_| {
+                RequestError::invalid(self.at(key), format!("`{s}` is not an IP address"))
+            }),
             Some(_) => Err(RequestError::invalid(
                 self.at(key),
                 "expected an IP address",
@@ -451,30 +488,31 @@ impl<'a> Fields<'a> {
 
     /// A leaf-list of addresses (a single string is taken as a list of one); `""` is skipped.
     fn ips(&self, key: &str) -> Result<Vec<IpAddr>, RequestError> {
-        let path = self.at(key);
-        let values: Vec<&Value> = match self.get(key) {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) => a.iter().collect(),
-            Some(v @ Value::String(_)) => vec![v],
+        let values: &[Value] = match self.get(key) {
+            None | Some(Value::Null) => &[],
+            Some(Value::Array(a)) => a,
+            Some(v @ Value::String(_)) => std::slice::from_ref(v),
             Some(_) => {
                 return Err(RequestError::invalid(
-                    path,
+                    self.at(key),
                     "expected a list of IP addresses",
                 ));
             }
         };
         let mut ips = Vec::new();
-        for (i, v) in values.into_iter().enumerate() {
-            let at = format!("{path}[{i}]");
+        for (i, v) in values.iter().enumerate() {
+            let at = || format!("{}[{i}]", self.at(key));
             match v {
                 Value::String(s) if s.is_empty() => {}
                 Value::String(s) => {
-                    let ip = parse_ip(s, &at)?;
+                    let ip = s.parse().map_err(|_| {
+                        RequestError::invalid(at(), format!("`{s}` is not an IP address"))
+                    })?;
                     if !ips.contains(&ip) {
                         ips.push(ip);
                     }
                 }
-                _ => return Err(RequestError::invalid(at, "expected an IP address")),
+                _ => return Err(RequestError::invalid(at(), "expected an IP address")),
             }
         }
         Ok(ips)
@@ -517,9 +555,4 @@ impl<'a> Fields<'a> {
             }),
         }
     }
-}
-
-fn parse_ip(s: &str, path: &str) -> Result<IpAddr, RequestError> {
-    s.parse()
-        .map_err(|_| RequestError::invalid(path, format!("`{s}` is not an IP address")))
 }

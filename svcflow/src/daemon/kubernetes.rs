@@ -34,14 +34,16 @@ pub(crate) async fn start(
 }
 
 /// What the daemon sees: the REST model alone until Kubernetes has listed, then the merge.
+/// The merge follows both inputs by key (`merger`), so a change costs its own size.
 pub(crate) fn combine(
+    merger: &mut coe::k8s::Merger,
     rest: &Published,
     kube: Option<&KubeModel>,
 ) -> (Published, Vec<coe::k8s::Conflict>) {
     let Some(kube) = kube else {
         return (rest.clone(), Vec::new());
     };
-    let merged = coe::k8s::merge(
+    let merged = merger.update(
         &rest.model,
         &rest.ovsdb_remotes,
         &kube.translation.model,
@@ -65,10 +67,11 @@ async fn run(
     // The watchers stop when this task does.
     let _watchers = watchers;
     let mut conflicts = Vec::new();
+    let mut merger = coe::k8s::Merger::default();
     loop {
         let r = rest.borrow_and_update().clone();
         let k = kube.borrow_and_update().clone();
-        let (published, now) = combine(&r, k.as_deref());
+        let (published, now) = combine(&mut merger, &r, k.as_deref());
         for c in now.iter().filter(|c| !conflicts.contains(*c)) {
             tracing::warn!("{c}");
         }
@@ -116,7 +119,8 @@ mod tests {
                 labels: Default::default(),
             },
         );
-        let (alone, conflicts) = combine(&rest, None);
+        let mut merger = coe::k8s::Merger::default();
+        let (alone, conflicts) = combine(&mut merger, &rest, None);
         assert_eq!(alone, rest);
         assert!(conflicts.is_empty());
         let mut kube = KubeModel::default();
@@ -129,7 +133,7 @@ mod tests {
                 labels: Default::default(),
             },
         );
-        let (merged, _) = combine(&rest, Some(&kube));
+        let (merged, _) = combine(&mut merger, &rest, Some(&kube));
         assert_eq!(merged.revision, 4);
         assert_eq!(merged.model.nodes.keys().collect::<Vec<_>>(), ["n1", "vm"]);
     }
