@@ -16,6 +16,7 @@ mod cmd;
 mod error;
 mod host;
 pub mod kube;
+pub mod lab;
 mod netns;
 pub mod recipe;
 mod sandbox;

@@ -23,11 +23,21 @@ pub const LOCK_FILE: &str = "rest.lock";
 /// Compact once the log holds this many records.
 pub const COMPACT_AT: u64 = 1024;
 
-#[derive(Debug, Serialize, Deserialize)]
+/// A log record as read back.
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum Record {
     Effects { seq: u64, effects: Vec<Effect> },
-    Snapshot { seq: u64, store: Store },
+    Snapshot { seq: u64, store: Box<Store> },
+}
+
+/// A log record as written: the same JSON as [`Record`], borrowing what it writes, so that
+/// a snapshot does not copy the store.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum RecordOut<'a> {
+    Effects { seq: u64, effects: &'a [Effect] },
+    Snapshot { seq: u64, store: &'a Store },
 }
 
 /// Why the durable state could not be opened.
@@ -183,7 +193,7 @@ impl DurableStore {
                     if index > 0 && s < seq {
                         return Err(bad(format!("snapshot sequence {s} goes back from {seq}")));
                     }
-                    store = snap;
+                    store = *snap;
                     seq = s;
                 }
                 Record::Effects { seq: s, effects } => {
@@ -227,9 +237,9 @@ impl DurableStore {
         let seq = self.seq + 1;
         let mut changed = std::mem::take(&mut self.changed);
         changed.record(&applied.effects);
-        let record = Record::Effects {
+        let record = RecordOut::Effects {
             seq,
-            effects: applied.effects,
+            effects: &applied.effects,
         };
         let logged = serde_json::to_vec(&record)
             .map_err(|e| WalError::Io {
@@ -263,9 +273,9 @@ impl DurableStore {
 
     /// Rewrites the log as one snapshot of the current state.
     pub fn compact(&mut self) -> Result<(), WalError> {
-        let payload = serde_json::to_vec(&Record::Snapshot {
+        let payload = serde_json::to_vec(&RecordOut::Snapshot {
             seq: self.seq,
-            store: self.store.clone(),
+            store: &self.store,
         })
         .map_err(|e| WalError::Io {
             path: self.wal.path().to_path_buf(),
