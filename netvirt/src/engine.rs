@@ -2,9 +2,11 @@
 //!
 //! After a connect (or a failed sync) the engine reads the switch and sends the full
 //! difference; from then on each model change is re-rendered only where it changed
-//! ([`Shards`]) and sent as one bundle holding just the steps it causes. A plan longer than
-//! [`BUNDLE_MAX`] messages (a first sync of a big cluster) goes as several bundles in order,
-//! each atomic: groups before the flows that use them, flows deleted before their groups.
+//! ([`Shards`]) and just the steps it causes are sent. A change of at most [`BUNDLE_MAX`]
+//! steps is one atomic bundle. A longer plan (a first sync of a big cluster, a change to
+//! thousands of services at once) goes as several bundles in order, each atomic: groups
+//! before the flows that use them, flows deleted before their groups, so no bundle boundary
+//! leaves a flow pointing at a missing group.
 
 use openflow::driver::{Error, SwitchHandle};
 use std::net::IpAddr;
