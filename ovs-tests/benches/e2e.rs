@@ -1,0 +1,835 @@
+//! End to end (issue 19): the real `svcflow run` daemon, driven through its REST northbound,
+//! programming a real `ovs-vswitchd` (userspace datapath) in a sandbox.
+//!
+//! For each size S (services) and E (endpoints per service), on a fresh sandbox with a fresh
+//! daemon and state directory, it measures:
+//! 1. full load: ONE container PUT of `service:endpoints-info` (every endpoints object), then
+//!    ONE container PUT of `service:service-information` (every service), timed from just
+//!    before the first request is sent until the daemon logs the sync of the second write's
+//!    revision with the expected flow and group totals. Endpoints go first: endpoints without
+//!    their service render nothing, so the switch never sees services without endpoints
+//!    (refusal flows) that the second write would have to replace;
+//! 2. the anchor: the flows and groups svcflow installed, dumped with `ovs-ofctl --no-names`
+//!    after the full load, loaded from files with `ovs-ofctl --bundle add-groups` plus
+//!    `--bundle add-flows` onto a new, empty bridge of the same `ovs-vswitchd` once the daemon
+//!    is gone and `br-int` deleted (its text parsing is inside its time, as REST parsing is in
+//!    ours), and the ratio full load / anchor;
+//! 3. one endpoint change: `SVCFLOW_E2E_UPDATES` item PUTs of one service's endpoints object
+//!    with one address replaced (rotating over the services), each timed from just before
+//!    the request is sent to the sync line of its revision; p50 and p99;
+//! 4. one added service: as many times, an item PUT of a new endpoints object and then an item
+//!    PUT of its service (same order and reason as 1), timed from the first request to the
+//!    sync line of the second's revision; p50 and p99;
+//! 5. the daemon's peak RSS (`VmHWM` of its `/proc/PID/status`) after all of the above.
+//!
+//! Confirmation comes from the daemon's log: after the switch's barrier it logs
+//! `node n1: synced model revision R: … (F flows, G groups desired)`
+//! ([`SyncLine`]). R grows by one per accepted REST write; this bench is the only writer, so
+//! it counts its writes and waits for a sync line with R >= its last write's revision and the
+//! totals it expects. The log file is polled every 0.5 ms, reading only the appended bytes, so
+//! the timestamps have that resolution. A sync line with a revision beyond the bench's count
+//! means the count is wrong, and stops the bench.
+//!
+//! The HTTP client is in-process (HTTP/1.1, `Content-Length`, keep-alive over one
+//! `std::net::TcpStream`), since a `curl` process per request would cost milliseconds. The
+//! daemon runs inside the sandbox's node network namespace ([`Daemon::start`] uses `ip netns
+//! exec`) and its REST listener is on that namespace's loopback, so the socket is created on a
+//! short-lived thread that entered the namespace ([`ovs_tests::kube::in_netns`], `setns`); a
+//! socket keeps its namespace whichever thread uses it afterwards. Every reply's status must
+//! be 200, 201 or 204.
+//!
+//! Endpoints are remote (`node-name` `n2`, a node the model does not have, as in the `scale`
+//! bench), one distinct address each in 10.128.0.0/9; node n1 has pod CIDR 10.244.0.0/16.
+//! Services are ClusterIP (10.96.0.0/12), one TCP port each (80 → 8080).
+//!
+//! Run, with the daemon built optimized first (Cargo does not build another package's binary
+//! for a bench; the bench runs `$SVCFLOW_BIN`, else `svcflow` next to its own executable,
+//! which under `cargo bench` is `target/release/svcflow`):
+//!
+//! ```sh
+//! cargo build --release -p svcflow
+//! cargo bench -p ovs-tests --bench e2e
+//! SVCFLOW_E2E_S=1000 SVCFLOW_E2E_E=2 SVCFLOW_E2E_UPDATES=50 cargo bench -p ovs-tests --bench e2e
+//! ```
+//!
+//! `SVCFLOW_E2E_S` picks the sizes (default 1000,10000,30000), `SVCFLOW_E2E_E` the endpoints
+//! per service (default 2,10), `SVCFLOW_E2E_UPDATES` the number of each kind of update
+//! (default 200), `SVCFLOW_E2E_GAP_MS` the pause before each measured write (default 100).
+//! Every (S, E) pair runs. The 30,000 sizes take several minutes each.
+//!
+//! The pause: the daemon sends a switch at most one bundle per 50 ms (`MIN_INTERVAL` in
+//! `svcflow/src/daemon/agent.rs`), counted from the previous bundle's confirmation, and holds a
+//! change that comes sooner. Writes sent right after the previous confirmation would measure
+//! that hold (about 50 ms each), not the latency of one change; each measured write therefore
+//! comes `SVCFLOW_E2E_GAP_MS` after the previous confirmation, as an isolated change would.
+
+#![allow(clippy::unwrap_used)] // a benchmark that cannot run should stop loudly
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ovs_tests::Sandbox;
+use ovs_tests::kube::in_netns;
+use ovs_tests::svcflow::fixture::NODE_IP;
+use ovs_tests::svcflow::{Daemon, REST, SyncLine, svcflow_binary};
+
+const BR: &str = "br-int";
+const ANCHOR_BR: &str = "br-anchor";
+const CONFIG: &str = "/restconf/config";
+const NAMESPACE: &str = "bench";
+/// Endpoint addresses: 10.128.0.0/9.
+const ENDPOINT_BASE: u32 = 0x0a80_0000;
+const ENDPOINT_SPACE: u32 = 1 << 23;
+/// Cluster IPs: 10.96.0.0/12.
+const VIP_BASE: u32 = 0x0a60_0000;
+const VIP_SPACE: u32 = 1 << 20;
+/// How often the daemon's log is read for new lines.
+const POLL: Duration = Duration::from_micros(500);
+
+fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(v) => {
+            let list: Vec<usize> = v.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+            assert!(!list.is_empty(), "{name}={v:?} names no size");
+            list
+        }
+        Err(_) => default.to_vec(),
+    }
+}
+
+/// The daemon binary, which must exist: this bench does not build it.
+fn daemon_binary() -> PathBuf {
+    const HOW: &str = "the e2e bench runs the optimized daemon: run `cargo build --release -p \
+                       svcflow` first (then `cargo bench -p ovs-tests --bench e2e`), or set \
+                       SVCFLOW_BIN to a release svcflow binary";
+    let path = svcflow_binary().unwrap_or_else(|e| panic!("{HOW}\n({e})"));
+    assert!(path.is_file(), "{} does not exist: {HOW}", path.display());
+    if std::env::var_os("SVCFLOW_BIN").is_none()
+        && path.components().any(|c| c.as_os_str() == "debug")
+    {
+        panic!("{} is a debug build: {HOW}", path.display());
+    }
+    path
+}
+
+// ---------------------------------------------------------------------------------------------
+// An HTTP/1.1 client over one keep-alive TcpStream in the node's network namespace.
+
+struct Reply {
+    status: u16,
+    body: Vec<u8>,
+}
+
+struct Http {
+    netns: String,
+    conn: Option<BufReader<TcpStream>>,
+}
+
+impl Http {
+    fn new(netns: &str) -> Self {
+        Self {
+            netns: netns.to_string(),
+            conn: None,
+        }
+    }
+
+    fn connect(&self) -> std::io::Result<BufReader<TcpStream>> {
+        let stream = in_netns(&self.netns, || TcpStream::connect(REST))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        Ok(BufReader::with_capacity(64 * 1024, stream))
+    }
+
+    /// Sends one request; on a reused connection that the server closed before any reply
+    /// byte, reconnects once and sends it again.
+    fn request(&mut self, method: &str, path: &str, body: &[u8]) -> std::io::Result<Reply> {
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {REST}\r\n");
+        if !body.is_empty() || method != "GET" {
+            let _ = write!(
+                head,
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            );
+        }
+        head.push_str("\r\n");
+        let reused = self.conn.is_some();
+        match self.exchange(head.as_bytes(), body) {
+            Ok(Some(reply)) => Ok(reply),
+            Ok(None) if reused => {
+                self.conn = None;
+                self.exchange(head.as_bytes(), body)?.ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection without a reply",
+                    )
+                })
+            }
+            Ok(None) => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the server closed the connection without a reply",
+            )),
+            Err(e) => {
+                self.conn = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// `Ok(None)`: the connection was closed before the status line.
+    fn exchange(&mut self, head: &[u8], body: &[u8]) -> std::io::Result<Option<Reply>> {
+        if self.conn.is_none() {
+            self.conn = Some(self.connect()?);
+        }
+        let conn = self.conn.as_mut().unwrap();
+        let sent = if body.len() <= 64 * 1024 {
+            let mut all = Vec::with_capacity(head.len() + body.len());
+            all.extend_from_slice(head);
+            all.extend_from_slice(body);
+            conn.get_mut().write_all(&all)
+        } else {
+            conn.get_mut()
+                .write_all(head)
+                .and_then(|()| conn.get_mut().write_all(body))
+        };
+        if sent.is_err() {
+            self.conn = None;
+            return Ok(None);
+        }
+        let mut line = String::new();
+        if conn.read_line(&mut line)? == 0 {
+            self.conn = None;
+            return Ok(None);
+        }
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad(format!("bad status line {line:?}")))?;
+        let mut length = None;
+        let mut chunked = false;
+        let mut close = false;
+        loop {
+            line.clear();
+            if conn.read_line(&mut line)? == 0 {
+                return Err(bad("the connection closed inside the headers".into()));
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            let Some((name, value)) = header.split_once(':') else {
+                return Err(bad(format!("bad header {header:?}")));
+            };
+            let value = value.trim();
+            match name.trim().to_ascii_lowercase().as_str() {
+                "content-length" => {
+                    length = Some(value.parse::<usize>().map_err(|e| bad(e.to_string()))?);
+                }
+                "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
+                "connection" => close = value.eq_ignore_ascii_case("close"),
+                _ => {}
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                conn.read_line(&mut line)?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                    .map_err(|e| bad(format!("bad chunk size {line:?}: {e}")))?;
+                if size == 0 {
+                    // Trailers, up to the empty line.
+                    loop {
+                        line.clear();
+                        if conn.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                let start = body.len();
+                body.resize(start + size, 0);
+                conn.read_exact(&mut body[start..])?;
+                line.clear();
+                conn.read_line(&mut line)?;
+            }
+        } else if let Some(n) = length {
+            body.resize(n, 0);
+            conn.read_exact(&mut body)?;
+        } else if status != 204 && status != 304 && !(100..200).contains(&status) {
+            conn.read_to_end(&mut body)?;
+            close = true;
+        }
+        if close {
+            self.conn = None;
+        }
+        Ok(Some(Reply { status, body }))
+    }
+}
+
+fn bad(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon's log, read as it grows.
+
+struct LogWatch {
+    path: PathBuf,
+    file: std::fs::File,
+    pending: Vec<u8>,
+    /// Every sync line so far, with when this process saw it.
+    syncs: Vec<(Instant, SyncLine)>,
+    /// Lines before this index were already consumed by a wait.
+    cursor: usize,
+    /// The revision the REST state was loaded at, once logged.
+    loaded: Option<u64>,
+}
+
+impl LogWatch {
+    fn new(path: PathBuf) -> Self {
+        let file = std::fs::File::open(&path)
+            .unwrap_or_else(|e| panic!("opening the daemon log {}: {e}", path.display()));
+        Self {
+            path,
+            file,
+            pending: Vec::new(),
+            syncs: Vec::new(),
+            cursor: 0,
+            loaded: None,
+        }
+    }
+
+    /// Reads what was appended since the last call.
+    fn poll(&mut self) {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            let n = self.file.read(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            self.pending.extend_from_slice(&chunk[..n]);
+        }
+        let now = Instant::now();
+        let Some(last_newline) = self.pending.iter().rposition(|&b| b == b'\n') else {
+            return;
+        };
+        let complete: Vec<u8> = self.pending.drain(..=last_newline).collect();
+        for line in String::from_utf8_lossy(&complete).lines() {
+            if let Some(sync) = SyncLine::parse(line) {
+                self.syncs.push((now, sync));
+            } else if self.loaded.is_none() && line.contains("REST state loaded") {
+                self.loaded = line
+                    .split_once("revision=")
+                    .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|r| r.parse().ok());
+            }
+        }
+    }
+
+    /// The last `n` lines of the log, for panics.
+    fn tail(&self, n: usize) -> String {
+        let mut file = std::fs::File::open(&self.path).unwrap();
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    fn fail(&self, what: &str) -> ! {
+        panic!("{what}\n--- daemon log tail ---\n{}", self.tail(40))
+    }
+
+    /// Waits for the first new sync line with revision >= `revision` and, if given, these
+    /// totals (flows, groups).
+    fn wait_sync(
+        &mut self,
+        revision: u64,
+        totals: Option<(u64, u64)>,
+        timeout: Duration,
+        what: &str,
+    ) -> (Instant, SyncLine) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.poll();
+            while self.cursor < self.syncs.len() {
+                let (at, sync) = self.syncs[self.cursor];
+                self.cursor += 1;
+                if sync.revision > revision {
+                    self.fail(&format!(
+                        "{what}: the daemon synced revision {} while the bench's last write is \
+                         revision {revision}: the bench's count of writes is wrong",
+                        sync.revision
+                    ));
+                }
+                if sync.revision == revision
+                    && totals.is_none_or(|(f, g)| sync.flows == f && sync.groups == g)
+                {
+                    return (at, sync);
+                }
+            }
+            if Instant::now() >= deadline {
+                let seen: Vec<String> = self.syncs[self.syncs.len().saturating_sub(5)..]
+                    .iter()
+                    .map(|(_, s)| format!("{s:?}"))
+                    .collect();
+                self.fail(&format!(
+                    "{what}: no sync of revision {revision} with totals {totals:?} (flows, \
+                     groups) within {timeout:?}; last syncs seen: {seen:?}"
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The REST bodies.
+
+fn addr(n: u32) -> Ipv4Addr {
+    Ipv4Addr::from(n)
+}
+
+struct Layout {
+    /// Addresses per service in the endpoint space: E plus a spare, rounded up.
+    stride: u32,
+    endpoints: u32,
+}
+
+impl Layout {
+    fn endpoint(&self, service: u32, j: u32) -> Ipv4Addr {
+        addr(ENDPOINT_BASE + service * self.stride + j)
+    }
+
+    fn vip(service: u32) -> Ipv4Addr {
+        addr(VIP_BASE + service + 1)
+    }
+
+    /// One endpoints object; endpoint 0 is the spare address when `swapped`.
+    fn endpoints_object(&self, i: u32, swapped: bool) -> String {
+        let mut addresses = String::new();
+        for j in 0..self.endpoints {
+            let ip = if j == 0 && swapped {
+                self.endpoint(i, self.endpoints)
+            } else {
+                self.endpoint(i, j)
+            };
+            if j > 0 {
+                addresses.push(',');
+            }
+            let _ = write!(addresses, r#"{{"ip-address":"{ip}","node-name":"n2"}}"#);
+        }
+        format!(
+            r#"{{"uid":"ep-{i}","name":"svc-{i}","network-NS":"{NAMESPACE}","endpoint-addresses":[{addresses}],"endpoint-ports":[{{"name":"http","port":8080}}]}}"#
+        )
+    }
+
+    fn service_object(i: u32) -> String {
+        format!(
+            r#"{{"uid":"svc-{i}","name":"svc-{i}","network-NS":"{NAMESPACE}","cluster-ip-address":"{}","service-ports":[{{"name":"http","port":80,"target-port":"8080"}}]}}"#,
+            Self::vip(i)
+        )
+    }
+
+    fn endpoints_container(&self, services: u32) -> String {
+        let items: Vec<String> = (0..services)
+            .map(|i| self.endpoints_object(i, false))
+            .collect();
+        format!(
+            r#"{{"service:endpoints-info":{{"endpoints":[{}]}}}}"#,
+            items.join(",")
+        )
+    }
+
+    fn services_container(services: u32) -> String {
+        let items: Vec<String> = (0..services).map(Self::service_object).collect();
+        format!(
+            r#"{{"service:service-information":{{"services":[{}]}}}}"#,
+            items.join(",")
+        )
+    }
+}
+
+fn endpoints_item_path(i: u32) -> String {
+    format!("{CONFIG}/service:endpoints-info/endpoints/ep-{i}")
+}
+
+fn service_item_path(i: u32) -> String {
+    format!("{CONFIG}/service:service-information/services/svc-{i}")
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Row {
+    services: u32,
+    endpoints: u32,
+    flows: u64,
+    groups: u64,
+    full_load: Duration,
+    anchor: Duration,
+    change: (Duration, Duration),
+    added: (Duration, Duration),
+    reply: (Duration, Duration),
+    rss_kib: u64,
+}
+
+fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_string())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("reading /proc/{pid}/status of the daemon: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A PUT that must succeed; returns how long the reply took.
+fn put(http: &mut Http, log: &LogWatch, path: &str, body: &[u8]) -> Duration {
+    let start = Instant::now();
+    let reply = http
+        .request("PUT", path, body)
+        .unwrap_or_else(|e| log.fail(&format!("PUT {path}: {e}")));
+    if !matches!(reply.status, 200 | 201 | 204) {
+        let text = String::from_utf8_lossy(&reply.body);
+        log.fail(&format!(
+            "PUT {path}: HTTP {}: {}",
+            reply.status,
+            &text[..text.len().min(2000)]
+        ));
+    }
+    start.elapsed()
+}
+
+fn count_flows(sb: &Sandbox, bridge: &str) -> (String, u64) {
+    let text = sb
+        .ofctl("dump-flows", bridge, &["--no-stats", "--no-names"])
+        .unwrap();
+    let n = text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
+    (text, n)
+}
+
+fn group_lines(sb: &Sandbox, bridge: &str) -> Vec<String> {
+    sb.ofctl("dump-groups", bridge, &["--no-names"])
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("group_id="))
+        .map(str::to_string)
+        .collect()
+}
+
+fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
+    assert!(e >= 1, "SVCFLOW_E2E_E must be at least 1");
+    let layout = Layout {
+        stride: (e + 1).next_power_of_two(),
+        endpoints: e,
+    };
+    let total = s + updates;
+    assert!(
+        u64::from(total) * u64::from(layout.stride) <= u64::from(ENDPOINT_SPACE)
+            && total < VIP_SPACE - 1,
+        "S={s}, E={e} and {updates} updates do not fit 10.128.0.0/9 and 10.96.0.0/12"
+    );
+    println!("S={s} E={e}: starting a sandbox and the daemon");
+    let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let mut daemon = Daemon::start(&sb, 1, "info").unwrap();
+    let pid = daemon.pid().unwrap();
+    let mut log = LogWatch::new(sb.dir().join("svcflow-1.log"));
+    let mut http = Http::new(sb.node_netns());
+
+    // The daemon is up once it answers over REST; its first log lines name the loaded revision.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = http
+            .request("GET", &format!("{CONFIG}/k8s-node:k8s-nodes-info"), b"")
+            .is_ok_and(|r| r.status == 200);
+        if up {
+            break;
+        }
+        if !alive(pid) {
+            log.fail("the daemon exited");
+        }
+        if Instant::now() >= deadline {
+            log.fail("the REST northbound did not answer within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    log.poll();
+    let mut revision = log.loaded.unwrap_or(0);
+
+    // Node n1, and its first sync: the fixed flows, no group.
+    let node = format!(
+        r#"{{"k8s-node:k8s-nodes":[{{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+        "k8s-node:internal-ip-address":"{NODE_IP}","k8s-node:pod-cidr":"10.244.0.0/16"}}]}}"#
+    );
+    put(
+        &mut http,
+        &log,
+        &format!("{CONFIG}/k8s-node:k8s-nodes-info/k8s-nodes/node-1"),
+        node.as_bytes(),
+    );
+    revision += 1;
+    let (_, base) = log.wait_sync(
+        revision,
+        None,
+        Duration::from_secs(60),
+        "node n1's first sync",
+    );
+    assert_eq!(base.groups, 0, "{base:?}");
+    let per_service = 1 + u64::from(e);
+    let mut flows = base.flows + u64::from(s) * per_service;
+    let mut groups = u64::from(s);
+
+    // 1. Full load, isolated from the node's sync as every measured write is.
+    std::thread::sleep(gap);
+    let endpoints_body = layout.endpoints_container(s);
+    let services_body = Layout::services_container(s);
+    println!(
+        "S={s} E={e}: {} fixed flows; full load of {:.1} MB of endpoints and {:.1} MB of services",
+        base.flows,
+        endpoints_body.len() as f64 / 1e6,
+        services_body.len() as f64 / 1e6
+    );
+    let start = Instant::now();
+    let ep_reply = put(
+        &mut http,
+        &log,
+        &format!("{CONFIG}/service:endpoints-info"),
+        endpoints_body.as_bytes(),
+    );
+    let svc_reply = put(
+        &mut http,
+        &log,
+        &format!("{CONFIG}/service:service-information"),
+        services_body.as_bytes(),
+    );
+    revision += 2;
+    let timeout = Duration::from_secs(60) + Duration::from_millis(u64::from(s) * u64::from(e));
+    let (done, full) = log.wait_sync(revision, Some((flows, groups)), timeout, "the full load");
+    let full_load = done - start;
+    drop((endpoints_body, services_body));
+    println!(
+        "S={s} E={e}: full load {:.3} s (replies: endpoints {:.0} ms, services {:.0} ms after \
+         it; sync: {} flows added, {} groups changed)",
+        full_load.as_secs_f64(),
+        ms(ep_reply),
+        ms(svc_reply),
+        full.added,
+        full.groups_changed
+    );
+
+    // What svcflow installed, for the anchor.
+    let (flow_text, dumped_flows) = count_flows(&sb, BR);
+    let group_text = group_lines(&sb, BR);
+    assert_eq!(
+        (dumped_flows, group_text.len() as u64),
+        (flows, groups),
+        "the switch holds what the daemon reported"
+    );
+    let flow_file = sb.dir().join("anchor-flows.txt");
+    let group_file = sb.dir().join("anchor-groups.txt");
+    std::fs::write(&flow_file, flow_text).unwrap();
+    std::fs::write(&group_file, group_text.join("\n") + "\n").unwrap();
+
+    // 3. One endpoint change at a time.
+    let mut swapped = vec![false; s as usize];
+    let mut change = Vec::with_capacity(updates as usize);
+    let mut replies = Vec::with_capacity(2 * updates as usize);
+    for n in 0..updates {
+        let i = (u64::from(n) * 7919 % u64::from(s)) as u32;
+        swapped[i as usize] = !swapped[i as usize];
+        let body = format!(
+            r#"{{"service:endpoints":[{}]}}"#,
+            layout.endpoints_object(i, swapped[i as usize])
+        );
+        let path = endpoints_item_path(i);
+        std::thread::sleep(gap);
+        let start = Instant::now();
+        replies.push(put(&mut http, &log, &path, body.as_bytes()));
+        revision += 1;
+        let (done, sync) = log.wait_sync(
+            revision,
+            Some((flows, groups)),
+            Duration::from_secs(30),
+            &format!("endpoint change {n} (service {i})"),
+        );
+        assert!(sync.groups_changed >= 1, "{sync:?}");
+        change.push(done - start);
+    }
+
+    // 4. One added service at a time: its endpoints, then the service.
+    let mut added = Vec::with_capacity(updates as usize);
+    for n in 0..updates {
+        let k = s + n;
+        let ep_body = format!(
+            r#"{{"service:endpoints":[{}]}}"#,
+            layout.endpoints_object(k, false)
+        );
+        let svc_body = format!(r#"{{"service:services":[{}]}}"#, Layout::service_object(k));
+        let (ep_path, svc_path) = (endpoints_item_path(k), service_item_path(k));
+        flows += per_service;
+        groups += 1;
+        std::thread::sleep(gap);
+        let start = Instant::now();
+        replies.push(put(&mut http, &log, &ep_path, ep_body.as_bytes()));
+        replies.push(put(&mut http, &log, &svc_path, svc_body.as_bytes()));
+        revision += 2;
+        let (done, _) = log.wait_sync(
+            revision,
+            Some((flows, groups)),
+            Duration::from_secs(30),
+            &format!("added service {k}"),
+        );
+        added.push(done - start);
+    }
+
+    // 5. Peak RSS, then the daemon goes.
+    let rss_kib = peak_rss_kib(pid);
+    let syncs = log.syncs.len();
+    daemon.kill();
+
+    // 2. The anchor, on an empty bridge of the same ovs-vswitchd.
+    sb.vsctl(&["del-br", BR]).unwrap();
+    sb.add_bridge(ANCHOR_BR).unwrap();
+    let start = Instant::now();
+    sb.ofctl(
+        "add-groups",
+        ANCHOR_BR,
+        &["--bundle", &group_file.to_string_lossy()],
+    )
+    .unwrap();
+    sb.ofctl(
+        "add-flows",
+        ANCHOR_BR,
+        &["--bundle", &flow_file.to_string_lossy()],
+    )
+    .unwrap();
+    let anchor = start.elapsed();
+    let anchor_flows = count_flows(&sb, ANCHOR_BR).1;
+    let anchor_groups = group_lines(&sb, ANCHOR_BR).len() as u64;
+    assert_eq!(
+        (anchor_flows, anchor_groups),
+        (full.flows, full.groups),
+        "ovs-ofctl installed everything"
+    );
+
+    let row = Row {
+        services: s,
+        endpoints: e,
+        flows: full.flows,
+        groups: full.groups,
+        full_load,
+        anchor,
+        change: percentiles(&mut change),
+        added: percentiles(&mut added),
+        reply: percentiles(&mut replies),
+        rss_kib,
+    };
+    println!(
+        "S={s} E={e}: anchor {:.3} s (ratio {:.2}); endpoint change p50 {:.2} / p99 {:.2} ms; \
+         added service p50 {:.2} / p99 {:.2} ms; item PUT reply p50 {:.2} / p99 {:.2} ms; \
+         {syncs} syncs logged; peak RSS {} MiB",
+        anchor.as_secs_f64(),
+        full_load.as_secs_f64() / anchor.as_secs_f64(),
+        ms(row.change.0),
+        ms(row.change.1),
+        ms(row.added.0),
+        ms(row.added.1),
+        ms(row.reply.0),
+        ms(row.reply.1),
+        rss_kib / 1024
+    );
+    drop(daemon);
+    drop(sb);
+    row
+}
+
+fn command_output(argv: &[&str]) -> String {
+    std::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|e| format!("({}: {e})", argv[0]))
+}
+
+fn main() {
+    let binary = daemon_binary();
+    let sizes = env_list("SVCFLOW_E2E_S", &[1_000, 10_000, 30_000]);
+    let per_service = env_list("SVCFLOW_E2E_E", &[2, 10]);
+    let updates = env_list("SVCFLOW_E2E_UPDATES", &[200])[0].max(1) as u32;
+    let gap = Duration::from_millis(env_list("SVCFLOW_E2E_GAP_MS", &[100])[0] as u64);
+    let date = command_output(&["date", "-u", "+%Y-%m-%d %H:%M:%S UTC"]);
+    let nproc = command_output(&["nproc"]);
+    println!(
+        "svcflow e2e bench: daemon {}, {date}, nproc {nproc}, {updates} updates of each kind, \
+         {} ms before each",
+        binary.display(),
+        gap.as_millis()
+    );
+
+    let mut rows = Vec::new();
+    for &s in &sizes {
+        for &e in &per_service {
+            rows.push(run_size(s as u32, e as u32, updates, gap));
+        }
+    }
+
+    println!();
+    println!(
+        "svcflow e2e, {date}, nproc {nproc}, {updates} updates of each kind, {} ms before each",
+        gap.as_millis()
+    );
+    println!();
+    println!(
+        "| S | E | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
+         change p50 / p99 (ms) | added service p50 / p99 (ms) | item PUT reply p50 / p99 (ms) \
+         | peak RSS (MiB) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
+             {:.2} / {:.2} | {} |",
+            r.services,
+            r.endpoints,
+            r.flows,
+            r.groups,
+            r.full_load.as_secs_f64(),
+            r.anchor.as_secs_f64(),
+            r.full_load.as_secs_f64() / r.anchor.as_secs_f64(),
+            ms(r.change.0),
+            ms(r.change.1),
+            ms(r.added.0),
+            ms(r.added.1),
+            ms(r.reply.0),
+            ms(r.reply.1),
+            r.rss_kib / 1024
+        );
+    }
+}

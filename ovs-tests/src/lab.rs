@@ -1,0 +1,1788 @@
+//! A mininet-style lab: a cluster of Open vSwitch nodes on this machine, driven by one
+//! `svcflow run`, as a TOML [`Topology`] describes it. The `svcflow-lab` binary brings one up
+//! from a shell; multi-node tests (`tests/cluster.rs`) use [`Lab`] as their fixture.
+//!
+//! [`Lab::up`] makes:
+//!
+//! - per node, a [`Sandbox`]: its own `ovsdb-server` and an `ovs-vswitchd` running in the
+//!   node's own network namespace (its host stack), where `br-int`, `svc-gw` and the bridge
+//!   ends of every veth live;
+//! - a controller namespace `<lab>-ctl` with a management Linux bridge `mgmt` holding the
+//!   first address of the management subnet (`100.64.0.0/24` unless the topology says
+//!   otherwise), and one veth per node: `m-<i>` on the bridge, `mgmt0` in the node namespace
+//!   with the subnet's next addresses in node order. `svcflow run` runs there, with
+//!   `--openflow-listen 0.0.0.0:6653 --openflow-advertise <mgmt address>:6653`, REST on
+//!   `127.0.0.1:8181` (inside that namespace) and `--ovsdb-remote NODE=unix:<db.sock>` per
+//!   node: `ovsdb-server` runs in the machine's namespace, and a unix socket path reaches it
+//!   from any network namespace;
+//! - the underlay. `routed`: a router namespace `<lab>-rtr` with the underlay subnet's
+//!   first address on its loopback, one point-to-point veth per node (`u-<i>` there, the
+//!   OVS port `uplink` in the node), a /32 route to each node's address and its pod CIDR via
+//!   that address. `l2`: an underlay namespace `<lab>-ul` whose Linux bridge `br0` (the
+//!   subnet's first address, which routes the pod CIDRs to the nodes' addresses) joins every
+//!   node's uplink. Either way the node's `uplink` port (OpenFlow port 5) carries
+//!   `external_ids:svcflow-role=uplink` and `svcflow-next-hop-mac` = the MAC of the router
+//!   end (routed) or of `br0` (l2). The node's own address is held by no interface: its
+//!   switch answers ARP for it on the uplink, as svcflow programs it;
+//! - each node's host side: the commands of `netvirt::node_setup::host_gateway_commands`
+//!   (the daemon's `--host-node` configures only the host it runs on), applied in the node
+//!   namespace once svcflow has made `svc-gw`, so node hosts reach services;
+//! - the pods: hosts on `br-int` (OpenFlow ports 10, 11, … in file order) with
+//!   `external_ids:iface-id=<pod name>`, a default route via the pod CIDR's first address,
+//!   and `svcflow-probe serve <pod name>` on their `serve` listeners;
+//! - an optional `outside` host on the underlay: a client outside the cluster;
+//! - then the nodes, pods, services and endpoints are PUT over REST, and `up` returns once
+//!   every switch is connected and holds every pod and service.
+//!
+//! Pods are always posted with the MAC their interface has (the given one, or `0a:58:`
+//! followed by the four bytes of their address); pods whose MAC svcflow is not told are a
+//! later step.
+//!
+//! Everything is torn down by [`Lab::down`] or on drop, also during a panic. Every
+//! namespace carries the owning process id (`svcf-<pid>-…`), so a lab whose process was
+//! killed is reaped by the next [`Sandbox::start`], like a sandbox.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::host::netns_argv;
+use crate::svcflow::Daemon;
+use crate::{Host, HostSpec, Process, Sandbox, SandboxError, cmd, netns, wait_for};
+
+/// The integration bridge svcflow makes on every node.
+pub const BR: &str = "br-int";
+/// The uplink's port name on `br-int`.
+pub const UPLINK: &str = "uplink";
+/// The uplink's OpenFlow port.
+pub const UPLINK_OFPORT: u16 = 5;
+/// The OpenFlow port of a node's first pod; the next pods take the next ports.
+pub const FIRST_POD_OFPORT: u16 = 10;
+/// The node end of the management veth.
+pub const MGMT_PORT: &str = "mgmt0";
+/// The port svcflow listens on for switches, on every address of the controller namespace.
+pub const OPENFLOW_PORT: u16 = 6653;
+/// Where svcflow's REST northbound listens, inside the controller namespace.
+pub const REST: &str = "127.0.0.1:8181";
+/// The management subnet when the topology names none.
+pub const DEFAULT_MANAGEMENT: &str = "100.64.0.0/24";
+/// What a pod serves when the topology does not say: `svcflow-probe serve` listeners.
+pub const DEFAULT_SERVE: &str = "tcp:8080";
+/// The MAC of the outside host's `eth0`.
+pub const OUTSIDE_MAC: &str = "02:5f:00:00:01:00";
+/// The gateway port svcflow creates on every node.
+const GATEWAY_PORT: &str = "svc-gw";
+/// Names a pod cannot take: the node namespace already has these interfaces.
+const RESERVED: [&str; 7] = [
+    BR,
+    UPLINK,
+    MGMT_PORT,
+    GATEWAY_PORT,
+    "ovs-netdev",
+    "eth0",
+    "lo",
+];
+/// How long `up` waits for each step that depends on svcflow.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+static NEXT_LAB: AtomicU32 = AtomicU32::new(0);
+
+// ---------------------------------------------------------------------------------------------
+// The topology file
+// ---------------------------------------------------------------------------------------------
+
+/// A lab, as its TOML file describes it (see `ovs-tests/lab/three-nodes.toml` and
+/// `docs/testing.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Topology {
+    /// How the nodes' uplinks are joined.
+    pub underlay: Underlay,
+    /// The subnet of the management network between svcflow and the nodes.
+    #[serde(default = "default_management")]
+    pub management: Ipv4Net,
+    /// A host on the underlay, outside the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside: Option<Outside>,
+    /// The nodes, each with its pods.
+    pub nodes: Vec<NodeSpec>,
+    /// The services.
+    #[serde(default)]
+    pub services: Vec<ServiceSpec>,
+}
+
+fn default_management() -> Ipv4Net {
+    DEFAULT_MANAGEMENT.parse().unwrap_or_default()
+}
+
+/// The underlay network between the nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Underlay {
+    /// `routed` or `l2`.
+    pub kind: UnderlayKind,
+    /// The subnet of the node and outside addresses; its first address is the router's.
+    pub subnet: Ipv4Net,
+}
+
+impl Underlay {
+    /// The router's address: the subnet's first host address.
+    pub fn router(&self) -> Ipv4Addr {
+        self.subnet.hosts().next().unwrap_or(self.subnet.addr())
+    }
+}
+
+/// How the nodes' uplinks are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnderlayKind {
+    /// A router namespace with one point-to-point link per node.
+    Routed,
+    /// One shared L2 segment (a Linux bridge) with a router on it.
+    L2,
+}
+
+impl std::fmt::Display for UnderlayKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Routed => "routed",
+            Self::L2 => "l2",
+        })
+    }
+}
+
+/// The outside host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Outside {
+    /// Its name, for `svcflow-lab exec`; `outside` by default.
+    #[serde(default = "default_outside_name")]
+    pub name: String,
+    /// Its address, in the underlay subnet.
+    pub address: Ipv4Addr,
+}
+
+fn default_outside_name() -> String {
+    "outside".into()
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct NodeSpec {
+    /// The node's name in the model (and its datapath id's source).
+    pub name: String,
+    /// Its underlay address: its InternalIP, where its node ports answer.
+    pub address: Ipv4Addr,
+    /// Its pods' range; the first address is their virtual gateway.
+    pub pod_cidr: Ipv4Net,
+    /// Its pods.
+    #[serde(default)]
+    pub pods: Vec<PodSpec>,
+}
+
+impl NodeSpec {
+    /// The pods' virtual gateway: the pod CIDR's first host address.
+    pub fn gateway(&self) -> Ipv4Addr {
+        self.pod_cidr.hosts().next().unwrap_or(self.pod_cidr.addr())
+    }
+}
+
+/// A pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PodSpec {
+    /// Its name, unique in the lab: also its uid, its `iface-id` and its port's name (at most
+    /// 15 characters of `[A-Za-z0-9_-]`).
+    pub name: String,
+    /// Its Kubernetes namespace; `default` by default.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// Its address, in its node's pod CIDR.
+    pub ip: Ipv4Addr,
+    /// Its interface's MAC; `0a:58:` and the address's four bytes by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// `svcflow-probe serve` listeners (`tcp:PORT`, `udp:PORT`); by default
+    /// [`DEFAULT_SERVE`] and the target port of every service it is an endpoint of. An empty
+    /// list starts no server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<Vec<String>>,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+impl PodSpec {
+    /// The pod interface's MAC.
+    pub fn mac(&self) -> String {
+        match &self.mac {
+            Some(mac) => mac.to_ascii_lowercase(),
+            None => {
+                let [a, b, c, d] = self.ip.octets();
+                format!("0a:58:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
+            }
+        }
+    }
+}
+
+/// A service with one port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// Its name.
+    pub name: String,
+    /// Its namespace; `default` by default.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// Its cluster IP, in the service CIDR (10.96.0.0/12).
+    pub cluster_ip: Ipv4Addr,
+    /// The port on the cluster IP.
+    pub port: u16,
+    /// The endpoints' port; `port` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_port: Option<u16>,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Its node port, if any (30000-32767).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_port: Option<u16>,
+    /// The pods behind it, by name.
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+}
+
+impl ServiceSpec {
+    /// The endpoints' port.
+    pub fn target(&self) -> u16 {
+        self.target_port.unwrap_or(self.port)
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The port's name in the REST objects: `tcp-80`.
+    fn port_name(&self) -> String {
+        format!(
+            "{}-{}",
+            self.protocol.as_str().to_ascii_lowercase(),
+            self.port
+        )
+    }
+
+    fn uid(&self) -> String {
+        format!("svc-{}-{}", self.namespace, self.name)
+    }
+
+    fn endpoints_uid(&self) -> String {
+        format!("ep-{}-{}", self.namespace, self.name)
+    }
+}
+
+/// A service port's protocol.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Protocol {
+    /// TCP.
+    #[default]
+    #[serde(rename = "TCP", alias = "tcp")]
+    Tcp,
+    /// UDP.
+    #[serde(rename = "UDP", alias = "udp")]
+    Udp,
+    /// SCTP.
+    #[serde(rename = "SCTP", alias = "sctp")]
+    Sctp,
+}
+
+impl Protocol {
+    /// `TCP`, `UDP` or `SCTP`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tcp => "TCP",
+            Self::Udp => "UDP",
+            Self::Sctp => "SCTP",
+        }
+    }
+}
+
+fn invalid(why: impl Into<String>) -> SandboxError {
+    SandboxError::Invalid(why.into())
+}
+
+impl Topology {
+    /// Parses and checks a topology file's text.
+    pub fn parse(text: &str) -> Result<Topology, SandboxError> {
+        let topology: Topology =
+            toml::from_str(text).map_err(|e| invalid(format!("topology: {e}")))?;
+        topology.check()?;
+        Ok(topology)
+    }
+
+    /// Reads, parses and checks a topology file.
+    pub fn load(path: &Path) -> Result<Topology, SandboxError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
+        Self::parse(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))
+    }
+
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// The pod named `name`, with its node.
+    pub fn pod(&self, name: &str) -> Option<(&NodeSpec, &PodSpec)> {
+        self.nodes
+            .iter()
+            .find_map(|n| n.pods.iter().find(|p| p.name == name).map(|p| (n, p)))
+    }
+
+    /// The service `name` (in any namespace) or `namespace/name`.
+    pub fn service(&self, name: &str) -> Option<&ServiceSpec> {
+        self.services
+            .iter()
+            .find(|s| s.name == name || s.key() == name)
+    }
+
+    /// The `svcflow-probe serve` listeners of pod `pod`.
+    pub fn serve_of(&self, pod: &PodSpec) -> Vec<String> {
+        if let Some(serve) = &pod.serve {
+            return serve.clone();
+        }
+        let mut listens = vec![DEFAULT_SERVE.to_string()];
+        for s in &self.services {
+            if s.endpoints.contains(&pod.name) {
+                let listen = format!(
+                    "{}:{}",
+                    s.protocol.as_str().to_ascii_lowercase(),
+                    s.target()
+                );
+                if !listens.contains(&listen) {
+                    listens.push(listen);
+                }
+            }
+        }
+        listens
+    }
+
+    /// The management address of the controller (index 0) and of node `i` (index `i + 1`).
+    fn management_ip(&self, index: usize) -> Option<Ipv4Addr> {
+        self.management.hosts().nth(index)
+    }
+
+    /// Checks what the lab relies on, with an error that names the culprit.
+    pub fn check(&self) -> Result<(), SandboxError> {
+        if self.nodes.is_empty() {
+            return Err(invalid("a topology needs at least one node"));
+        }
+        if self.nodes.len() > 200 {
+            // Link names and next-hop MACs number the nodes.
+            return Err(invalid("a lab has at most 200 nodes"));
+        }
+        if self.management_ip(self.nodes.len()).is_none() {
+            return Err(invalid(format!(
+                "management subnet {} is too small for {} nodes",
+                self.management,
+                self.nodes.len()
+            )));
+        }
+        let router = self.underlay.router();
+        let mut addresses = BTreeSet::from([router]);
+        let mut names = BTreeSet::new();
+        let mut pod_ips = BTreeSet::new();
+        let underlay_ok = |ip: Ipv4Addr| {
+            self.underlay.subnet.contains(&ip)
+                && ip != self.underlay.subnet.network()
+                && ip != self.underlay.subnet.broadcast()
+        };
+        for node in &self.nodes {
+            check_name(&node.name, "node")?;
+            if !names.insert(node.name.clone()) {
+                return Err(invalid(format!("node name `{}` is used twice", node.name)));
+            }
+            if !underlay_ok(node.address) || !addresses.insert(node.address) {
+                return Err(invalid(format!(
+                    "node {}: address {} must be a free address of underlay subnet {} \
+                     (whose first address, {router}, is the router's)",
+                    node.name, node.address, self.underlay.subnet
+                )));
+            }
+            if self
+                .nodes
+                .iter()
+                .any(|o| o.name != node.name && o.pod_cidr.contains(&node.pod_cidr.network()))
+            {
+                return Err(invalid(format!(
+                    "node {}: pod CIDR {} overlaps another node's",
+                    node.name, node.pod_cidr
+                )));
+            }
+            for pod in &node.pods {
+                let ifname_ok = !pod.name.is_empty()
+                    && pod.name.len() <= 15
+                    && pod
+                        .name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                if !ifname_ok || RESERVED.contains(&pod.name.as_str()) {
+                    return Err(invalid(format!(
+                        "pod `{}`: a pod name is also an interface name: 1 to 15 of \
+                         [A-Za-z0-9_-], and none of {RESERVED:?}",
+                        pod.name
+                    )));
+                }
+                check_name(&pod.namespace, "namespace")?;
+                if !names.insert(pod.name.clone()) {
+                    return Err(invalid(format!(
+                        "pod `{}`: the name is already a node's or a pod's",
+                        pod.name
+                    )));
+                }
+                let cidr = node.pod_cidr;
+                let in_cidr = cidr.contains(&pod.ip)
+                    && pod.ip != cidr.network()
+                    && pod.ip != cidr.broadcast()
+                    && pod.ip != node.gateway();
+                if !in_cidr || !pod_ips.insert(pod.ip) {
+                    return Err(invalid(format!(
+                        "pod {}: address {} must be a free address of node {}'s pod CIDR {} \
+                         other than its gateway {}",
+                        pod.name,
+                        pod.ip,
+                        node.name,
+                        cidr,
+                        node.gateway()
+                    )));
+                }
+                if let Some(mac) = &pod.mac {
+                    let ok = mac.split(':').count() == 6
+                        && mac
+                            .split(':')
+                            .all(|b| b.len() == 2 && u8::from_str_radix(b, 16).is_ok());
+                    if !ok {
+                        return Err(invalid(format!("pod {}: `{mac}` is not a MAC", pod.name)));
+                    }
+                }
+            }
+        }
+        if let Some(outside) = &self.outside {
+            if !underlay_ok(outside.address) || !addresses.insert(outside.address) {
+                return Err(invalid(format!(
+                    "outside: address {} must be a free address of underlay subnet {}",
+                    outside.address, self.underlay.subnet
+                )));
+            }
+            if !names.insert(outside.name.clone()) {
+                return Err(invalid(format!(
+                    "outside: the name `{}` is already a node's or a pod's",
+                    outside.name
+                )));
+            }
+        }
+        let mut keys = BTreeSet::new();
+        for s in &self.services {
+            check_name(&s.name, "service")?;
+            check_name(&s.namespace, "namespace")?;
+            if !keys.insert(s.key()) {
+                return Err(invalid(format!("service {} is defined twice", s.key())));
+            }
+            if s.port == 0 || s.target_port == Some(0) || s.node_port == Some(0) {
+                return Err(invalid(format!("service {}: ports start at 1", s.key())));
+            }
+            for ep in &s.endpoints {
+                if self.pod(ep).is_none() {
+                    return Err(invalid(format!(
+                        "service {}: endpoint `{ep}` is no pod of the topology",
+                        s.key()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_name(name: &str, what: &str) -> Result<(), SandboxError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "{what} name `{name}` must be 1 to 63 of [A-Za-z0-9._-]"
+        )))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lab
+// ---------------------------------------------------------------------------------------------
+
+/// Choices made when a lab comes up.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// svcflow's `--log-level`.
+    pub log_level: String,
+    /// More `svcflow run` arguments.
+    pub daemon_args: Vec<String>,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        Self {
+            log_level: "info".into(),
+            daemon_args: Vec::new(),
+        }
+    }
+}
+
+/// One node of a lab.
+#[derive(Debug)]
+struct LabNode {
+    spec: NodeSpec,
+    sandbox: Sandbox,
+    pods: Vec<Host>,
+    mgmt_ip: Ipv4Addr,
+}
+
+/// A running lab; see the module docs. Torn down by [`Lab::down`] or on drop.
+#[derive(Debug)]
+pub struct Lab {
+    topology: Topology,
+    id: String,
+    controller_netns: String,
+    underlay_netns: String,
+    daemon: Option<Daemon>,
+    servers: Vec<Process>,
+    nodes: Vec<LabNode>,
+    outside: Option<Host>,
+    /// The lab's own namespaces (controller, underlay, outside); the nodes' are the
+    /// sandboxes'.
+    namespaces: Vec<String>,
+}
+
+impl Lab {
+    /// Brings a lab up: see the module docs. On an error, whatever was made is torn down.
+    pub fn up(topology: &Topology, options: &LabOptions) -> Result<Lab, SandboxError> {
+        topology.check()?;
+        cmd::require_program("curl", "curl")?;
+        let seq = NEXT_LAB.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}{}-lab{seq}", netns::NETNS_PREFIX, std::process::id());
+        let underlay_netns = match topology.underlay.kind {
+            UnderlayKind::Routed => format!("{id}-rtr"),
+            UnderlayKind::L2 => format!("{id}-ul"),
+        };
+        let mut lab = Lab {
+            topology: topology.clone(),
+            controller_netns: format!("{id}-ctl"),
+            underlay_netns,
+            id,
+            daemon: None,
+            servers: Vec::new(),
+            nodes: Vec::new(),
+            outside: None,
+            namespaces: Vec::new(),
+        };
+        // From here on, Drop tears down whatever was made.
+        lab.make_controller()?;
+        lab.make_underlay()?;
+        for index in 0..topology.nodes.len() {
+            lab.add_node(index)?;
+        }
+        lab.start_daemon(options)?;
+        for index in 0..lab.nodes.len() {
+            lab.wait_gateway(index)?;
+            lab.attach_uplink(index)?;
+            lab.apply_host_side_at(index)?;
+            lab.add_pods(index)?;
+        }
+        lab.add_outside()?;
+        lab.post_model()?;
+        lab.wait_synced(STEP_TIMEOUT)?;
+        Ok(lab)
+    }
+
+    /// Tears the lab down (as drop does) and checks that none of its namespaces is left.
+    pub fn down(mut self) -> Result<(), SandboxError> {
+        let left = self.teardown();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid(format!("namespaces left behind: {left:?}")))
+        }
+    }
+
+    /// The lab's id, `svcf-<pid>-lab<n>`: the prefix of its own namespaces.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The topology it was made from, with the endpoints as last put.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The controller's namespace, where svcflow runs.
+    pub fn controller_netns(&self) -> &str {
+        &self.controller_netns
+    }
+
+    /// svcflow's management address, which the switches dial.
+    pub fn controller_ip(&self) -> Ipv4Addr {
+        self.topology
+            .management_ip(0)
+            .unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    /// The router's (routed) or the underlay bridge's (l2) namespace.
+    pub fn underlay_netns(&self) -> &str {
+        &self.underlay_netns
+    }
+
+    /// The nodes' names, in topology order.
+    pub fn node_names(&self) -> Vec<&str> {
+        self.nodes.iter().map(|n| n.spec.name.as_str()).collect()
+    }
+
+    fn index(&self, node: &str) -> Result<usize, SandboxError> {
+        self.nodes
+            .iter()
+            .position(|n| n.spec.name == node)
+            .ok_or_else(|| invalid(format!("no node `{node}` in the lab")))
+    }
+
+    /// Node `node`'s sandbox: its OVSDB, switch and namespace.
+    pub fn node(&self, node: &str) -> Result<&Sandbox, SandboxError> {
+        Ok(&self.nodes[self.index(node)?].sandbox)
+    }
+
+    /// Node `node`'s sandbox, to restart its daemons.
+    pub fn node_mut(&mut self, node: &str) -> Result<&mut Sandbox, SandboxError> {
+        let index = self.index(node)?;
+        Ok(&mut self.nodes[index].sandbox)
+    }
+
+    /// Node `node`'s spec.
+    pub fn node_spec(&self, node: &str) -> Result<&NodeSpec, SandboxError> {
+        Ok(&self.nodes[self.index(node)?].spec)
+    }
+
+    /// The svcflow daemon (its log, its syncs).
+    pub fn daemon(&self) -> &Daemon {
+        // Set in `up` before any caller can see the lab, taken only by the teardown.
+        self.daemon
+            .as_ref()
+            .expect("the lab's daemon runs until the lab is torn down")
+    }
+
+    /// The pod `name`'s host.
+    pub fn pod(&self, name: &str) -> Result<&Host, SandboxError> {
+        self.nodes
+            .iter()
+            .flat_map(|n| &n.pods)
+            .find(|h| h.spec.name == name)
+            .ok_or_else(|| invalid(format!("no pod `{name}` in the lab")))
+    }
+
+    /// The node pod `name` runs on.
+    pub fn node_of_pod(&self, name: &str) -> Result<&str, SandboxError> {
+        self.topology
+            .pod(name)
+            .map(|(n, _)| n.name.as_str())
+            .ok_or_else(|| invalid(format!("no pod `{name}` in the lab")))
+    }
+
+    /// The outside host, if the topology has one.
+    pub fn outside(&self) -> Option<&Host> {
+        self.outside.as_ref()
+    }
+
+    /// The last `lines` lines of svcflow's log.
+    pub fn daemon_log_tail(&self, lines: usize) -> String {
+        let log = self.daemon.as_ref().map(Daemon::log).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// A timeout or failure that depends on svcflow, with the tail of its log.
+    fn with_log(&self, e: SandboxError) -> SandboxError {
+        let log = format!("\nsvcflow log:\n{}", self.daemon_log_tail(40));
+        match e {
+            SandboxError::Timeout { what, after } => SandboxError::Timeout {
+                what: what + &log,
+                after,
+            },
+            other => invalid(format!("{other}{log}")),
+        }
+    }
+
+    /// Runs `argv` in the namespace of a pod, a node, the outside host, `ctl` or `underlay`
+    /// (see [`LabState::netns_of`]), and returns its output whatever its status.
+    pub fn exec(&self, name: &str, argv: &[&str]) -> Result<Output, SandboxError> {
+        let state = self.state();
+        let netns = state
+            .netns_of(name)
+            .ok_or_else(|| invalid(format!("no pod, node or host `{name}` in the lab")))?;
+        cmd::output_env(&netns_argv(netns, argv), &[])
+    }
+
+    /// `curl -X METHOD http://127.0.0.1:8181/restconf/config/PATH [-d BODY]` in the controller
+    /// namespace; fails on an HTTP error, with the answer.
+    pub fn rest(&self, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {
+        rest_in(&self.controller_netns, method, path, body)
+    }
+
+    /// The process id of node `node`'s `ovs-vswitchd`, from its pidfile.
+    pub fn vswitchd_pid(&self, node: &str) -> Result<u32, SandboxError> {
+        let dir = self.node(node)?.dir().to_path_buf();
+        read_pid(&dir.join("run/ovs-vswitchd.pid"))
+            .ok_or_else(|| invalid(format!("node {node}: ovs-vswitchd has no pidfile")))
+    }
+
+    /// Sends `signal` (a `kill` name: `STOP`, `CONT`, …) to node `node`'s `ovs-vswitchd`.
+    pub fn signal_vswitchd(&self, node: &str, signal: &str) -> Result<(), SandboxError> {
+        let pid = self.vswitchd_pid(node)?;
+        cmd::run(&["kill", &format!("-{signal}"), &pid.to_string()]).map(|_| ())
+    }
+
+    /// Kills node `node`'s `ovs-vswitchd` (SIGKILL) and starts it again, waits for svcflow to
+    /// put `svc-gw` back, and re-applies the node's host side (a new `svc-gw` tap has no
+    /// address).
+    pub fn restart_vswitchd(&mut self, node: &str) -> Result<(), SandboxError> {
+        let index = self.index(node)?;
+        self.nodes[index].sandbox.restart_vswitchd()?;
+        self.wait_gateway(index)?;
+        self.apply_host_side_at(index)
+    }
+
+    /// Puts the endpoints of service `service` (`name` or `namespace/name`): the pods named.
+    pub fn put_endpoints(&mut self, service: &str, pods: &[&str]) -> Result<(), SandboxError> {
+        let position = self
+            .topology
+            .services
+            .iter()
+            .position(|s| s.name == service || s.key() == service)
+            .ok_or_else(|| invalid(format!("no service `{service}` in the lab")))?;
+        let mut spec = self.topology.services[position].clone();
+        spec.endpoints = pods.iter().map(|p| p.to_string()).collect();
+        let body = endpoints_body(&self.topology, &spec)?;
+        self.rest(
+            "PUT",
+            &format!("service:endpoints-info/endpoints/{}", spec.endpoints_uid()),
+            &body,
+        )?;
+        self.topology.services[position] = spec;
+        Ok(())
+    }
+
+    /// The endpoint addresses of each group on node `node`'s switch, one set per group
+    /// (read from the buckets' `set_field:…->reg3`).
+    pub fn group_endpoints(&self, node: &str) -> Result<Vec<BTreeSet<Ipv4Addr>>, SandboxError> {
+        let text = self.node(node)?.dump_groups(BR)?;
+        Ok(parse_group_endpoints(&text))
+    }
+
+    /// Whether node `node`'s switch holds every pod of the node and every service, each with
+    /// a group of exactly its endpoints (services without endpoints need only their flow).
+    pub fn node_synced(&self, node: &str) -> Result<bool, SandboxError> {
+        let index = self.index(node)?;
+        let n = &self.nodes[index];
+        let flows = n.sandbox.dump_flows(BR)?;
+        let pods_ok = n
+            .spec
+            .pods
+            .iter()
+            .all(|p| flows.contains(&format!("ip,nw_dst={} actions=", p.ip)));
+        let services_ok = self
+            .topology
+            .services
+            .iter()
+            .all(|s| flows.contains(&format!("nw_dst={},tp_dst={}", s.cluster_ip, s.port)));
+        if !(pods_ok && services_ok) {
+            return Ok(false);
+        }
+        let groups = parse_group_endpoints(&n.sandbox.dump_groups(BR)?);
+        let groups_ok = self.topology.services.iter().all(|s| {
+            let want: BTreeSet<Ipv4Addr> = s
+                .endpoints
+                .iter()
+                .filter_map(|p| self.topology.pod(p).map(|(_, pod)| pod.ip))
+                .collect();
+            want.is_empty() || groups.contains(&want)
+        });
+        Ok(groups_ok)
+    }
+
+    /// Waits until every switch is connected and [`Lab::node_synced`].
+    pub fn wait_synced(&self, timeout: Duration) -> Result<(), SandboxError> {
+        for n in &self.nodes {
+            let name = n.spec.name.clone();
+            wait_for(
+                &format!("node {name}'s switch to connect and hold the model"),
+                timeout,
+                || {
+                    let connected = n
+                        .sandbox
+                        .vsctl(&["get", "controller", BR, "is_connected"])
+                        .is_ok_and(|c| c.trim() == "true");
+                    (connected && self.node_synced(&name).unwrap_or(false)).then_some(())
+                },
+            )
+            .map_err(|e| self.with_log(e))?;
+        }
+        Ok(())
+    }
+
+    /// What `svcflow-lab` records: everything needed to find and tear down the lab.
+    pub fn state(&self) -> LabState {
+        let daemon_log = self
+            .nodes
+            .first()
+            .map(|n| n.sandbox.dir().join("svcflow-1.log"))
+            .unwrap_or_default();
+        let mut namespaces = self.namespaces.clone();
+        let mut nodes = Vec::new();
+        for n in &self.nodes {
+            namespaces.push(n.sandbox.node_netns().to_string());
+            namespaces.extend(n.pods.iter().map(|h| h.netns.clone()));
+            nodes.push(NodeState {
+                name: n.spec.name.clone(),
+                address: n.spec.address,
+                pod_cidr: n.spec.pod_cidr,
+                netns: n.sandbox.node_netns().to_string(),
+                dir: n.sandbox.dir().to_path_buf(),
+                mgmt_ip: n.mgmt_ip,
+                pods: n
+                    .pods
+                    .iter()
+                    .map(|h| HostState {
+                        name: h.spec.name.clone(),
+                        namespace: self
+                            .topology
+                            .pod(&h.spec.name)
+                            .map(|(_, p)| p.namespace.clone()),
+                        ip: h.ip().parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
+                        mac: h.mac().to_string(),
+                        netns: h.netns.clone(),
+                    })
+                    .collect(),
+            });
+        }
+        LabState {
+            id: self.id.clone(),
+            underlay: self.topology.underlay.clone(),
+            underlay_netns: self.underlay_netns.clone(),
+            controller_netns: self.controller_netns.clone(),
+            controller_ip: self.controller_ip(),
+            rest: format!("http://{REST}/restconf/config"),
+            daemon_pid: self.daemon.as_ref().and_then(Daemon::pid),
+            daemon_log,
+            keeper_pid: None,
+            nodes,
+            outside: self.outside.as_ref().map(|h| HostState {
+                name: h.spec.name.clone(),
+                namespace: None,
+                ip: h.ip().parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
+                mac: h.mac().to_string(),
+                netns: h.netns.clone(),
+            }),
+            services: self.topology.services.clone(),
+            namespaces,
+        }
+    }
+
+    /// A text summary: nodes, their switch's connection, flow and group counts, pods,
+    /// services.
+    pub fn status(&self) -> String {
+        self.state().status()
+    }
+
+    // --- building ------------------------------------------------------------------------
+
+    fn ns_run(&self, netns: &str, argv: &[&str]) -> Result<String, SandboxError> {
+        cmd::run(&netns_argv(netns, argv))
+    }
+
+    fn new_netns(&mut self, name: &str) -> Result<(), SandboxError> {
+        cmd::run(&["ip", "netns", "add", name])?;
+        self.namespaces.push(name.to_string());
+        self.ns_run(name, &["ip", "link", "set", "dev", "lo", "up"])?;
+        // Nothing here speaks IPv6; keep router solicitations and the like off the switches.
+        for key in ["all", "default"] {
+            self.ns_run(
+                name,
+                &[
+                    "sysctl",
+                    "-qw",
+                    &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn make_controller(&mut self) -> Result<(), SandboxError> {
+        let ns = self.controller_netns.clone();
+        self.new_netns(&ns)?;
+        let address = format!(
+            "{}/{}",
+            self.controller_ip(),
+            self.topology.management.prefix_len()
+        );
+        self.ns_run(&ns, &["ip", "link", "add", "mgmt", "type", "bridge"])?;
+        self.ns_run(&ns, &["ip", "addr", "add", &address, "dev", "mgmt"])?;
+        self.ns_run(&ns, &["ip", "link", "set", "dev", "mgmt", "up"])?;
+        Ok(())
+    }
+
+    fn make_underlay(&mut self) -> Result<(), SandboxError> {
+        let ns = self.underlay_netns.clone();
+        self.new_netns(&ns)?;
+        for key in [
+            "net.ipv4.ip_forward=1",
+            "net.ipv4.conf.all.rp_filter=0",
+            "net.ipv4.conf.default.rp_filter=0",
+        ] {
+            self.ns_run(&ns, &["sysctl", "-qw", key])?;
+        }
+        let router = self.topology.underlay.router();
+        match self.topology.underlay.kind {
+            UnderlayKind::Routed => {
+                self.ns_run(
+                    &ns,
+                    &["ip", "addr", "add", &format!("{router}/32"), "dev", "lo"],
+                )?;
+            }
+            UnderlayKind::L2 => {
+                let address = format!("{router}/{}", self.topology.underlay.subnet.prefix_len());
+                self.ns_run(&ns, &["ip", "link", "add", "br0", "type", "bridge"])?;
+                self.ns_run(
+                    &ns,
+                    &[
+                        "ip",
+                        "link",
+                        "set",
+                        "dev",
+                        "br0",
+                        "address",
+                        &next_hop_mac(None),
+                    ],
+                )?;
+                self.ns_run(&ns, &["ip", "addr", "add", &address, "dev", "br0"])?;
+                self.ns_run(&ns, &["ip", "link", "set", "dev", "br0", "up"])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add_node(&mut self, index: usize) -> Result<(), SandboxError> {
+        let spec = self.topology.nodes[index].clone();
+        let mgmt_ip = self
+            .topology
+            .management_ip(index + 1)
+            .ok_or_else(|| invalid("the management subnet is too small"))?;
+        let sandbox = Sandbox::start()?;
+        let ctl = self.controller_netns.clone();
+        let peer = format!("m-{index}");
+        self.nodes.push(LabNode {
+            spec,
+            sandbox,
+            pods: Vec::new(),
+            mgmt_ip,
+        });
+        let sb = &self.nodes[index].sandbox;
+        sb.node(&[
+            "ip", "link", "add", "name", MGMT_PORT, "type", "veth", "peer", "name", &peer, "netns",
+            &ctl,
+        ])?;
+        let address = format!("{mgmt_ip}/{}", self.topology.management.prefix_len());
+        sb.node(&["ip", "addr", "add", &address, "dev", MGMT_PORT])?;
+        sb.node(&["ip", "link", "set", "dev", MGMT_PORT, "up"])?;
+        self.ns_run(
+            &ctl,
+            &["ip", "link", "set", "dev", &peer, "master", "mgmt", "up"],
+        )?;
+        Ok(())
+    }
+
+    fn start_daemon(&mut self, options: &LabOptions) -> Result<(), SandboxError> {
+        let listen = format!("0.0.0.0:{OPENFLOW_PORT}");
+        let advertise = format!("{}:{OPENFLOW_PORT}", self.controller_ip());
+        let mut args: Vec<String> = vec![
+            "--openflow-listen".into(),
+            listen,
+            "--openflow-advertise".into(),
+            advertise,
+            "--rest-listen".into(),
+            REST.into(),
+            "--log-level".into(),
+            options.log_level.clone(),
+        ];
+        for n in &self.nodes {
+            args.push("--ovsdb-remote".into());
+            args.push(format!("{}={}", n.spec.name, n.sandbox.db_remote()));
+        }
+        args.extend(options.daemon_args.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let first = &self
+            .nodes
+            .first()
+            .ok_or_else(|| invalid("a lab needs a node"))?
+            .sandbox;
+        let daemon = Daemon::spawn(first, 1, Some(&self.controller_netns), &args)?;
+        self.daemon = Some(daemon);
+        Ok(())
+    }
+
+    /// Waits until svcflow has made `br-int` and `svc-gw` on node `index`.
+    fn wait_gateway(&self, index: usize) -> Result<(), SandboxError> {
+        let sb = &self.nodes[index].sandbox;
+        wait_for(
+            &format!(
+                "svcflow to make br-int and svc-gw on {}",
+                self.nodes[index].spec.name
+            ),
+            STEP_TIMEOUT,
+            || {
+                let ofport = sb
+                    .vsctl(&["get", "interface", GATEWAY_PORT, "ofport"])
+                    .ok()?;
+                let up = sb
+                    .node(&["ip", "link", "show", "dev", GATEWAY_PORT])
+                    .is_ok();
+                (ofport.trim().parse::<i64>().is_ok_and(|p| p > 0) && up).then_some(())
+            },
+        )
+        .map_err(|e| self.with_log(e))
+    }
+
+    fn attach_uplink(&mut self, index: usize) -> Result<(), SandboxError> {
+        let underlay = self.underlay_netns.clone();
+        let kind = self.topology.underlay.kind;
+        let node = &self.nodes[index];
+        let (sb, spec) = (&node.sandbox, &node.spec);
+        let peer = format!("u-{index}");
+        let next_hop = match kind {
+            UnderlayKind::Routed => next_hop_mac(Some(index)),
+            UnderlayKind::L2 => next_hop_mac(None),
+        };
+        sb.node(&[
+            "ip", "link", "add", "name", UPLINK, "type", "veth", "peer", "name", &peer, "netns",
+            &underlay,
+        ])?;
+        // As for a host's port: the node's own stack must not answer what OVS reads here.
+        sb.node(&["ip", "link", "set", "dev", UPLINK, "up", "arp", "off"])?;
+        sb.node(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv6.conf.{UPLINK}.disable_ipv6=1"),
+        ])?;
+        sb.vsctl(&[
+            "add-port",
+            BR,
+            UPLINK,
+            "--",
+            "set",
+            "interface",
+            UPLINK,
+            &format!("ofport_request={UPLINK_OFPORT}"),
+            "external_ids:svcflow-role=uplink",
+            &format!("external_ids:svcflow-next-hop-mac=\"{next_hop}\""),
+        ])?;
+        let run = |argv: &[&str]| cmd::run(&netns_argv(&underlay, argv));
+        // The userspace datapath does not complete partial checksums of what it reads.
+        run(&["ethtool", "-K", &peer, "tx", "off"])?;
+        match kind {
+            UnderlayKind::Routed => {
+                let node_ip = spec.address.to_string();
+                run(&["ip", "link", "set", "dev", &peer, "address", &next_hop])?;
+                run(&["ip", "link", "set", "dev", &peer, "up"])?;
+                run(&["ip", "route", "add", &format!("{node_ip}/32"), "dev", &peer])?;
+                run(&[
+                    "ip",
+                    "route",
+                    "add",
+                    &spec.pod_cidr.to_string(),
+                    "via",
+                    &node_ip,
+                    "dev",
+                    &peer,
+                ])?;
+            }
+            UnderlayKind::L2 => {
+                run(&["ip", "link", "set", "dev", &peer, "master", "br0", "up"])?;
+                run(&[
+                    "ip",
+                    "route",
+                    "add",
+                    &spec.pod_cidr.to_string(),
+                    "via",
+                    &spec.address.to_string(),
+                    "dev",
+                    "br0",
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `netvirt::node_setup::host_gateway_commands` in node `index`'s namespace.
+    fn apply_host_side_at(&self, index: usize) -> Result<(), SandboxError> {
+        let n = &self.nodes[index];
+        let node = netvirt::model::Node {
+            name: n.spec.name.clone(),
+            ips: vec![n.spec.address.into()],
+            pod_cidr: Some(ipnet::IpNet::V4(n.spec.pod_cidr)),
+            labels: BTreeMap::new(),
+        };
+        let setup = netvirt::node_setup::NodeSetup::default();
+        let config = netvirt::config::Config::default();
+        for command in netvirt::node_setup::host_gateway_commands(&setup, &config, &node) {
+            let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+            n.sandbox.node(&argv)?;
+        }
+        Ok(())
+    }
+
+    fn add_pods(&mut self, index: usize) -> Result<(), SandboxError> {
+        let spec = self.nodes[index].spec.clone();
+        let gateway = spec.gateway().to_string();
+        for (j, pod) in spec.pods.iter().enumerate() {
+            let ofport = u16::try_from(j)
+                .ok()
+                .and_then(|j| FIRST_POD_OFPORT.checked_add(j))
+                .ok_or_else(|| invalid("too many pods on one node"))?;
+            let ip = format!("{}/{}", pod.ip, spec.pod_cidr.prefix_len());
+            let host_spec =
+                HostSpec::new(&pod.name, &ip, &pod.mac(), ofport).with_gateway(&gateway);
+            let sb = &mut self.nodes[index].sandbox;
+            let host = sb.add_host(BR, host_spec)?;
+            sb.vsctl(&[
+                "set",
+                "interface",
+                &pod.name,
+                &format!("external_ids:iface-id={}", pod.name),
+            ])?;
+            let listens = self.topology.serve_of(pod);
+            if !listens.is_empty() {
+                let listens: Vec<&str> = listens.iter().map(String::as_str).collect();
+                self.servers.push(host.serve(&pod.name, &listens)?);
+            }
+            self.nodes[index].pods.push(host);
+        }
+        Ok(())
+    }
+
+    fn add_outside(&mut self) -> Result<(), SandboxError> {
+        let Some(outside) = self.topology.outside.clone() else {
+            return Ok(());
+        };
+        let netns = format!("{}-out", self.id);
+        self.new_netns(&netns)?;
+        let underlay = self.underlay_netns.clone();
+        let router = self.topology.underlay.router().to_string();
+        let peer = "u-out";
+        self.ns_run(
+            &underlay,
+            &[
+                "ip", "link", "add", "name", peer, "type", "veth", "peer", "name", "eth0", "netns",
+                &netns,
+            ],
+        )?;
+        self.ns_run(&underlay, &["ethtool", "-K", peer, "tx", "off"])?;
+        self.ns_run(&netns, &["ethtool", "-K", "eth0", "tx", "off"])?;
+        self.ns_run(
+            &netns,
+            &["ip", "link", "set", "dev", "eth0", "address", OUTSIDE_MAC],
+        )?;
+        self.ns_run(&netns, &["ip", "link", "set", "dev", "eth0", "up"])?;
+        let address = match self.topology.underlay.kind {
+            UnderlayKind::Routed => {
+                self.ns_run(&underlay, &["ip", "link", "set", "dev", peer, "up"])?;
+                self.ns_run(
+                    &underlay,
+                    &[
+                        "ip",
+                        "route",
+                        "add",
+                        &format!("{}/32", outside.address),
+                        "dev",
+                        peer,
+                    ],
+                )?;
+                let address = format!("{}/32", outside.address);
+                self.ns_run(&netns, &["ip", "addr", "add", &address, "dev", "eth0"])?;
+                self.ns_run(&netns, &["ip", "route", "add", &router, "dev", "eth0"])?;
+                address
+            }
+            UnderlayKind::L2 => {
+                self.ns_run(
+                    &underlay,
+                    &["ip", "link", "set", "dev", peer, "master", "br0", "up"],
+                )?;
+                let address = format!(
+                    "{}/{}",
+                    outside.address,
+                    self.topology.underlay.subnet.prefix_len()
+                );
+                self.ns_run(&netns, &["ip", "addr", "add", &address, "dev", "eth0"])?;
+                address
+            }
+        };
+        self.ns_run(
+            &netns,
+            &[
+                "ip", "route", "add", "default", "via", &router, "dev", "eth0",
+            ],
+        )?;
+        self.outside = Some(Host {
+            spec: HostSpec::new(&outside.name, &address, OUTSIDE_MAC, 0),
+            bridge: String::new(),
+            netns,
+        });
+        Ok(())
+    }
+
+    fn post_model(&self) -> Result<(), SandboxError> {
+        let nb = format!("http://{REST}/restconf/config/k8s-node:k8s-nodes-info");
+        wait_for("svcflow's REST northbound", STEP_TIMEOUT, || {
+            self.ns_run(&self.controller_netns, &["curl", "-sf", &nb])
+                .ok()
+        })
+        .map_err(|e| self.with_log(e))?;
+        let t = &self.topology;
+        for node in &t.nodes {
+            let body = json!({"k8s-node:k8s-nodes": [{
+                "k8s-node:uid": node.name,
+                "k8s-node:host-name": node.name,
+                "k8s-node:internal-ip-address": node.address.to_string(),
+                "k8s-node:pod-cidr": node.pod_cidr.to_string(),
+            }]});
+            self.rest(
+                "PUT",
+                &format!("k8s-node:k8s-nodes-info/k8s-nodes/{}", node.name),
+                &body.to_string(),
+            )?;
+        }
+        for node in &t.nodes {
+            for pod in &node.pods {
+                let body = json!({"pod:pods": [{
+                    "pod:uid": pod.name,
+                    "pod:name": pod.name,
+                    "pod:network-NS": pod.namespace,
+                    "pod:host-ip-address": node.address.to_string(),
+                    "pod:port-mac-address": pod.mac(),
+                    "pod:interface": [{
+                        "pod:uid": pod.name,
+                        "pod:ip-address": pod.ip.to_string(),
+                        "pod:network-type": "FLAT",
+                    }],
+                }]});
+                self.rest(
+                    "PUT",
+                    &format!("pod:coe/pods/{}", pod.name),
+                    &body.to_string(),
+                )?;
+            }
+        }
+        for s in &t.services {
+            let mut port = json!({
+                "service:name": s.port_name(),
+                "service:protocol": s.protocol.as_str(),
+                "service:port": s.port,
+                "service:target-port": s.target().to_string(),
+            });
+            if let Some(node_port) = s.node_port {
+                port["service:node-port"] = json!(node_port);
+            }
+            let body = json!({"service:services": [{
+                "service:uid": s.uid(),
+                "service:name": s.name,
+                "service:network-NS": s.namespace,
+                "service:cluster-ip-address": s.cluster_ip.to_string(),
+                "service:service-ports": [port],
+            }]});
+            self.rest(
+                "PUT",
+                &format!("service:service-information/services/{}", s.uid()),
+                &body.to_string(),
+            )?;
+            self.rest(
+                "PUT",
+                &format!("service:endpoints-info/endpoints/{}", s.endpoints_uid()),
+                &endpoints_body(t, s)?,
+            )?;
+        }
+        Ok(())
+    }
+
+    // --- tearing down --------------------------------------------------------------------
+
+    /// Stops everything; returns the lab's namespaces that are still there.
+    fn teardown(&mut self) -> Vec<String> {
+        let mut ours: Vec<String> = self.namespaces.clone();
+        for n in &self.nodes {
+            ours.push(n.sandbox.node_netns().to_string());
+            ours.extend(n.pods.iter().map(|h| h.netns.clone()));
+            // A frozen switch could not exit when its sandbox asks it to.
+            if let Some(pid) = read_pid(&n.sandbox.dir().join("run/ovs-vswitchd.pid")) {
+                let _ = cmd::run(&["kill", "-CONT", &pid.to_string()]);
+            }
+        }
+        if let Some(mut daemon) = self.daemon.take() {
+            daemon.kill();
+        }
+        self.servers.clear();
+        self.outside = None;
+        // Each sandbox stops its hosts, ovs-vswitchd and ovsdb-server and deletes its
+        // namespaces, which removes the management and uplink veths with them.
+        self.nodes.clear();
+        for ns in self.namespaces.drain(..) {
+            netns::delete(&ns);
+        }
+        let now = netns::list();
+        ours.into_iter().filter(|ns| now.contains(ns)).collect()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if std::thread::panicking() && self.daemon.is_some() {
+            eprintln!(
+                "lab {} torn down after a panic; svcflow log tail:\n{}",
+                self.id,
+                self.daemon_log_tail(60)
+            );
+        }
+        let left = self.teardown();
+        if !left.is_empty() {
+            eprintln!("lab {}: namespaces left behind: {left:?}", self.id);
+        }
+    }
+}
+
+/// The MAC of the router end of node `index`'s link (routed), or of the underlay bridge
+/// (`None`, l2): the uplinks' next hop.
+fn next_hop_mac(index: Option<usize>) -> String {
+    match index {
+        Some(i) => format!("02:5f:00:00:00:{:02x}", (i + 1) % 256),
+        None => "02:5f:00:00:00:00".into(),
+    }
+}
+
+fn endpoints_body(topology: &Topology, s: &ServiceSpec) -> Result<String, SandboxError> {
+    let mut addresses = Vec::new();
+    for pod in &s.endpoints {
+        let (node, spec) = topology
+            .pod(pod)
+            .ok_or_else(|| invalid(format!("service {}: no pod `{pod}`", s.key())))?;
+        addresses.push(json!({
+            "service:ip-address": spec.ip.to_string(),
+            "service:node-name": node.name,
+        }));
+    }
+    let body = json!({"service:endpoints": [{
+        "service:uid": s.endpoints_uid(),
+        "service:name": s.name,
+        "service:network-NS": s.namespace,
+        "service:endpoint-addresses": addresses,
+        "service:endpoint-ports": [{
+            "service:name": s.port_name(),
+            "service:port": s.target(),
+            "service:protocol": s.protocol.as_str(),
+        }],
+    }]});
+    Ok(body.to_string())
+}
+
+/// `curl` against svcflow's REST northbound inside `netns`.
+fn rest_in(netns: &str, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {
+    let url = format!("http://{REST}/restconf/config/{path}");
+    let mut argv = vec!["curl", "-sS", "--fail-with-body", "-X", method, &url];
+    if !body.is_empty() {
+        argv.extend(["-H", "Content-Type: application/json", "-d", body]);
+    }
+    let out = cmd::output_env(&netns_argv(netns, &argv), &[])?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(SandboxError::Command {
+            command: format!("curl -X {method} {url}"),
+            status: out.status.to_string(),
+            stderr: format!(
+                "{} {}",
+                String::from_utf8_lossy(&out.stderr).trim(),
+                stdout.trim()
+            ),
+        })
+    }
+}
+
+/// Every group's endpoint addresses, from `ovs-ofctl dump-groups` text.
+pub fn parse_group_endpoints(dump: &str) -> Vec<BTreeSet<Ipv4Addr>> {
+    dump.lines()
+        .filter(|l| l.contains("group_id="))
+        .map(|line| {
+            line.split("set_field:0x")
+                .skip(1)
+                .filter_map(|rest| {
+                    let (hex, after) = rest.split_once("->")?;
+                    after
+                        .starts_with("reg3")
+                        .then(|| u32::from_str_radix(hex, 16).ok().map(Ipv4Addr::from))
+                        .flatten()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether a process with this id exists and is not a zombie.
+pub fn process_is_alive(pid: u32) -> bool {
+    netns::process_alive(pid)
+}
+
+/// Kills process `pid` (SIGKILL) if it is alive and its command name is `comm`.
+fn kill_if(pid: u32, comm: &str) {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if process_is_alive(pid) && name.trim() == comm {
+        let _ = cmd::run(&["kill", "-9", &pid.to_string()]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The recorded state, for `svcflow-lab` invocations that did not make the lab
+// ---------------------------------------------------------------------------------------------
+
+/// A lab as `svcflow-lab up` records it in `<dir>/state.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabState {
+    /// The lab's id.
+    pub id: String,
+    /// Its underlay.
+    pub underlay: Underlay,
+    /// The router's (routed) or underlay bridge's (l2) namespace.
+    pub underlay_netns: String,
+    /// Where svcflow runs.
+    pub controller_netns: String,
+    /// svcflow's management address.
+    pub controller_ip: Ipv4Addr,
+    /// The RESTCONF config root, inside the controller namespace.
+    pub rest: String,
+    /// svcflow's process id.
+    pub daemon_pid: Option<u32>,
+    /// svcflow's log.
+    pub daemon_log: PathBuf,
+    /// The process that owns the lab (`svcflow-lab up`'s keeper), once recorded.
+    pub keeper_pid: Option<u32>,
+    /// The nodes.
+    pub nodes: Vec<NodeState>,
+    /// The outside host.
+    pub outside: Option<HostState>,
+    /// The services, with their endpoints.
+    pub services: Vec<ServiceSpec>,
+    /// Every namespace of the lab.
+    pub namespaces: Vec<String>,
+}
+
+/// A node, as recorded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeState {
+    /// Its name.
+    pub name: String,
+    /// Its underlay address.
+    pub address: Ipv4Addr,
+    /// Its pod CIDR.
+    pub pod_cidr: Ipv4Net,
+    /// Its namespace.
+    pub netns: String,
+    /// Its sandbox directory (`run/db.sock`, `run/br-int.mgmt`, `log/`).
+    pub dir: PathBuf,
+    /// Its management address.
+    pub mgmt_ip: Ipv4Addr,
+    /// Its pods.
+    pub pods: Vec<HostState>,
+}
+
+/// A pod or the outside host, as recorded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostState {
+    /// Its name.
+    pub name: String,
+    /// Its Kubernetes namespace (pods).
+    pub namespace: Option<String>,
+    /// Its address.
+    pub ip: Ipv4Addr,
+    /// Its MAC.
+    pub mac: String,
+    /// Its network namespace.
+    pub netns: String,
+}
+
+impl NodeState {
+    /// The environment that points the OVS tools at this node.
+    pub fn ovs_env(&self) -> Vec<(&'static str, String)> {
+        let path = |sub: &str| self.dir.join(sub).to_string_lossy().into_owned();
+        vec![
+            ("OVS_RUNDIR", path("run")),
+            ("OVS_DBDIR", path("db")),
+            ("OVS_LOGDIR", path("log")),
+            ("OVS_SYSCONFDIR", path("etc")),
+        ]
+    }
+
+    fn vsctl(&self, args: &[&str]) -> Result<String, SandboxError> {
+        let db = format!("--db=unix:{}", self.dir.join("run/db.sock").display());
+        let mut argv = vec!["ovs-vsctl", "--timeout=5", db.as_str()];
+        argv.extend_from_slice(args);
+        cmd::run(&argv)
+    }
+
+    fn ofctl(&self, subcommand: &str) -> Result<String, SandboxError> {
+        let target = format!("unix:{}", self.dir.join(format!("run/{BR}.mgmt")).display());
+        cmd::run(&[
+            "ovs-ofctl",
+            "--timeout=3",
+            "-O",
+            "OpenFlow13",
+            subcommand,
+            &target,
+        ])
+    }
+}
+
+impl LabState {
+    /// The network namespace of a pod, a node, the outside host, `ctl` (svcflow's) or
+    /// `underlay` (the router's).
+    pub fn netns_of(&self, name: &str) -> Option<&str> {
+        if matches!(name, "ctl" | "controller") {
+            return Some(&self.controller_netns);
+        }
+        if matches!(name, "underlay" | "router") {
+            return Some(&self.underlay_netns);
+        }
+        for n in &self.nodes {
+            if n.name == name {
+                return Some(&n.netns);
+            }
+            if let Some(p) = n.pods.iter().find(|p| p.name == name) {
+                return Some(&p.netns);
+            }
+        }
+        self.outside
+            .as_ref()
+            .filter(|o| o.name == name)
+            .map(|o| o.netns.as_str())
+    }
+
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeState> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Removes whatever of the lab is still there, without its keeper: svcflow, every
+    /// process in the lab's namespaces (the switches, the pods' servers) and the namespaces,
+    /// each node's `ovsdb-server` (by its pidfile) and directory. Returns the namespaces that
+    /// are still there afterwards.
+    pub fn force_down(&self) -> Vec<String> {
+        if let Some(pid) = self.daemon_pid {
+            kill_if(pid, "svcflow");
+        }
+        let present = netns::list();
+        for ns in self.namespaces.iter().filter(|ns| present.contains(ns)) {
+            netns::delete(ns);
+        }
+        for n in &self.nodes {
+            if let Some(pid) = read_pid(&n.dir.join("run/ovsdb-server.pid")) {
+                kill_if(pid, "ovsdb-server");
+            }
+            let _ = std::fs::remove_dir_all(&n.dir);
+        }
+        let now = netns::list();
+        self.namespaces
+            .iter()
+            .filter(|ns| now.contains(ns))
+            .cloned()
+            .collect()
+    }
+
+    /// A text summary, read live from the switches and svcflow's log.
+    pub fn status(&self) -> String {
+        use std::fmt::Write as _;
+        let log = std::fs::read_to_string(&self.daemon_log).unwrap_or_default();
+        let running = self.daemon_pid.is_some_and(netns::process_alive);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "lab {}: {} nodes, {} underlay {} (router {}), svcflow {} in {} at {} \
+             (REST {} there)",
+            self.id,
+            self.nodes.len(),
+            self.underlay.kind,
+            self.underlay.subnet,
+            self.underlay.router(),
+            match (running, self.daemon_pid) {
+                (true, Some(pid)) => format!("pid {pid}"),
+                _ => "NOT RUNNING".into(),
+            },
+            self.controller_netns,
+            self.controller_ip,
+            self.rest,
+        );
+        let _ = writeln!(out, "svcflow log: {}", self.daemon_log.display());
+        for n in &self.nodes {
+            let connected = match n.vsctl(&["get", "controller", BR, "is_connected"]) {
+                Ok(c) if c.trim() == "true" => "connected".to_string(),
+                Ok(_) => "NOT connected".to_string(),
+                Err(_) => "unknown (OVSDB does not answer)".to_string(),
+            };
+            let target = n
+                .vsctl(&["get-controller", BR])
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default();
+            let flows = n
+                .ofctl("dump-flows")
+                .map(|t| {
+                    t.lines()
+                        .filter(|l| l.contains("actions="))
+                        .count()
+                        .to_string()
+                })
+                .unwrap_or_else(|_| "?".into());
+            let groups = n
+                .ofctl("dump-groups")
+                .map(|t| {
+                    t.lines()
+                        .filter(|l| l.contains("group_id="))
+                        .count()
+                        .to_string()
+                })
+                .unwrap_or_else(|_| "?".into());
+            let connection =
+                last_log_value(&log, &format!("node {}: its switch is connection ", n.name));
+            let revision =
+                last_log_value(&log, &format!("node {}: synced model revision ", n.name));
+            let _ = writeln!(
+                out,
+                "node {}  {}  pods {}  mgmt {}  netns {}",
+                n.name, n.address, n.pod_cidr, n.mgmt_ip, n.netns
+            );
+            let _ = writeln!(
+                out,
+                "  switch {connected} to {target} (svcflow connection {}, last sync of \
+                 revision {}): {flows} flows, {groups} groups",
+                connection.unwrap_or("-"),
+                revision.unwrap_or("-"),
+            );
+            for p in &n.pods {
+                let _ = writeln!(
+                    out,
+                    "  pod {:<12} {:<10} {:<15} {}  netns {}",
+                    p.name,
+                    p.namespace.as_deref().unwrap_or("default"),
+                    p.ip,
+                    p.mac,
+                    p.netns
+                );
+            }
+        }
+        if let Some(o) = &self.outside {
+            let _ = writeln!(out, "outside {}  {}  netns {}", o.name, o.ip, o.netns);
+        }
+        for s in &self.services {
+            let _ = writeln!(
+                out,
+                "service {}  {}:{}/{} -> {}{}  endpoints: {}",
+                s.key(),
+                s.cluster_ip,
+                s.port,
+                s.protocol.as_str(),
+                s.target(),
+                s.node_port
+                    .map(|p| format!("  node port {p}"))
+                    .unwrap_or_default(),
+                if s.endpoints.is_empty() {
+                    "none".to_string()
+                } else {
+                    s.endpoints.join(", ")
+                }
+            );
+        }
+        out
+    }
+}
+
+/// The first word after the last occurrence of `prefix` in `log`.
+fn last_log_value<'a>(log: &'a str, prefix: &str) -> Option<&'a str> {
+    let (_, rest) = log.rsplit_once(prefix)?;
+    rest.split(|c: char| c.is_whitespace() || c == ':').next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three_nodes() -> Topology {
+        let text = include_str!("../lab/three-nodes.toml");
+        Topology::parse(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_three_node_topology_parses_and_derives_macs_gateways_and_servers() {
+        let t = three_nodes();
+        assert_eq!(t.nodes.len(), 3);
+        assert_eq!(t.underlay.kind, UnderlayKind::Routed);
+        assert_eq!(t.management, default_management());
+        let (node, pod) = t.pod("n2-a").unwrap_or_else(|| panic!("no n2-a"));
+        assert_eq!(node.name, "n2");
+        assert_eq!(node.gateway(), Ipv4Addr::new(10, 244, 2, 1));
+        assert_eq!(pod.mac(), "0a:58:0a:f4:02:0b");
+        let web = t.service("web").unwrap_or_else(|| panic!("no web"));
+        assert_eq!(web.endpoints, ["n2-a", "n3-a"]);
+        assert_eq!(t.serve_of(pod), ["tcp:8080"]);
+    }
+
+    #[test]
+    fn a_topology_with_a_pod_outside_its_node_cidr_is_refused() {
+        let text = include_str!("../lab/three-nodes.toml").replace("10.244.2.11", "10.244.9.11");
+        let err = Topology::parse(&text).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("n2-a")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn group_endpoints_are_read_from_reg3_loads() {
+        let dump = "OFPST_GROUP_DESC reply (OF1.3) (xid=0x2):\n \
+             group_id=1,type=select,bucket=actions=set_field:0xaf4020b->reg3,\
+             set_field:0x1f90->reg4,resubmit(,41),bucket=actions=set_field:0xaf4030b->reg3,\
+             set_field:0x1f90->reg4,resubmit(,41)\n";
+        assert_eq!(
+            parse_group_endpoints(dump),
+            [BTreeSet::from([
+                Ipv4Addr::new(10, 244, 2, 11),
+                Ipv4Addr::new(10, 244, 3, 11)
+            ])]
+        );
+    }
+}
