@@ -31,6 +31,9 @@ use crate::resolve::{Backend, service_backends};
 pub struct NodeBindings {
     /// OpenFlow port of each OVS Interface, by its `external_ids:iface-id`.
     pub ofports: BTreeMap<String, u32>,
+    /// The MAC of each OVS Interface that says it (`external_ids:attached-mac`, the convention
+    /// of OVN, OpenStack and libvirt), by its `external_ids:iface-id`.
+    pub macs: BTreeMap<String, MacAddr>,
     /// The service-gateway port, once it exists.
     pub gateway: Option<GatewayPort>,
     /// The uplink to the node's network, if any.
@@ -51,6 +54,9 @@ pub struct GatewayPort {
 pub struct Uplink {
     /// Its OpenFlow port.
     pub ofport: u32,
+    /// Its own MAC (the interface's `mac_in_use`): the node answers ARP on the underlay with
+    /// it and sends from it, so nodes sharing one L2 segment are told apart.
+    pub mac: MacAddr,
     /// The MAC address that off-node traffic is sent to.
     pub next_hop_mac: MacAddr,
 }
@@ -314,7 +320,30 @@ impl Builder<'_> {
                     goto(table::ARP),
                 ],
             );
-            let Some(mac) = pod.mac else { continue };
+            // The model's MAC, else the interface's `attached-mac`, else the switch learns it
+            // from the pod's own ARP (`learn_mac`).
+            let mac = pod.mac.or_else(|| bindings.macs.get(&pod.iface_id).copied());
+            if mac.is_none() {
+                for ip in pod.ips.iter().filter_map(v4) {
+                    let arp = Match::new()
+                        .with(Field::InPort, ofport)
+                        .with(Field::EthType, 0x0806u16)
+                        .with(Field::ArpSpa, u32::from(ip));
+                    self.flow(
+                        table::CLASSIFIER,
+                        110,
+                        arp,
+                        c,
+                        vec![
+                            Instruction::ApplyActions(vec![
+                                set(reg::ELAN, elan),
+                                learn_mac(ofport),
+                            ]),
+                            goto(table::ARP),
+                        ],
+                    );
+                }
+            }
             for ip in pod.ips.iter().filter_map(v4) {
                 let hairpin = self::ip()
                     .with(Field::Ipv4Src, u32::from(ip))
@@ -332,7 +361,11 @@ impl Builder<'_> {
                         Some(snat),
                     )]),
                 );
-                self.flow(table::L3, 100, to_ip(ip), c, route(gw_mac, mac, ofport));
+                let instructions = match mac {
+                    Some(mac) => route(gw_mac, mac, ofport),
+                    None => route_learned(gw_mac, ofport),
+                };
+                self.flow(table::L3, 100, to_ip(ip), c, instructions);
             }
         }
         if let Some(gw) = bindings.gateway {
@@ -413,15 +446,15 @@ impl Builder<'_> {
         );
         for ip in node.ips.iter().filter_map(v4).chain(gateway_ip) {
             let m = from_uplink().with(Field::ArpTpa, u32::from(ip));
-            self.flow(table::ARP, 200, m, c, apply(arp_reply_for(gw_mac, ip)));
+            self.flow(table::ARP, 200, m, c, apply(arp_reply_for(uplink.mac, ip)));
         }
-        // Off-node destinations leave by the uplink, to its next hop.
+        // Off-node destinations leave by the uplink, from its own MAC to its next hop.
         self.flow(
             table::L3,
             10,
             ip(),
             c,
-            route(gw_mac, uplink.next_hop_mac, uplink.ofport),
+            route(uplink.mac, uplink.next_hop_mac, uplink.ofport),
         );
         self.masquerade(node);
     }
@@ -645,8 +678,7 @@ impl Builder<'_> {
             );
         }
         // Answer ARP from the uplink for external and LB addresses that land on this node.
-        if bindings.uplink.is_some() {
-            let gw_mac = config.gateway_mac;
+        if let Some(uplink) = bindings.uplink {
             let announced: BTreeSet<Ipv4Addr> = service
                 .external_ips
                 .iter()
@@ -662,7 +694,7 @@ impl Builder<'_> {
                     200,
                     m,
                     cookie::make(cookie::NODE, 0),
-                    apply(arp_reply_for(gw_mac, ip)),
+                    apply(arp_reply_for(uplink.mac, ip)),
                 );
             }
         }
@@ -1195,6 +1227,51 @@ fn route(gw_mac: MacAddr, mac: MacAddr, ofport: u32) -> Vec<Instruction> {
         ]),
         goto(table::OUTPUT),
     ]
+}
+
+/// Route to a pod whose MAC the switch learns: as [`route`], with the destination MAC loaded
+/// by the flow `learn_mac` put in table 51 (none yet: the frame keeps the gateway MAC, which
+/// the pod drops, until the pod's first ARP).
+fn route_learned(gw_mac: MacAddr, ofport: u32) -> Vec<Instruction> {
+    vec![
+        Instruction::ApplyActions(vec![
+            set(Field::EthSrc, mac_value(gw_mac)),
+            Action::DecNwTtl,
+            set(reg::OUT_PORT, ofport),
+            resubmit(table::LEARNED_MAC),
+        ]),
+        goto(table::OUTPUT),
+    ]
+}
+
+/// `learn` into table 51, from an ARP packet of the pod on `ofport` (whose sender address the
+/// classifier checked is the pod's): IPv4 to the sender's address gets the sender's MAC. The
+/// learned flow carries the learned-flow mark, so syncs never delete it.
+fn learn_mac(ofport: u32) -> Action {
+    let whole = Subfield::whole;
+    Action::Learn(Learn {
+        priority: 100,
+        cookie: cookie::learned_mac(ofport),
+        table_id: table::LEARNED_MAC,
+        specs: vec![
+            LearnSpec {
+                n_bits: 16,
+                src: LearnSrc::Imm(0x0800u16.to_be_bytes().to_vec()),
+                dst: LearnDst::Match(whole(Field::EthType)),
+            },
+            LearnSpec {
+                n_bits: 32,
+                src: LearnSrc::Field(whole(Field::ArpSpa)),
+                dst: LearnDst::Match(whole(Field::Ipv4Dst)),
+            },
+            LearnSpec {
+                n_bits: 48,
+                src: LearnSrc::Field(whole(Field::ArpSha)),
+                dst: LearnDst::Load(whole(Field::EthDst)),
+            },
+        ],
+        ..Learn::default()
+    })
 }
 
 /// `OFPP_IN_PORT` as a 32-bit port.

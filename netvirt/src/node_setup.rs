@@ -29,6 +29,9 @@ pub const ROLE_UPLINK: &str = "uplink";
 pub const NEXT_HOP_KEY: &str = "svcflow-next-hop-mac";
 /// The `external_ids` key that binds an interface to a pod.
 pub const IFACE_ID_KEY: &str = "iface-id";
+/// The `external_ids` key that gives the MAC of the pod behind an interface (OVN's,
+/// OpenStack's and libvirt's convention).
+pub const ATTACHED_MAC_KEY: &str = "attached-mac";
 
 /// How svcflow sets up each node's switch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,9 +120,12 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
                     .external_ids
                     .get(NEXT_HOP_KEY)
                     .and_then(|m| m.parse().ok());
-                if let Some(next_hop_mac) = next_hop {
+                let own = iface.mac_in_use.as_deref().or(iface.mac.as_deref());
+                if let (Some(next_hop_mac), Some(mac)) = (next_hop, own.and_then(|m| m.parse().ok()))
+                {
                     out.uplink = Some(Uplink {
                         ofport,
+                        mac,
                         next_hop_mac,
                     });
                 }
@@ -128,6 +134,13 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
         }
         if let Some(id) = iface.external_ids.get(IFACE_ID_KEY) {
             out.ofports.insert(id.clone(), ofport);
+            if let Some(mac) = iface
+                .external_ids
+                .get(ATTACHED_MAC_KEY)
+                .and_then(|m| m.parse().ok())
+            {
+                out.macs.insert(id.clone(), mac);
+            }
         }
     }
     out

@@ -31,6 +31,9 @@ pub mod table {
     pub const HAIRPIN: u8 = 45;
     /// Route by destination IP: rewrite MACs, decrement TTL, choose the output port.
     pub const L3: u8 = 50;
+    /// The MACs the switch learned from the ARP of pods whose MAC no input gave (one flow
+    /// per pod address, learned by the classifier; table 50 resubmits here).
+    pub const LEARNED_MAC: u8 = 51;
     /// Output to the chosen port (also back out of the ingress port, for hairpin).
     pub const OUTPUT: u8 = 60;
 }
@@ -106,6 +109,11 @@ pub mod cookie {
     /// The cookie of the flows learned for service port `id`.
     pub const fn learned(id: u32) -> u64 {
         LEARNED_MARK | id as u64
+    }
+
+    /// The cookie of the MAC learned for the pod on OpenFlow port `ofport` (table 51).
+    pub const fn learned_mac(ofport: u32) -> u64 {
+        LEARNED_MARK | (1 << 40) | ofport as u64
     }
 
     /// The kind of a cookie that carries svcflow's mark.

@@ -75,6 +75,8 @@ struct BindingsFile {
 struct PortFile {
     ofport: u32,
     mac: String,
+    /// The uplink's own MAC (`mac` is its next hop's).
+    own_mac: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,7 +85,10 @@ struct PodFile {
     name: String,
     namespace: String,
     ips: Vec<IpAddr>,
-    mac: String,
+    /// The pod's MAC as the model has it; none, as a CNI-attached pod has it.
+    mac: Option<String>,
+    /// The MAC its OVS interface's `external_ids:attached-mac` gives.
+    attached_mac: Option<String>,
     node: String,
     /// The pod's port on this node's switch, if it is bound here.
     ofport: Option<u32>,
@@ -188,6 +193,12 @@ impl Scenario {
             bindings.uplink = Some(Uplink {
                 ofport: up.ofport,
                 next_hop_mac: up.mac.parse().map_err(model_err)?,
+                mac: up
+                    .own_mac
+                    .as_deref()
+                    .ok_or_else(|| model_err(ModelError::invalid("uplink", "", "own_mac is required")))?
+                    .parse()
+                    .map_err(model_err)?,
             });
         }
         let mut model = Model::default();
@@ -196,7 +207,17 @@ impl Scenario {
             if let Some(ofport) = pod.ofport {
                 bindings.ofports.insert(uid.clone(), ofport);
             }
-            let mac: MacAddr = pod.mac.parse().map_err(model_err)?;
+            if let Some(mac) = &pod.attached_mac {
+                bindings
+                    .macs
+                    .insert(uid.clone(), mac.parse().map_err(model_err)?);
+            }
+            let mac: Option<MacAddr> = pod
+                .mac
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(model_err)?;
             model.pods.insert(
                 uid.clone(),
                 PodInterface {
@@ -205,7 +226,7 @@ impl Scenario {
                     namespace: pod.namespace,
                     name: pod.name,
                     ips: pod.ips,
-                    mac: Some(mac),
+                    mac,
                     node: pod.node,
                 },
             );

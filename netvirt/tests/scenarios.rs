@@ -78,6 +78,7 @@ fn the_pipeline_document_quotes_only_real_output() {
         "big-service",
         "service-semantics",
         "topology",
+        "pod-macs",
     ] {
         let (flows, groups) = render(&root.join("tests/scenarios").join(name));
         rendered.push_str(&flows);

@@ -53,12 +53,14 @@ fn node() -> Node {
 fn bindings() -> NodeBindings {
     NodeBindings {
         ofports: BTreeMap::new(),
+        macs: BTreeMap::new(),
         gateway: Some(GatewayPort {
             ofport: 2,
             mac: MacAddr([0x0a, 0x58, 0, 0, 0, 2]),
         }),
         uplink: Some(Uplink {
             ofport: 1,
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
             next_hop_mac: MacAddr([2, 0, 0, 0, 0, 0xe1]),
         }),
     }
