@@ -19,6 +19,9 @@ use ipnet::IpNet;
 /// proportional to what differs.
 pub type Map<K, V> = imbl::OrdMap<K, V>;
 
+/// One difference between two versions of a [`Map`], as [`Map::diff`] yields them.
+pub use imbl::ordmap::DiffItem;
+
 /// Everything the controller knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Model {

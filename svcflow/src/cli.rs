@@ -129,6 +129,10 @@ pub struct RunArgs {
     /// Watch Kubernetes with this kubeconfig file (its current context).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// REST mode: after a node's switch has been disconnected this many seconds, its endpoints
+    /// leave the other nodes' groups until it is back; 0 means never [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub node_down_after: Option<u64>,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     pub check: bool,
@@ -230,6 +234,9 @@ impl RunArgs {
             log_level,
             host_node: self.host_node.clone().or(file.host_node),
             kubernetes,
+            node_down_after: std::time::Duration::from_secs(
+                self.node_down_after.or(file.node_down_after).unwrap_or(30),
+            ),
         })
     }
 }

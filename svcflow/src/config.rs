@@ -35,6 +35,9 @@ pub struct RunConfig {
     pub host_node: Option<String>,
     /// Where to watch Kubernetes from, if at all.
     pub kubernetes: Option<coe::k8s::Source>,
+    /// REST mode: a node whose switch has been disconnected this long leaves the other nodes'
+    /// groups until it is back; zero means never.
+    pub node_down_after: std::time::Duration,
 }
 
 /// An OVSDB server to dial, and the node it belongs to.
@@ -84,6 +87,8 @@ pub struct FileConfig {
     pub kubernetes: Option<String>,
     /// A kubeconfig file; turns Kubernetes on.
     pub kubeconfig: Option<PathBuf>,
+    /// See [`RunConfig::node_down_after`], in seconds.
+    pub node_down_after: Option<u64>,
 }
 
 /// `system` or `netdev`.

@@ -65,6 +65,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let mut retry_at: Option<Instant> = None;
     let mut dirty = true;
     let mut synced: Option<Arc<Published>> = None;
+    let mut macs = MacWatch::default();
     loop {
         if dirty {
             // Rate: at most one bundle per MIN_INTERVAL; changes meanwhile join the sync.
@@ -106,6 +107,9 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                             );
                         }
                     }
+                    if let Some(bindings) = &bindings {
+                        macs.check(&node, &model.model, bindings);
+                    }
                     synced = Some(model);
                 }
                 Err(Skip::NotReady) => {}
@@ -143,6 +147,53 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
         }
     }
     rejects.abort();
+}
+
+/// Logs, once each, the pods of a node whose MAC no input gives (neither the model nor their
+/// interface's `attached-mac`): the switch learns it from their first ARP. Follows the pods
+/// by key: only changed pods are looked at, all of the node's when its bindings change.
+#[derive(Default)]
+struct MacWatch {
+    pods: netvirt::model::Map<String, netvirt::model::PodInterface>,
+    macs: std::collections::BTreeMap<String, netvirt::model::MacAddr>,
+    ofports: std::collections::BTreeMap<String, u32>,
+    logged: std::collections::BTreeSet<String>,
+}
+
+impl MacWatch {
+    fn check(&mut self, node: &str, model: &netvirt::model::Model, bindings: &NodeBindings) {
+        let mut look: Vec<&netvirt::model::PodInterface> = Vec::new();
+        if self.macs != bindings.macs || self.ofports != bindings.ofports {
+            self.macs = bindings.macs.clone();
+            self.ofports = bindings.ofports.clone();
+            look.extend(model.pods.values().filter(|p| p.node == node));
+        } else {
+            for item in self.pods.diff(&model.pods) {
+                if let netvirt::model::DiffItem::Add(_, pod)
+                | netvirt::model::DiffItem::Update { new: (_, pod), .. } = item
+                    && pod.node == node
+                {
+                    look.push(pod);
+                }
+            }
+        }
+        for pod in look {
+            let known = pod.mac.is_some() || bindings.macs.contains_key(&pod.iface_id);
+            if known {
+                self.logged.remove(&pod.uid);
+            } else if bindings.ofports.contains_key(&pod.iface_id)
+                && self.logged.insert(pod.uid.clone())
+            {
+                tracing::info!(
+                    "node {node}: pod {}/{} has no MAC in the model nor in its interface's \
+                     external_ids:attached-mac; the switch learns it from the pod's first ARP",
+                    pod.namespace,
+                    pod.name
+                );
+            }
+        }
+        self.pods = model.pods.clone();
+    }
 }
 
 /// Why a round did not sync.

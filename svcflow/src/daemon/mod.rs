@@ -14,6 +14,7 @@
 mod agent;
 mod health;
 mod kubernetes;
+mod liveness;
 mod node;
 mod operational;
 mod reconcile;
@@ -203,11 +204,28 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             shutdown.clone(),
         ))
     });
+    // REST mode: nodes whose switch stays away lose their endpoints from other nodes' groups.
+    let (agent_models, links, liveness_task) =
+        if config.kubernetes.is_none() && !config.node_down_after.is_zero() {
+            let (links_tx, links_rx) = mpsc::unbounded_channel();
+            let (tx, rx) = watch::channel(models.borrow().clone());
+            let task = tokio::spawn(liveness::run(
+                config.node_down_after,
+                models.clone(),
+                links_rx,
+                tx,
+                shutdown.clone(),
+            ));
+            (rx, Some(links_tx), Some(task))
+        } else {
+            (models.clone(), None, None)
+        };
     let reconcile_task = tokio::spawn(reconcile::run(
         config.pipeline.clone(),
         config.host_node.clone(),
         installed,
-        models,
+        agent_models,
+        links,
         changes_rx,
         shutdown.clone(),
     ));
@@ -238,6 +256,9 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             let _ = task.await;
         }
         if let Some(task) = health_task {
+            let _ = task.await;
+        }
+        if let Some(task) = liveness_task {
             let _ = task.await;
         }
         let _ = reconcile_task.await;

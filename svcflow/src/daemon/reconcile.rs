@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::agent::{self, AgentParams};
+use super::liveness::Link;
 use super::operational::Installed;
 use super::{Change, Shutdown, stopped};
 
@@ -34,9 +35,17 @@ struct Dispatcher {
     agents: BTreeMap<String, Running>,
     /// Switches whose datapath id names no known node, by connection.
     idle: BTreeMap<u64, SwitchHandle>,
+    /// Where switches coming and going are told (unreachable-node detection), if on.
+    links: Option<mpsc::UnboundedSender<Link>>,
 }
 
 impl Dispatcher {
+    fn link(&self, link: Link) {
+        if let Some(tx) = &self.links {
+            let _ = tx.send(link);
+        }
+    }
+
     /// The node whose datapath id `dpid` is, among the model's nodes and the nodes svcflow
     /// dials over OVSDB.
     fn node_of(&self, dpid: u64) -> Option<String> {
@@ -85,6 +94,7 @@ impl Dispatcher {
             installed: self.installed.clone(),
         };
         let task = tokio::spawn(agent::run(params, self.shutdown.clone()));
+        self.link(Link::Up(node.clone()));
         self.agents.insert(node, Running { connection, task });
     }
 
@@ -92,6 +102,7 @@ impl Dispatcher {
     fn stop(&mut self, node: &str) {
         if let Some(running) = self.agents.remove(node) {
             running.task.abort();
+            self.link(Link::Down(node.to_string()));
             if let Ok(mut installed) = self.installed.write()
                 && installed
                     .get(node)
@@ -145,12 +156,14 @@ impl Dispatcher {
     }
 }
 
-/// Runs until shutdown.
+/// Runs until shutdown. The node tasks follow `models`; `links` hears each switch come and
+/// go, if unreachable-node detection is on.
 pub(crate) async fn run(
     config: Config,
     host_node: Option<String>,
     installed: Installed,
     models: watch::Receiver<Arc<Published>>,
+    links: Option<mpsc::UnboundedSender<Link>>,
     mut changes: mpsc::UnboundedReceiver<Change>,
     shutdown: Shutdown,
 ) {
@@ -164,6 +177,7 @@ pub(crate) async fn run(
         bindings: BTreeMap::new(),
         agents: BTreeMap::new(),
         idle: BTreeMap::new(),
+        links,
     };
     loop {
         tokio::select! {
