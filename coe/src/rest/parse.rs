@@ -23,18 +23,16 @@ const PREFIXES: [&str; 3] = ["service:", "pod:", "k8s-node:"];
 /// (`{"service:service-information":{"services":[…]}}`) or its list (`{"services":[…]}`).
 pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
     let top = read_object(body)?;
-    let list = if let Some(inner) = top.get(kind.container()) {
+    let empty = Value::Array(Vec::new());
+    let list: &Value = if let Some(inner) = member(&top, kind.container()) {
         let inner = inner
             .as_object()
             .ok_or_else(|| RequestError::invalid(kind.container(), "expected an object"))?;
-        inner
-            .get(kind.list())
-            .cloned()
-            .unwrap_or(Value::Array(Vec::new()))
-    } else if let Some(list) = top.get(kind.list()) {
-        list.clone()
+        member(inner, kind.list()).unwrap_or(&empty)
+    } else if let Some(list) = member(&top, kind.list()) {
+        list
     } else if top.is_empty() {
-        Value::Array(Vec::new())
+        &empty
     } else {
         return Err(RequestError::malformed(format!(
             "expected member `{}` or `{}`",
@@ -42,9 +40,9 @@ pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError
             kind.qualified_list()
         )));
     };
-    let items = match list {
+    let items: &[Value] = match list {
         Value::Array(items) => items,
-        Value::Null => Vec::new(),
+        Value::Null => &[],
         _ => return Err(RequestError::invalid(kind.list(), "expected a list")),
     };
     let mut out = Vec::with_capacity(items.len());
@@ -59,7 +57,7 @@ pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError
 /// a different one is an error.
 pub fn item_body(kind: Kind, uid: &str, body: &[u8]) -> Result<Item, RequestError> {
     let top = read_object(body)?;
-    let value = top.get(kind.list()).ok_or_else(|| {
+    let value = member(&top, kind.list()).ok_or_else(|| {
         RequestError::malformed(format!("expected member `{}`", kind.qualified_list()))
     })?;
     let item = match value {
@@ -78,42 +76,61 @@ pub fn item_body(kind: Kind, uid: &str, body: &[u8]) -> Result<Item, RequestErro
 fn read_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
-    match strip_prefixes(value, &String::new)? {
+    no_repeated_members(&value, &String::new)?;
+    match value {
         Value::Object(map) => Ok(map),
         _ => Err(RequestError::malformed("body must be a JSON object")),
     }
 }
 
-/// Removes module prefixes from every member name, refusing a member given twice. The path
-/// of a value is only spelled out for an error, so a valid body costs no path strings.
-fn strip_prefixes(value: Value, path: &dyn Fn() -> String) -> Result<Value, RequestError> {
-    Ok(match value {
+/// A member name without its module prefix.
+fn bare(key: &str) -> &str {
+    PREFIXES
+        .iter()
+        .find_map(|p| key.strip_prefix(p))
+        .unwrap_or(key)
+}
+
+/// Member `key` of `obj`, given with or without a module prefix (a body never has both:
+/// [`no_repeated_members`] refuses it).
+fn member<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    obj.get(key)
+        .or_else(|| obj.iter().find(|(k, _)| bare(k) == key).map(|(_, v)| v))
+}
+
+/// Refuses an object that gives a member twice, once with a module prefix and once without
+/// (or under two prefixes). The path of a value is only spelled out for an error, so a
+/// valid body costs no path strings.
+fn no_repeated_members(value: &Value, path: &dyn Fn() -> String) -> Result<(), RequestError> {
+    match value {
         Value::Object(map) => {
-            let mut out = Map::new();
-            for (mut key, value) in map {
-                if let Some(p) = PREFIXES.iter().find(|p| key.starts_with(*p)) {
-                    key.replace_range(..p.len(), "");
-                }
-                let value = strip_prefixes(value, &|| join(&path(), &key))?;
-                if out.contains_key(&key) {
+            let prefixed = map.keys().filter(|k| bare(k).len() != k.len()).count();
+            if prefixed > 0 {
+                let mut names: Vec<&str> = map.keys().map(|k| bare(k)).collect();
+                names.sort_unstable();
+                if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
                     return Err(RequestError::invalid(
-                        join(&path(), &key),
+                        join(&path(), w[0]),
                         "member given more than once",
                     ));
                 }
-                out.insert(key, value);
             }
-            Value::Object(out)
+            for (key, value) in map {
+                if matches!(value, Value::Object(_) | Value::Array(_)) {
+                    no_repeated_members(value, &|| join(&path(), bare(key)))?;
+                }
+            }
         }
-        Value::Array(items) => Value::Array(
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| strip_prefixes(v, &|| format!("{}[{i}]", path())))
-                .collect::<Result<_, _>>()?,
-        ),
-        other => other,
-    })
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                if matches!(v, Value::Object(_) | Value::Array(_)) {
+                    no_repeated_members(v, &|| format!("{}[{i}]", path()))?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -417,7 +434,7 @@ impl<'a> Fields<'a> {
     }
 
     fn get(&self, key: &str) -> Option<&'a Value> {
-        self.obj.get(key)
+        member(self.obj, key)
     }
 
     /// The `i`th entry of list `key`, as fields.
