@@ -11,6 +11,8 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 use super::error::RequestError;
+
+mod stream;
 use super::types::{
     EndpointAddress, EndpointPort, Endpoints, Interface, Item, K8sNode, Kind, NetworkType, Pod,
     Protocol, Service, ServicePort,
@@ -21,35 +23,12 @@ const PREFIXES: [&str; 3] = ["service:", "pod:", "k8s-node:"];
 
 /// Parses the body of a request on a container: the container itself
 /// (`{"service:service-information":{"services":[…]}}`) or its list (`{"services":[…]}`).
+///
+/// The list is read one entry at a time ([`stream`]): each entry becomes a JSON tree, is
+/// checked and turned into an [`Item`], and its tree is dropped before the next is read, so a
+/// bulk load never holds a tree of the whole body (about ten times the body's size).
 pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
-    let top = read_object(body)?;
-    let empty = Value::Array(Vec::new());
-    let list: &Value = if let Some(inner) = member(&top, kind.container()) {
-        let inner = inner
-            .as_object()
-            .ok_or_else(|| RequestError::invalid(kind.container(), "expected an object"))?;
-        member(inner, kind.list()).unwrap_or(&empty)
-    } else if let Some(list) = member(&top, kind.list()) {
-        list
-    } else if top.is_empty() {
-        &empty
-    } else {
-        return Err(RequestError::malformed(format!(
-            "expected member `{}` or `{}`",
-            kind.qualified_container(),
-            kind.qualified_list()
-        )));
-    };
-    let items: &[Value] = match list {
-        Value::Array(items) => items,
-        Value::Null => &[],
-        _ => return Err(RequestError::invalid(kind.list(), "expected a list")),
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        out.push(item_value(kind, item, None, i)?);
-    }
-    Ok(out)
+    stream::container(kind, body)
 }
 
 /// Parses the body of a request on one list item: `{"service:services":[{…}]}` (the list,

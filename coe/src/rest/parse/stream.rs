@@ -1,0 +1,279 @@
+//! A container body read entry by entry: serde visitors walk the top object and the container
+//! object, and each list entry is read as its own small JSON tree, checked and converted
+//! ([`super::item_value`]) before the next is read. The rules are [`super`]'s: module
+//! prefixes on member names, a member given twice refused with its path, unknown members
+//! ignored (but checked for repeats), the container taking precedence over a bare list.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::{Item, Kind, RequestError, bare, item_value, join, no_repeated_members};
+
+/// Where a visitor leaves the request error that stopped it (serde's own error type can
+/// only carry text).
+type Slot<'a> = &'a RefCell<Option<RequestError>>;
+
+fn fail<E: serde::de::Error>(slot: Slot<'_>, e: RequestError) -> E {
+    let text = e.to_string();
+    *slot.borrow_mut() = Some(e);
+    E::custom(text)
+}
+
+/// Parses a container body.
+pub(super) fn container(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
+    let slot = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed = Top { kind, slot: &slot }
+        .deserialize(&mut de)
+        .and_then(|items| de.end().map(|()| items));
+    match parsed {
+        Ok(items) => Ok(items),
+        Err(e) => Err(slot
+            .into_inner()
+            .unwrap_or_else(|| RequestError::malformed(format!("body is not JSON: {e}")))),
+    }
+}
+
+/// The body's top object.
+struct Top<'a> {
+    kind: Kind,
+    slot: Slot<'a>,
+}
+
+/// The items read from a list.
+struct Found {
+    items: Vec<Item>,
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = Vec<Item>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Item>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = Vec<Item>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Item>, A::Error> {
+        let (kind, slot) = (self.kind, self.slot);
+        let mut seen: Vec<String> = Vec::new();
+        let mut container: Option<Found> = None;
+        let mut list: Option<Found> = None;
+        let mut any = false;
+        while let Some(key) = map.next_key::<String>()? {
+            any = true;
+            let name = bare(&key).to_string();
+            if seen.contains(&name) {
+                return Err(fail(
+                    slot,
+                    RequestError::invalid(name, "member given more than once"),
+                ));
+            }
+            if name == kind.container() {
+                container = Some(map.next_value_seed(Container { kind, slot })?);
+            } else if name == kind.list() {
+                let path = kind.list().to_string();
+                list = Some(map.next_value_seed(List { kind, slot, path })?);
+            } else {
+                let value: Value = map.next_value()?;
+                no_repeated_members(&value, &|| name.clone()).map_err(|e| fail(slot, e))?;
+            }
+            seen.push(name);
+        }
+        match container.or(list) {
+            Some(found) => Ok(found.items),
+            None if !any => Ok(Vec::new()),
+            None => Err(fail(
+                slot,
+                RequestError::malformed(format!(
+                    "expected member `{}` or `{}`",
+                    kind.qualified_container(),
+                    kind.qualified_list()
+                )),
+            )),
+        }
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<Item>, E> {
+        Err(not_an_object(self.slot))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Vec<Item>, E> {
+        Err(not_an_object(self.slot))
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Vec<Item>, E> {
+        Err(not_an_object(self.slot))
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Vec<Item>, E> {
+        Err(not_an_object(self.slot))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Vec<Item>, E> {
+        Err(not_an_object(self.slot))
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Vec<Item>, E> {
+        Err(not_an_object(self.slot))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Item>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Err(not_an_object(self.slot))
+    }
+}
+
+fn not_an_object<E: serde::de::Error>(slot: Slot<'_>) -> E {
+    fail(slot, RequestError::malformed("body must be a JSON object"))
+}
+
+/// The container object: its list, other members ignored.
+struct Container<'a> {
+    kind: Kind,
+    slot: Slot<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for Container<'_> {
+    type Value = Found;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Found, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Container<'_> {
+    type Value = Found;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
+        let (kind, slot) = (self.kind, self.slot);
+        let mut seen: Vec<String> = Vec::new();
+        let mut found = Found { items: Vec::new() };
+        while let Some(key) = map.next_key::<String>()? {
+            let name = bare(&key).to_string();
+            let path = join(kind.container(), &name);
+            if seen.contains(&name) {
+                return Err(fail(
+                    slot,
+                    RequestError::invalid(path, "member given more than once"),
+                ));
+            }
+            if name == kind.list() {
+                found = map.next_value_seed(List { kind, slot, path })?;
+            } else {
+                let value: Value = map.next_value()?;
+                no_repeated_members(&value, &|| path.clone()).map_err(|e| fail(slot, e))?;
+            }
+            seen.push(name);
+        }
+        Ok(found)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Err(self.wrong())
+    }
+}
+
+impl Container<'_> {
+    fn wrong<E: serde::de::Error>(&self) -> E {
+        fail(
+            self.slot,
+            RequestError::invalid(self.kind.container(), "expected an object"),
+        )
+    }
+}
+
+/// The list, read entry by entry.
+struct List<'a> {
+    kind: Kind,
+    slot: Slot<'a>,
+    /// Its path, for errors about the list itself and the repeats in its entries.
+    path: String,
+}
+
+impl<'de> DeserializeSeed<'de> for List<'_> {
+    type Value = Found;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Found, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for List<'_> {
+    type Value = Found;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        let mut i = 0;
+        while let Some(value) = seq.next_element::<Value>()? {
+            no_repeated_members(&value, &|| format!("{}[{i}]", self.path))
+                .and_then(|()| item_value(self.kind, &value, None, i))
+                .map(|item| items.push(item))
+                .map_err(|e| fail(self.slot, e))?;
+            i += 1;
+        }
+        Ok(Found { items })
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Found, E> {
+        Ok(Found { items: Vec::new() })
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Found, E> {
+        Err(self.wrong())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Err(self.wrong())
+    }
+}
+
+impl List<'_> {
+    fn wrong<E: serde::de::Error>(&self) -> E {
+        fail(
+            self.slot,
+            RequestError::invalid(self.kind.list(), "expected a list"),
+        )
+    }
+}
