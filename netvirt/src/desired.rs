@@ -322,7 +322,9 @@ impl Builder<'_> {
             );
             // The model's MAC, else the interface's `attached-mac`, else the switch learns it
             // from the pod's own ARP (`learn_mac`).
-            let mac = pod.mac.or_else(|| bindings.macs.get(&pod.iface_id).copied());
+            let mac = pod
+                .mac
+                .or_else(|| bindings.macs.get(&pod.iface_id).copied());
             if mac.is_none() {
                 for ip in pod.ips.iter().filter_map(v4) {
                     let arp = Match::new()
@@ -944,34 +946,40 @@ fn affinity_learn(id: u32, idle_timeout: u16) -> Action {
         flags: NX_LEARN_F_DELETE_LEARNED,
         table_id: table::AFFINITY,
         specs: vec![
-            LearnSpec {
-                n_bits: 16,
-                src: LearnSrc::Imm(0x0800u16.to_be_bytes().to_vec()),
-                dst: LearnDst::Match(whole(Field::EthType)),
-            },
-            LearnSpec {
-                n_bits: 32,
-                src: LearnSrc::Field(whole(reg::SERVICE_ID)),
-                dst: LearnDst::Match(whole(reg::SERVICE_ID)),
-            },
-            LearnSpec {
-                n_bits: 32,
-                src: LearnSrc::Field(whole(Field::Ipv4Src)),
-                dst: LearnDst::Match(whole(Field::Ipv4Src)),
-            },
-            LearnSpec {
-                n_bits: 32,
-                src: LearnSrc::Field(whole(reg::ENDPOINT_IP)),
-                dst: LearnDst::Load(whole(reg::ENDPOINT_IP)),
-            },
-            LearnSpec {
-                n_bits: 32,
-                src: LearnSrc::Field(whole(reg::ENDPOINT_PORT)),
-                dst: LearnDst::Load(whole(reg::ENDPOINT_PORT)),
-            },
+            learn_ipv4(),
+            learn_spec(32, reg::SERVICE_ID, LearnDst::Match(whole(reg::SERVICE_ID))),
+            learn_spec(32, Field::Ipv4Src, LearnDst::Match(whole(Field::Ipv4Src))),
+            learn_spec(
+                32,
+                reg::ENDPOINT_IP,
+                LearnDst::Load(whole(reg::ENDPOINT_IP)),
+            ),
+            learn_spec(
+                32,
+                reg::ENDPOINT_PORT,
+                LearnDst::Load(whole(reg::ENDPOINT_PORT)),
+            ),
         ],
         ..Learn::default()
     })
+}
+
+/// A `learn` spec: the learned flow matches IPv4 (`eth_type=0x800`).
+fn learn_ipv4() -> LearnSpec {
+    LearnSpec {
+        n_bits: 16,
+        src: LearnSrc::Imm(0x0800u16.to_be_bytes().to_vec()),
+        dst: LearnDst::Match(Subfield::whole(Field::EthType)),
+    }
+}
+
+/// A `learn` spec from the whole field `src` (`n_bits` wide) of the packet that learns.
+fn learn_spec(n_bits: u16, src: Field, dst: LearnDst) -> LearnSpec {
+    LearnSpec {
+        n_bits,
+        src: LearnSrc::Field(Subfield::whole(src)),
+        dst,
+    }
 }
 
 /// A LoadBalancer's IPv4 source ranges as (network, mask) pairs, or `None` when its LB IPs
@@ -1254,21 +1262,9 @@ fn learn_mac(ofport: u32) -> Action {
         cookie: cookie::learned_mac(ofport),
         table_id: table::LEARNED_MAC,
         specs: vec![
-            LearnSpec {
-                n_bits: 16,
-                src: LearnSrc::Imm(0x0800u16.to_be_bytes().to_vec()),
-                dst: LearnDst::Match(whole(Field::EthType)),
-            },
-            LearnSpec {
-                n_bits: 32,
-                src: LearnSrc::Field(whole(Field::ArpSpa)),
-                dst: LearnDst::Match(whole(Field::Ipv4Dst)),
-            },
-            LearnSpec {
-                n_bits: 48,
-                src: LearnSrc::Field(whole(Field::ArpSha)),
-                dst: LearnDst::Load(whole(Field::EthDst)),
-            },
+            learn_ipv4(),
+            learn_spec(32, Field::ArpSpa, LearnDst::Match(whole(Field::Ipv4Dst))),
+            learn_spec(48, Field::ArpSha, LearnDst::Load(whole(Field::EthDst))),
         ],
         ..Learn::default()
     })

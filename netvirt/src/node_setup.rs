@@ -121,7 +121,8 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
                     .get(NEXT_HOP_KEY)
                     .and_then(|m| m.parse().ok());
                 let own = iface.mac_in_use.as_deref().or(iface.mac.as_deref());
-                if let (Some(next_hop_mac), Some(mac)) = (next_hop, own.and_then(|m| m.parse().ok()))
+                if let (Some(next_hop_mac), Some(mac)) =
+                    (next_hop, own.and_then(|m| m.parse().ok()))
                 {
                     out.uplink = Some(Uplink {
                         ofport,

@@ -196,7 +196,9 @@ impl Scenario {
                 mac: up
                     .own_mac
                     .as_deref()
-                    .ok_or_else(|| model_err(ModelError::invalid("uplink", "", "own_mac is required")))?
+                    .ok_or_else(|| {
+                        model_err(ModelError::invalid("uplink", "", "own_mac is required"))
+                    })?
                     .parse()
                     .map_err(model_err)?,
             });

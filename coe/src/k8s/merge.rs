@@ -181,6 +181,35 @@ fn pick<K: Ord + Clone, V: Clone>(
     }
 }
 
+/// Merges again the keys of one map that changed on either side since the last versions
+/// (`(previous, now)` for REST and for Kubernetes), recording which keys both define.
+fn merge_keys<V: Clone + PartialEq>(
+    kind: &'static str,
+    rest: (
+        &netvirt::model::Map<String, V>,
+        &netvirt::model::Map<String, V>,
+    ),
+    kube: (
+        &netvirt::model::Map<String, V>,
+        &netvirt::model::Map<String, V>,
+    ),
+    merged: &mut netvirt::model::Map<String, V>,
+    shared: &mut BTreeSet<Conflict>,
+) {
+    let mut keys = BTreeSet::new();
+    changed(rest.0, rest.1, &mut keys);
+    changed(kube.0, kube.1, &mut keys);
+    for key in keys {
+        let both = pick(&key, kube.1, rest.1, merged);
+        let conflict = Conflict { kind, key };
+        if both {
+            shared.insert(conflict);
+        } else {
+            shared.remove(&conflict);
+        }
+    }
+}
+
 impl Merger {
     /// The merge of `rest` and `kube` (with their remotes), after merging again only the keys
     /// that changed since the last call.
@@ -191,34 +220,20 @@ impl Merger {
         kube: &Model,
         kube_remotes: &BTreeMap<String, String>,
     ) -> Merged {
-        let mut nodes = BTreeSet::new();
-        changed(&self.rest.nodes, &rest.nodes, &mut nodes);
-        changed(&self.kube.nodes, &kube.nodes, &mut nodes);
-        for key in nodes {
-            let conflict = Conflict {
-                kind: "node",
-                key: key.clone(),
-            };
-            if pick(&key, &kube.nodes, &rest.nodes, &mut self.merged.nodes) {
-                self.shared.insert(conflict);
-            } else {
-                self.shared.remove(&conflict);
-            }
-        }
-        let mut pods = BTreeSet::new();
-        changed(&self.rest.pods, &rest.pods, &mut pods);
-        changed(&self.kube.pods, &kube.pods, &mut pods);
-        for key in pods {
-            let conflict = Conflict {
-                kind: "pod",
-                key: key.clone(),
-            };
-            if pick(&key, &kube.pods, &rest.pods, &mut self.merged.pods) {
-                self.shared.insert(conflict);
-            } else {
-                self.shared.remove(&conflict);
-            }
-        }
+        merge_keys(
+            "node",
+            (&self.rest.nodes, &rest.nodes),
+            (&self.kube.nodes, &kube.nodes),
+            &mut self.merged.nodes,
+            &mut self.shared,
+        );
+        merge_keys(
+            "pod",
+            (&self.rest.pods, &rest.pods),
+            (&self.kube.pods, &kube.pods),
+            &mut self.merged.pods,
+            &mut self.shared,
+        );
         let mut services = BTreeSet::new();
         changed(&self.rest.services, &rest.services, &mut services);
         changed(&self.kube.services, &kube.services, &mut services);

@@ -22,6 +22,28 @@ fn fail<E: serde::de::Error>(slot: Slot<'_>, e: RequestError) -> E {
     E::custom(text)
 }
 
+/// The `visit_*` methods of a visitor that accepts only what it defines itself: every other
+/// JSON value gets `$wrong` (compound values are skipped over first, so the error is ours).
+macro_rules! reject_others {
+    ($value:ty, $self:ident => $wrong:expr) => {
+        fn visit_bool<E: serde::de::Error>($self, _: bool) -> Result<$value, E> {
+            Err($wrong)
+        }
+        fn visit_i64<E: serde::de::Error>($self, _: i64) -> Result<$value, E> {
+            Err($wrong)
+        }
+        fn visit_u64<E: serde::de::Error>($self, _: u64) -> Result<$value, E> {
+            Err($wrong)
+        }
+        fn visit_f64<E: serde::de::Error>($self, _: f64) -> Result<$value, E> {
+            Err($wrong)
+        }
+        fn visit_str<E: serde::de::Error>($self, _: &str) -> Result<$value, E> {
+            Err($wrong)
+        }
+    };
+}
+
 /// Parses a container body.
 pub(super) fn container(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
     let slot = RefCell::new(None);
@@ -103,22 +125,9 @@ impl<'de> Visitor<'de> for Top<'_> {
         }
     }
 
+    reject_others!(Vec<Item>, self => not_an_object(self.slot));
+
     fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<Item>, E> {
-        Err(not_an_object(self.slot))
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Vec<Item>, E> {
-        Err(not_an_object(self.slot))
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Vec<Item>, E> {
-        Err(not_an_object(self.slot))
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Vec<Item>, E> {
-        Err(not_an_object(self.slot))
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Vec<Item>, E> {
-        Err(not_an_object(self.slot))
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Vec<Item>, E> {
         Err(not_an_object(self.slot))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Item>, A::Error> {
@@ -176,22 +185,9 @@ impl<'de> Visitor<'de> for Container<'_> {
         Ok(found)
     }
 
+    reject_others!(Found, self => self.wrong());
+
     fn visit_unit<E: serde::de::Error>(self) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Found, E> {
         Err(self.wrong())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
@@ -245,23 +241,10 @@ impl<'de> Visitor<'de> for List<'_> {
         Ok(Found { items })
     }
 
+    reject_others!(Found, self => self.wrong());
+
     fn visit_unit<E: serde::de::Error>(self) -> Result<Found, E> {
         Ok(Found { items: Vec::new() })
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Found, E> {
-        Err(self.wrong())
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Found, E> {
-        Err(self.wrong())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
