@@ -76,6 +76,16 @@ fn endpoints_body(s: usize, e: usize) -> String {
     out
 }
 
+/// This process's resident set now, in MiB (`VmRSS`).
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1000.0)
 }
@@ -85,12 +95,13 @@ fn main() {
     let sizes = env_list("SVCFLOW_BULK_S", &[1000, 10000, 30000]);
     let e = env_list("SVCFLOW_BULK_E", &[2])[0];
     println!(
-        "| S | body MB | anchor: JSON → Value (ms) | parse (ms) | apply + log + fsync (ms) | parse + apply (ms) | endpoints parse + apply (ms) | translate (ms) |"
+        "| S | body MB | anchor: JSON → Value (ms) | parse (ms) | apply + log + fsync (ms) | parse + apply (ms) | endpoints parse + apply (ms) | translate (ms) | RSS: store (MiB) | RSS: + model (MiB) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for s in sizes {
         let body = services_body(s);
         let ep_body = endpoints_body(s, e);
+        let body_mb = body.len() as f64 / 1e6;
         let dir = tempfile::tempdir().unwrap();
         let mut durable = DurableStore::open(dir.path(), Rules::default()).unwrap();
 
@@ -115,14 +126,17 @@ fn main() {
             .unwrap();
         let endpoints = t.elapsed();
 
+        drop((body, ep_body));
+        let store_rss = rss_mib();
         let t = Instant::now();
         let translator = Translator::new(durable.store());
         let translated = t.elapsed();
+        let model_rss = rss_mib();
         assert_eq!(translator.model().services.len(), s);
 
         println!(
-            "| {s} | {:.1} | {} | {} | {} | {} | {} | {} |",
-            body.len() as f64 / 1e6,
+            "| {s} | {:.1} | {} | {} | {} | {} | {} | {} | {store_rss:.0} | {model_rss:.0} |",
+            body_mb,
             ms(anchor),
             ms(parsed),
             ms(applied),
