@@ -6,6 +6,54 @@ use ipnet::Ipv4Net;
 
 use crate::model::MacAddr;
 
+/// How traffic between nodes' pods crosses the underlay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Encap {
+    /// Routed by the underlay, unencapsulated: off-node traffic leaves by the uplink to its
+    /// next hop, which must route every node's pod CIDR to that node.
+    #[default]
+    None,
+    /// Geneve (UDP 6081) through each node's flow-based tunnel port.
+    Geneve,
+    /// VXLAN (UDP 4789) through each node's flow-based tunnel port.
+    Vxlan,
+}
+
+impl Encap {
+    /// The UDP port the encapsulation arrives on, if any.
+    pub fn udp_port(self) -> Option<u16> {
+        match self {
+            Encap::None => None,
+            Encap::Geneve => Some(6081),
+            Encap::Vxlan => Some(4789),
+        }
+    }
+
+    /// `none`, `geneve` or `vxlan`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encap::None => "none",
+            Encap::Geneve => "geneve",
+            Encap::Vxlan => "vxlan",
+        }
+    }
+}
+
+impl std::str::FromStr for Encap {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Encap::None),
+            "geneve" => Ok(Encap::Geneve),
+            "vxlan" => Ok(Encap::Vxlan),
+            other => Err(format!(
+                "encapsulation `{other}`: expected geneve, vxlan or none"
+            )),
+        }
+    }
+}
+
 /// Settings shared by every node.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Config {
@@ -30,6 +78,8 @@ pub struct Config {
     /// over chained groups (`chain.rs`). At most [`crate::chain::GROUP_BUCKETS_MAX`]; lower
     /// values serve tests and demos.
     pub group_buckets_max: usize,
+    /// How pod traffic crosses to other nodes.
+    pub encap: Encap,
 }
 
 impl Default for Config {
@@ -44,6 +94,7 @@ impl Default for Config {
             local_endpoint_weight: 1,
             node_port_range: (30000, 32767),
             group_buckets_max: crate::chain::GROUP_BUCKETS_MAX,
+            encap: Encap::None,
         }
     }
 }

@@ -38,6 +38,11 @@ pub struct NodeBindings {
     pub gateway: Option<GatewayPort>,
     /// The uplink to the node's network, if any.
     pub uplink: Option<Uplink>,
+    /// The flow-based tunnel port (`--encap geneve|vxlan`), once it exists.
+    pub tunnel: Option<u32>,
+    /// The MAC of the bridge's own (LOCAL) port, which holds the node's underlay address
+    /// when pods' traffic is encapsulated: tunnelled packets for the node go to it.
+    pub local_mac: Option<MacAddr>,
 }
 
 /// The node's service-gateway port: an internal port whose host side reaches services.
@@ -122,6 +127,7 @@ pub(crate) fn render_base(
     let elans = elan_ids(model);
     b.pods(node, model, bindings, &elans);
     b.node_ports(node, bindings, gateway_ip);
+    b.tunnel(node, model, bindings);
     b.out
 }
 
@@ -459,6 +465,94 @@ impl Builder<'_> {
             route(uplink.mac, uplink.next_hop_mac, uplink.ofport),
         );
         self.masquerade(node);
+    }
+
+    /// The overlay (`--encap geneve|vxlan`): each other node's pod CIDR is routed into the
+    /// flow-based tunnel port with `tun_dst` set to that node's address. The tunnel's
+    /// endpoint is the bridge's own (LOCAL) port, which holds the node's address on the
+    /// node: the userspace datapath routes the encapsulated packet out of it (into this
+    /// pipeline again, which sends it out of the uplink), and decapsulates a packet for the
+    /// node when it is output to it. ARP replies from the uplink go there too, so the
+    /// datapath learns the next hop. Traffic from the tunnel is in-cluster traffic: it is
+    /// not marked as coming from outside (`reg0`), so masquerade and
+    /// `externalTrafficPolicy` apply only to what really came from outside.
+    fn tunnel(&mut self, node: &Node, model: &Model, bindings: &NodeBindings) {
+        let cfg = self.config;
+        let (Some(udp), Some(tunnel), Some(uplink), Some(local_mac)) = (
+            cfg.encap.udp_port(),
+            bindings.tunnel,
+            bindings.uplink,
+            bindings.local_mac,
+        ) else {
+            return;
+        };
+        let Some(node_ip) = node.ips.iter().find_map(v4) else {
+            return;
+        };
+        let c = cookie::make(cookie::NODE, 0);
+        self.flow(
+            table::CLASSIFIER,
+            120,
+            in_port(OFPP_LOCAL),
+            c,
+            apply(vec![output(uplink.ofport)]),
+        );
+        let encapsulated = in_port(uplink.ofport)
+            .with(Field::EthType, 0x0800u16)
+            .with(Field::IpProto, 17u8)
+            .with(Field::Ipv4Dst, u32::from(node_ip))
+            .with(Field::UdpDst, udp);
+        self.flow(
+            table::CLASSIFIER,
+            120,
+            encapsulated,
+            c,
+            apply(vec![
+                set(Field::EthDst, mac_value(local_mac)),
+                output(OFPP_LOCAL),
+            ]),
+        );
+        let arp_reply = in_port(uplink.ofport)
+            .with(Field::EthType, 0x0806u16)
+            .with(Field::ArpOp, 2u16);
+        self.flow(
+            table::CLASSIFIER,
+            120,
+            arp_reply,
+            c,
+            apply(vec![output(OFPP_LOCAL)]),
+        );
+        self.flow(
+            table::CLASSIFIER,
+            100,
+            in_port(tunnel),
+            c,
+            vec![goto(table::ARP)],
+        );
+        for other in model.nodes.values().filter(|n| n.name != node.name) {
+            let (Some(ipnet::IpNet::V4(pods)), Some(ip)) =
+                (other.pod_cidr, other.ips.iter().find_map(v4))
+            else {
+                continue;
+            };
+            let m = ip_net(pods);
+            self.flow(
+                table::L3,
+                50,
+                m,
+                c,
+                vec![
+                    Instruction::ApplyActions(vec![
+                        set(Field::EthSrc, mac_value(cfg.gateway_mac)),
+                        set(Field::EthDst, mac_value(cfg.gateway_mac)),
+                        Action::DecNwTtl,
+                        set(Field::TunDst, u32::from(ip)),
+                        set(reg::OUT_PORT, tunnel),
+                    ]),
+                    goto(table::OUTPUT),
+                ],
+            );
+        }
     }
 
     /// Service connections from outside the node (the uplink) or from the node's own host
@@ -1269,6 +1363,18 @@ fn learn_mac(ofport: u32) -> Action {
         ..Learn::default()
     })
 }
+
+/// IPv4 to `net`.
+fn ip_net(net: ipnet::Ipv4Net) -> Match {
+    ip().with_masked(
+        Field::Ipv4Dst,
+        u32::from(net.network()),
+        u32::from(net.netmask()),
+    )
+}
+
+/// `OFPP_LOCAL` as a 32-bit port: the bridge's own port.
+const OFPP_LOCAL: u32 = 0xffff_fffe;
 
 /// `OFPP_IN_PORT` as a 32-bit port.
 const OFPP_IN_PORT: u32 = 0xffff_fff8;

@@ -25,6 +25,10 @@ pub const ROLE_KEY: &str = "svcflow-role";
 pub const ROLE_GATEWAY: &str = "service-gateway";
 /// [`ROLE_KEY`] of an uplink.
 pub const ROLE_UPLINK: &str = "uplink";
+/// [`ROLE_KEY`] of the flow-based tunnel port.
+pub const ROLE_TUNNEL: &str = "tunnel";
+/// The tunnel port's name.
+pub const TUNNEL_PORT: &str = "svc-tun";
 /// The `external_ids` key of an uplink's next-hop MAC.
 pub const NEXT_HOP_KEY: &str = "svcflow-next-hop-mac";
 /// The `external_ids` key that binds an interface to a pod.
@@ -48,6 +52,9 @@ pub struct NodeSetup {
     pub gateway_mac: MacAddr,
     /// The bridge's datapath id, by which the controller knows which node a switch is.
     pub datapath_id: u64,
+    /// The encapsulation of pod traffic between nodes: with one, the bridge gets a
+    /// flow-based tunnel port ([`TUNNEL_PORT`]).
+    pub encap: crate::config::Encap,
 }
 
 /// A node's datapath id: svcflow's mark `0x5356` over 48 bits of the node name's hash, so a
@@ -65,6 +72,7 @@ impl Default for NodeSetup {
             gateway_port: "svc-gw".into(),
             gateway_mac: MacAddr([0x0a, 0x58, 0xa9, 0xfe, 0x00, 0x01]),
             datapath_id: datapath_id(""),
+            encap: crate::config::Encap::None,
         }
     }
 }
@@ -91,6 +99,23 @@ pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>,
     gw.iface_external_ids = BTreeMap::from([(ROLE_KEY.to_string(), ROLE_GATEWAY.to_string())]);
     gw.mac = Some(setup.gateway_mac.to_string());
     ops.extend(add_port_ops_named(replica, &setup.bridge, &gw, "gw")?);
+    let flow = || "flow".to_string();
+    let tunnel = match setup.encap {
+        crate::config::Encap::None => None,
+        crate::config::Encap::Geneve => Some(InterfaceType::Geneve {
+            remote_ip: flow(),
+            key: Some(flow()),
+        }),
+        crate::config::Encap::Vxlan => Some(InterfaceType::Vxlan {
+            remote_ip: flow(),
+            key: Some(flow()),
+        }),
+    };
+    if let Some(kind) = tunnel {
+        let mut tun = PortSpec::new(TUNNEL_PORT, kind);
+        tun.iface_external_ids = BTreeMap::from([(ROLE_KEY.to_string(), ROLE_TUNNEL.to_string())]);
+        ops.extend(add_port_ops_named(replica, &setup.bridge, &tun, "tun")?);
+    }
     Ok(ops)
 }
 
@@ -108,7 +133,12 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
         else {
             continue;
         };
+        if port.name == bridge {
+            let mac = iface.mac_in_use.as_deref().or(iface.mac.as_deref());
+            out.local_mac = mac.and_then(|m| m.parse().ok());
+        }
         match iface.external_ids.get(ROLE_KEY).map(String::as_str) {
+            Some(ROLE_TUNNEL) => out.tunnel = Some(ofport),
             Some(ROLE_GATEWAY) => {
                 let mac = iface.mac_in_use.as_deref().or(iface.mac.as_deref());
                 if let Some(mac) = mac.and_then(|m| m.parse().ok()) {
@@ -145,6 +175,35 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
         }
     }
     out
+}
+
+/// What a node of the userspace datapath runs for the overlay (`--encap geneve|vxlan`), as
+/// `ip` commands: its underlay address `address` (with the underlay's prefix) goes onto the
+/// bridge's own port, which the datapath's native tunnelling uses as the tunnel endpoint: it
+/// routes the encapsulated packets out of it (svcflow's flows send them on out of the uplink)
+/// and decapsulates what svcflow sends to it. With the kernel datapath the node's own routing
+/// does this and nothing is needed. The other nodes' addresses must be on-link through it,
+/// or routed by a gateway on-link (a routed underlay's router answering ARP for them, or a
+/// route the node adds).
+pub fn tunnel_endpoint_commands(setup: &NodeSetup, address: ipnet::Ipv4Net) -> Vec<Vec<String>> {
+    let bridge = setup.bridge.clone();
+    vec![
+        vec![
+            "ip".into(),
+            "addr".into(),
+            "replace".into(),
+            address.to_string(),
+            "dev".into(),
+            bridge.clone(),
+        ],
+        vec![
+            "ip".into(),
+            "link".into(),
+            "set".into(),
+            bridge,
+            "up".into(),
+        ],
+    ]
 }
 
 /// The commands that give the gateway port's host side its address and routes, so that the

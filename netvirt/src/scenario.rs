@@ -50,6 +50,8 @@ struct File {
 struct ConfigFile {
     local_endpoint_weight: Option<u16>,
     group_buckets_max: Option<usize>,
+    /// `none`, `geneve` or `vxlan`.
+    encap: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +70,10 @@ struct NodeFile {
 struct BindingsFile {
     gateway: Option<PortFile>,
     uplink: Option<PortFile>,
+    /// The tunnel port's OpenFlow port.
+    tunnel: Option<u32>,
+    /// The MAC of the bridge's own (LOCAL) port.
+    local_mac: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -176,13 +182,26 @@ impl Scenario {
             }
             config.group_buckets_max = max;
         }
+        if let Some(encap) = &file.config.encap {
+            config.encap = encap.parse().map_err(|e| format!("config.encap: {e}"))?;
+        }
         let node = Node {
             name: file.node.name,
             ips: file.node.ips,
             pod_cidr: file.node.pod_cidr,
             labels: file.node.labels,
         };
-        let mut bindings = NodeBindings::default();
+        let mut bindings = NodeBindings {
+            tunnel: file.bindings.tunnel,
+            local_mac: file
+                .bindings
+                .local_mac
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(model_err)?,
+            ..NodeBindings::default()
+        };
         if let Some(gw) = file.bindings.gateway {
             bindings.gateway = Some(GatewayPort {
                 ofport: gw.ofport,

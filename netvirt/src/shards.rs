@@ -114,6 +114,7 @@ impl Shard {
 
 /// The model's maps as the shards last rendered them, to diff the next model with.
 struct Seen {
+    nodes: Map<String, Node>,
     pods: Map<String, PodInterface>,
     namespaces: Map<String, Namespace>,
     services: Map<ServiceKey, Service>,
@@ -284,7 +285,8 @@ fn pod_namespaces(pods: &Map<String, PodInterface>) -> BTreeMap<String, usize> {
 /// changed, or a namespace gained its first pod or lost its last.
 fn pods_changed(seen: &Seen, model: &Model, node: &str) -> (BTreeMap<String, usize>, bool) {
     let mut counts = seen.pod_namespaces.clone();
-    let mut dirty = seen.namespaces != model.namespaces;
+    // The other nodes' addresses and pod CIDRs are the overlay's routes.
+    let mut dirty = seen.namespaces != model.namespaces || seen.nodes != model.nodes;
     let mut count = |pod: &PodInterface, up: bool, dirty: &mut bool| {
         *dirty |= pod.node == node;
         let n = counts.entry(pod.namespace.clone()).or_default();
@@ -462,6 +464,7 @@ impl Shards {
             );
         }
         self.seen = Some(Seen {
+            nodes: model.nodes.clone(),
             pods: model.pods.clone(),
             namespaces: model.namespaces.clone(),
             services: model.services.clone(),

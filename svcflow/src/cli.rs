@@ -29,6 +29,33 @@ pub enum Command {
     /// OpenFlow 1.3 tools.
     #[command(subcommand)]
     Ofp(OfpCommand),
+    /// Print what a node runs itself that svcflow cannot do over OVSDB: the gateway port's
+    /// host side, and for the overlay on the userspace datapath its tunnel endpoint.
+    NodeSetup(NodeSetupArgs),
+}
+
+/// `svcflow node-setup` flags.
+#[derive(Debug, Args)]
+pub struct NodeSetupArgs {
+    /// The node's name, as in the model.
+    #[arg(value_name = "NODE")]
+    pub node: String,
+    /// The node's underlay address with the underlay's prefix, e.g. 192.168.50.11/24: with
+    /// --encap, it goes onto br-int's own port (the userspace datapath's tunnel endpoint).
+    #[arg(long, value_name = "CIDR")]
+    pub address: Option<Ipv4Net>,
+    /// The node's pod CIDR (the gateway port's host side routes it) [default: none].
+    #[arg(long, value_name = "CIDR")]
+    pub pod_cidr: Option<Ipv4Net>,
+    /// `geneve`, `vxlan` or `none`, as given to `svcflow run` [default: none].
+    #[arg(long, value_name = "ENCAP")]
+    pub encap: Option<String>,
+    /// The service CIDR, as given to `svcflow run` [default: 10.96.0.0/12].
+    #[arg(long, value_name = "CIDR")]
+    pub service_cidr: Option<Ipv4Net>,
+    /// The datapath type, as given to `svcflow run`: `netdev` or `system` [default: netdev].
+    #[arg(long, value_name = "TYPE")]
+    pub datapath_type: Option<String>,
 }
 
 /// `svcflow ofp` subcommands.
@@ -79,6 +106,11 @@ pub struct RunArgs {
     /// listening on 0.0.0.0 for remote nodes) [default: the listen address].
     #[arg(long, value_name = "ADDR")]
     pub openflow_advertise: Option<SocketAddr>,
+    /// How pod traffic crosses between nodes: `geneve` or `vxlan` (each node's bridge gets a
+    /// flow-based tunnel port; see `svcflow node-setup`), or `none` (the underlay routes every
+    /// node's pod CIDR) [default: none].
+    #[arg(long, value_name = "ENCAP")]
+    pub encap: Option<String>,
     /// Datapath type of the bridges svcflow creates: `system` (kernel module) or `netdev`
     /// (userspace) [default: netdev].
     #[arg(long, value_name = "TYPE")]
@@ -169,6 +201,9 @@ impl RunArgs {
         {
             pipeline.node_port_range = parse_port_range(range)?;
         }
+        if let Some(encap) = self.encap.as_ref().or(file.encap.as_ref()) {
+            pipeline.encap = encap.parse().map_err(ConfigError)?;
+        }
         if let Some(weight) = self.local_endpoint_weight.or(file.local_endpoint_weight) {
             if weight == 0 {
                 return Err(ConfigError(
@@ -250,7 +285,7 @@ mod tests {
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
             Command::Run(args) => args,
-            Command::Ofp(_) => unreachable!("svcflow run"),
+            Command::Ofp(_) | Command::NodeSetup(_) => unreachable!("svcflow run"),
         }
     }
 

@@ -59,6 +59,8 @@ pub struct FileConfig {
     pub openflow_advertise: Option<SocketAddr>,
     /// See [`RunConfig::datapath_type`].
     pub datapath_type: Option<String>,
+    /// `geneve`, `vxlan` or `none`.
+    pub encap: Option<String>,
     /// `NODE=REMOTE` entries.
     pub ovsdb_remotes: Option<Vec<String>>,
     /// See [`RunConfig::ovsdb_manager_listen`].

@@ -4,6 +4,7 @@ mod cli;
 mod config;
 mod daemon;
 mod dump;
+mod node_setup;
 mod ofp;
 
 use std::io::Write;
@@ -52,6 +53,16 @@ fn main() -> ExitCode {
         cli::Command::Ofp(cli::OfpCommand::DumpGroups(args)) => {
             print_from_switch("dump-groups", dump::dump_groups(&args.target))
         }
+        cli::Command::NodeSetup(args) => match node_setup::script(&args) {
+            Ok(text) => {
+                let _ = write!(std::io::stdout(), "{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("svcflow node-setup: {e}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

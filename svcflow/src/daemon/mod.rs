@@ -155,6 +155,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let node_setup = NodeSetup {
         controller: controller_target(config.openflow_listen, config.openflow_advertise),
         datapath_type: config.datapath_type.clone(),
+        encap: config.pipeline.encap,
         ..NodeSetup::default()
     };
     if config.openflow_advertise.is_none() && config.openflow_listen.ip().is_unspecified() {
