@@ -381,15 +381,64 @@ impl Builder<'_> {
                 ports.insert(gw.ofport);
             }
         }
+        // With the overlay, an ELAN spans the cluster: its flood also reaches, through the
+        // tunnel with the ELAN as the tunnel id, every other node that has pods of it.
+        let mut remote: BTreeMap<u32, BTreeSet<Ipv4Addr>> = BTreeMap::new();
+        if let (Some(_), Some(_)) = (self.config.encap.udp_port(), bindings.tunnel) {
+            for pod in model.pods.values().filter(|p| p.node != node.name) {
+                let (Some(&elan), Some(ip)) = (
+                    elans.get(&pod.namespace),
+                    model
+                        .nodes
+                        .get(&pod.node)
+                        .and_then(|n| n.ips.iter().find_map(v4)),
+                ) else {
+                    continue;
+                };
+                if members.contains_key(&elan) {
+                    remote.entry(elan).or_default().insert(ip);
+                }
+            }
+        }
         for (elan, ports) in members {
-            let id = group::ELAN_BASE | elan;
-            let buckets = ports
+            let local: Vec<Bucket> = ports
                 .into_iter()
                 .map(|port| Bucket {
                     weight: 0,
                     actions: vec![output(port)],
                 })
                 .collect();
+            let mut buckets = local.clone();
+            if let (Some(tunnel), Some(ips)) = (bindings.tunnel, remote.get(&elan)) {
+                buckets.extend(ips.iter().map(|ip| Bucket {
+                    weight: 0,
+                    actions: vec![
+                        set(Field::TunId, u64::from(elan)),
+                        set(Field::TunDst, u32::from(*ip)),
+                        output(tunnel),
+                    ],
+                }));
+                // What came out of the tunnel floods only here.
+                let id = group::ELAN_LOCAL_BASE | elan;
+                self.out.state.groups.insert(
+                    id,
+                    GroupEntry {
+                        kind: GroupKind::All,
+                        buckets: local,
+                    },
+                );
+                let from_tunnel = Match::new()
+                    .with(reg::FROM_UPLINK, reg::FROM_TUNNEL)
+                    .with(reg::ELAN, elan);
+                self.flow(
+                    table::ARP,
+                    11,
+                    from_tunnel,
+                    cookie::make(cookie::ELAN, elan),
+                    apply(vec![Action::Group(id)]),
+                );
+            }
+            let id = group::ELAN_BASE | elan;
             self.out.state.groups.insert(
                 id,
                 GroupEntry {
@@ -522,12 +571,31 @@ impl Builder<'_> {
             c,
             apply(vec![output(OFPP_LOCAL)]),
         );
+        // Out of the tunnel: the tunnel id is the ELAN (for floods), and the packet is
+        // marked as from the tunnel, which is neither from outside nor from a local pod.
         self.flow(
             table::CLASSIFIER,
             100,
             in_port(tunnel),
             c,
-            vec![goto(table::ARP)],
+            vec![
+                Instruction::ApplyActions(vec![
+                    Action::RegMove {
+                        src: Subfield {
+                            field: Field::TunId,
+                            ofs: 0,
+                            n_bits: 24,
+                        },
+                        dst: Subfield {
+                            field: reg::ELAN,
+                            ofs: 0,
+                            n_bits: 24,
+                        },
+                    },
+                    set(reg::FROM_UPLINK, reg::FROM_TUNNEL),
+                ]),
+                goto(table::ARP),
+            ],
         );
         for other in model.nodes.values().filter(|n| n.name != node.name) {
             let (Some(ipnet::IpNet::V4(pods)), Some(ip)) =

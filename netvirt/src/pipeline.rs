@@ -42,8 +42,11 @@ pub mod table {
 pub mod reg {
     use openflow::Field;
 
-    /// 1 when the packet came in on the uplink.
+    /// 1 when the packet came in on the uplink, 2 when it came out of the tunnel
+    /// ([`FROM_TUNNEL`]), 0 otherwise.
     pub const FROM_UPLINK: Field = Field::Reg0;
+    /// The value of [`FROM_UPLINK`]'s register for a packet from the tunnel.
+    pub const FROM_TUNNEL: u32 = 2;
     /// Scratch space for the ARP responder's address swap.
     pub const SCRATCH: Field = Field::Reg2;
     /// The chosen endpoint's IPv4 address, set by a group bucket.
@@ -135,8 +138,12 @@ pub mod cookie {
 pub mod group {
     /// The largest service group id.
     pub const SERVICE_MAX: u32 = 0x7fff_ffff;
-    /// ELAN flood groups are `ELAN_BASE | elan`.
+    /// ELAN flood groups are `ELAN_BASE | elan`: every local port of the ELAN, the gateway
+    /// port, and (with the overlay) the tunnel to each other node that has pods of it.
     pub const ELAN_BASE: u32 = 0x8000_0000;
+    /// `ELAN_LOCAL_BASE | elan` floods only the local ports and the gateway port: for what
+    /// came out of the tunnel, which its sender flooded to every node already.
+    pub const ELAN_LOCAL_BASE: u32 = 0xc000_0000;
     /// The largest ELAN id.
     pub const ELAN_MAX: u32 = 0x00ff_ffff;
 }

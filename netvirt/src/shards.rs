@@ -119,9 +119,11 @@ struct Seen {
     namespaces: Map<String, Namespace>,
     services: Map<ServiceKey, Service>,
     endpoints: Map<ServiceKey, Vec<crate::model::Endpoint>>,
-    /// How many pods each namespace has: ELAN ids are allocated over the namespaces that have
-    /// pods, so the node's part changes when a namespace gains its first or loses its last.
-    pod_namespaces: BTreeMap<String, usize>,
+    /// How many pods each namespace has on each node: ELAN ids are allocated over the
+    /// namespaces that have pods, and (with the overlay) an ELAN's flood reaches the nodes
+    /// that have pods of it, so the node's part changes when a namespace gains its first pod
+    /// on a node or loses its last.
+    pod_namespaces: BTreeMap<(String, String), usize>,
 }
 
 /// The desired state of one node, by shard.
@@ -271,32 +273,38 @@ fn diff_key<'a, K, V>(item: imbl::ordmap::DiffItem<'a, 'a, K, V>) -> &'a K {
     }
 }
 
-/// How many pods each namespace has.
-fn pod_namespaces(pods: &Map<String, PodInterface>) -> BTreeMap<String, usize> {
-    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+/// How many pods each namespace has on each node.
+fn pod_namespaces(pods: &Map<String, PodInterface>) -> BTreeMap<(String, String), usize> {
+    let mut out: BTreeMap<(String, String), usize> = BTreeMap::new();
     for pod in pods.values() {
-        *out.entry(pod.namespace.clone()).or_default() += 1;
+        *out.entry((pod.namespace.clone(), pod.node.clone()))
+            .or_default() += 1;
     }
     out
 }
 
 /// The namespaces' pod counts after the pods changed from `seen`'s to `model`'s, and whether
-/// the node's own part must be rendered again: a pod on `node` changed, the namespaces
-/// changed, or a namespace gained its first pod or lost its last.
-fn pods_changed(seen: &Seen, model: &Model, node: &str) -> (BTreeMap<String, usize>, bool) {
+/// the node's own part must be rendered again: a pod on `node` changed, the namespaces or
+/// the nodes changed, or a namespace gained its first pod on some node or lost its last.
+fn pods_changed(
+    seen: &Seen,
+    model: &Model,
+    node: &str,
+) -> (BTreeMap<(String, String), usize>, bool) {
     let mut counts = seen.pod_namespaces.clone();
     // The other nodes' addresses and pod CIDRs are the overlay's routes.
     let mut dirty = seen.namespaces != model.namespaces || seen.nodes != model.nodes;
     let mut count = |pod: &PodInterface, up: bool, dirty: &mut bool| {
         *dirty |= pod.node == node;
-        let n = counts.entry(pod.namespace.clone()).or_default();
+        let key = (pod.namespace.clone(), pod.node.clone());
+        let n = counts.entry(key.clone()).or_default();
         if up {
             *n += 1;
             *dirty |= *n == 1;
         } else {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                counts.remove(&pod.namespace);
+                counts.remove(&key);
                 *dirty = true;
             }
         }
