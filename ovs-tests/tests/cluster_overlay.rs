@@ -1,0 +1,282 @@
+//! The overlay (`svcflow run --encap geneve|vxlan`) on the three-node lab
+//! (`ovs-tests/lab/three-nodes.toml`), with the underlay's router no longer routing any pod
+//! CIDR: pods on different nodes can reach each other only through the tunnel.
+//!
+//! Each node runs what `svcflow node-setup NODE --address ADDR/24 --encap geneve` prints for
+//! the userspace datapath: its underlay address on `br-int`'s own port, the datapath's tunnel
+//! endpoint. The router answers ARP for the nodes' addresses (`proxy_arp`), so those
+//! addresses are on-link through the uplink.
+//!
+//! It runs `target/<profile>/svcflow`: `cargo build -p svcflow` first (or set `SVCFLOW_BIN`).
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use netvirt::node_setup::{NodeSetup, tunnel_endpoint_commands};
+use ovs_tests::lab::{Lab, LabOptions, Topology};
+use ovs_tests::wait_for;
+
+static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const VIP: &str = "10.96.0.10:80";
+
+struct Overlay {
+    lab: Lab,
+    _turn: MutexGuard<'static, ()>,
+}
+
+fn overlay(encap: &str) -> Overlay {
+    assert!(Path::new(env!("CARGO_BIN_EXE_svcflow-probe")).is_file());
+    let turn = ONE_LAB_AT_A_TIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lab/three-nodes.toml");
+    let topology = Topology::load(&path).unwrap();
+    assert_eq!(topology.service("web").unwrap().endpoints, ["n2-a", "n3-a"]);
+    let options = LabOptions {
+        daemon_args: vec!["--encap".into(), encap.into()],
+        ..LabOptions::default()
+    };
+    let lab = Lab::up(&topology, &options).unwrap_or_else(|e| panic!("lab: {e}"));
+    let o = Overlay { lab, _turn: turn };
+    // The router routes no pod CIDR any more, and answers ARP for the nodes' addresses.
+    let router = o.lab.underlay_netns().to_string();
+    for node in &topology.nodes {
+        run(
+            &o.lab,
+            &[
+                "ip",
+                "netns",
+                "exec",
+                &router,
+                "ip",
+                "route",
+                "del",
+                &node.pod_cidr.to_string(),
+            ],
+        );
+    }
+    let links = run(
+        &o.lab,
+        &["ip", "netns", "exec", &router, "ls", "/sys/class/net"],
+    );
+    for link in links.split_whitespace().chain(["all"]) {
+        let key = format!("net.ipv4.conf.{link}.proxy_arp=1");
+        run(
+            &o.lab,
+            &["ip", "netns", "exec", &router, "sysctl", "-qw", &key],
+        );
+    }
+    // Each node's tunnel endpoint, as `svcflow node-setup` prints it.
+    for node in &topology.nodes {
+        let address = format!("{}/24", node.address).parse().unwrap();
+        for command in tunnel_endpoint_commands(&NodeSetup::default(), address) {
+            let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+            o.lab
+                .node(&node.name)
+                .unwrap()
+                .node(&argv)
+                .unwrap_or_else(|e| o.fail(&format!("{}: {command:?}: {e}", node.name)));
+        }
+    }
+    o
+}
+
+fn run(lab: &Lab, argv: &[&str]) -> String {
+    let out = std::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        panic!(
+            "{argv:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            lab.status()
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Overlay {
+    fn fail(&self, what: &dyn std::fmt::Display) -> ! {
+        panic!(
+            "{what}\n{}\nsvcflow log tail:\n{}",
+            self.lab.status(),
+            self.lab.daemon_log_tail(60)
+        );
+    }
+
+    fn ip(&self, pod: &str) -> String {
+        self.lab.pod(pod).unwrap().ip().to_string()
+    }
+
+    /// `count` TCP connections from `from` to `target`: (backend, source it saw) each.
+    fn connect(
+        &self,
+        from: &str,
+        target: &str,
+        count: u32,
+    ) -> Vec<Result<(String, String), String>> {
+        let host = match self.lab.outside() {
+            Some(o) if o.spec.name == from => o,
+            _ => self.lab.pod(from).unwrap(),
+        };
+        host.connect("tcp", target, count, &["--peer", "--timeout-ms", "2000"])
+            .unwrap_or_else(|e| self.fail(&format!("svcflow-probe connect {target}: {e}")))
+            .into_iter()
+            .map(|a| {
+                a.map(|answer| match answer.split_once('@') {
+                    Some((name, ip)) => (name.to_string(), ip.to_string()),
+                    None => (answer, String::new()),
+                })
+            })
+            .collect()
+    }
+
+    /// Waits until a connection from `from` to `target` is answered (the first one across
+    /// a node waits for the datapath to resolve its next hop).
+    fn wait_answer(&self, from: &str, target: &str) {
+        let answered = wait_for(
+            &format!("{from} to reach {target}"),
+            Duration::from_secs(10),
+            || {
+                self.connect(from, target, 1)
+                    .first()?
+                    .as_ref()
+                    .ok()
+                    .map(|_| ())
+            },
+        );
+        if let Err(e) = answered {
+            self.fail(&e);
+        }
+    }
+
+    /// Which backends `count` connections reach, each with the source it saw.
+    fn spread(&self, from: &str, target: &str, count: u32) -> BTreeMap<(String, String), usize> {
+        let mut seen = BTreeMap::new();
+        for answer in self.connect(from, target, count) {
+            match answer {
+                Ok(pair) => *seen.entry(pair).or_default() += 1,
+                Err(e) => self.fail(&format!("{from} -> {target}: {e}")),
+            }
+        }
+        seen
+    }
+
+    /// The packets the tunnel port of `node` sent (`ovs-vsctl` statistics; the userspace
+    /// datapath counts what it encapsulates, not what it decapsulates).
+    fn tunnel_tx(&self, node: &str) -> u64 {
+        let sb = self.lab.node(node).unwrap();
+        sb.vsctl(&["get", "interface", "svc-tun", "statistics:tx_packets"])
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    }
+}
+
+#[test]
+fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sources() {
+    let o = overlay("geneve");
+    // Pod to pod across nodes, both ways, with the source kept.
+    for (client, server) in [("n1-a", "n2-b"), ("n2-b", "n1-a"), ("n3-a", "n1-b")] {
+        let target = format!("{}:8080", o.ip(server));
+        o.wait_answer(client, &target);
+        let seen = o.spread(client, &target, 5);
+        assert_eq!(
+            seen,
+            BTreeMap::from([((server.to_string(), o.ip(client)), 5)]),
+            "{client} -> {server}"
+        );
+    }
+    // The traffic went through the tunnels.
+    // The traffic went through the tunnels, both ways (the router routes no pod CIDR).
+    for node in ["n1", "n2", "n3"] {
+        let tx = o.tunnel_tx(node);
+        assert!(tx > 0, "{node}'s tunnel port sent {tx} packets");
+    }
+    // ClusterIP from every node to web's endpoints on n2 and n3, source kept.
+    for client in ["n1-b", "n2-b", "n3-b"] {
+        o.wait_answer(client, VIP);
+        let seen = o.spread(client, VIP, 20);
+        let backends: Vec<&str> = seen.keys().map(|(b, _)| b.as_str()).collect();
+        assert_eq!(backends, ["n2-a", "n3-a"], "from {client}: {seen:?}");
+        assert!(
+            seen.keys().all(|(_, source)| *source == o.ip(client)),
+            "from {client}, the source was not kept: {seen:?}"
+        );
+    }
+    // NodePort from outside through n1, which has no endpoint: masqueraded to n1's address,
+    // so the endpoint on the other node answers back through n1.
+    let n1 = o.lab.node_spec("n1").unwrap().address.to_string();
+    let target = format!("{n1}:30080");
+    o.wait_answer("outside", &target);
+    let seen = o.spread("outside", &target, 20);
+    let backends: Vec<&str> = seen.keys().map(|(b, _)| b.as_str()).collect();
+    assert_eq!(backends, ["n2-a", "n3-a"], "{seen:?}");
+    assert!(seen.keys().all(|(_, source)| *source == n1), "{seen:?}");
+}
+
+#[test]
+fn over_geneve_a_namespace_broadcast_reaches_its_pods_on_other_nodes() {
+    let o = overlay("geneve");
+    // Give the tunnel its neighbours first (the datapath resolves its next hop once).
+    o.wait_answer("n1-a", &format!("{}:8080", o.ip("n2-a")));
+    o.wait_answer("n1-a", &format!("{}:8080", o.ip("n3-a")));
+    // IPv6 is not routed: an all-nodes ping floods the sender's ELAN, which now spans the
+    // cluster. Every pod of the namespace answers, on every node.
+    let out = o
+        .lab
+        .exec(
+            "n1-a",
+            &[
+                "ping",
+                "-6",
+                "-c",
+                "3",
+                "-i",
+                "0.3",
+                "-w",
+                "4",
+                "ff02::1%eth0",
+            ],
+        )
+        .unwrap_or_else(|e| o.fail(&format!("ping: {e}")));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let answered = text.matches("bytes from ").count();
+    let others: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split("bytes from ").nth(1))
+        .filter_map(|rest| rest.split(['%', ' ']).next())
+        .map(|a| a.trim_end_matches(':'))
+        .collect();
+    assert!(
+        others.len() >= 5,
+        "the all-nodes ping from n1-a was answered by {} addresses ({answered} replies); every \
+         pod of the namespace on the three nodes (5 others) should answer:\n{text}",
+        others.len()
+    );
+}
+
+#[test]
+fn over_vxlan_pods_reach_each_other_across_nodes() {
+    let o = overlay("vxlan");
+    for (client, server) in [("n1-a", "n3-b"), ("n3-b", "n1-a")] {
+        let target = format!("{}:8080", o.ip(server));
+        o.wait_answer(client, &target);
+        let seen = o.spread(client, &target, 3);
+        assert_eq!(
+            seen,
+            BTreeMap::from([((server.to_string(), o.ip(client)), 3)])
+        );
+    }
+    for node in ["n1", "n3"] {
+        let tx = o.tunnel_tx(node);
+        assert!(tx > 0, "{node}'s tunnel port sent {tx} packets");
+    }
+}
