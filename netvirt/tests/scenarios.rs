@@ -79,6 +79,7 @@ fn the_pipeline_document_quotes_only_real_output() {
         "service-semantics",
         "topology",
         "pod-macs",
+        "overlay",
     ] {
         let (flows, groups) = render(&root.join("tests/scenarios").join(name));
         rendered.push_str(&flows);
