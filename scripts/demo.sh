@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# README command 1: install what is missing, build, and run the demo: one Open vSwitch node in
-# a sandbox, three pods, and `svcflow run` programming a service posted over REST with curl.
+# README command 1: install what is missing, build, and run the demo: a three-node cluster (the
+# lab of ovs-tests/lab/three-nodes.toml) driven by one `svcflow run`, a service posted over REST
+# and reached by ClusterIP and NodePort across nodes, and one node's ovs-vswitchd restarted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo build --quiet -p svcflow -p ovs-tests --bins
-exec ./target/debug/svcflow-demo
+# The demo tears its lab down itself, also when it fails. Should it be stopped midway (Ctrl-C),
+# this removes what it left: its namespaces, switches and directories carry its process id.
+trap './target/debug/svcflow-demo --clean-up' EXIT
+./target/debug/svcflow-demo

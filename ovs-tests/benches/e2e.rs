@@ -32,13 +32,13 @@
 //! the timestamps have that resolution. A sync line with a revision beyond the bench's count
 //! means the count is wrong, and stops the bench.
 //!
-//! The HTTP client is in-process (HTTP/1.1, `Content-Length`, keep-alive over one
-//! `std::net::TcpStream`), since a `curl` process per request would cost milliseconds. The
-//! daemon runs inside the sandbox's node network namespace ([`Daemon::start`] uses `ip netns
-//! exec`) and its REST listener is on that namespace's loopback, so the socket is created on a
-//! short-lived thread that entered the namespace ([`ovs_tests::kube::in_netns`], `setns`); a
-//! socket keeps its namespace whichever thread uses it afterwards. Every reply's status must
-//! be 200, 201 or 204.
+//! The HTTP client is in-process ([`ovs_tests::http`]: HTTP/1.1, `Content-Length`, keep-alive
+//! over one `std::net::TcpStream`), since a `curl` process per request would cost
+//! milliseconds. The daemon runs inside the sandbox's node network namespace
+//! ([`Daemon::start`] uses `ip netns exec`) and its REST listener is on that namespace's
+//! loopback, so the client opens its socket on a short-lived thread that entered the namespace
+//! (`setns`); a socket keeps its namespace whichever thread uses it afterwards. Every reply's
+//! status must be 200, 201 or 204.
 //!
 //! Endpoints are remote (`node-name` `n2`, a node the model does not have, as in the `scale`
 //! bench), one distinct address each in 10.128.0.0/9; node n1 has pod CIDR 10.244.0.0/16.
@@ -68,13 +68,13 @@
 #![allow(clippy::unwrap_used)] // a benchmark that cannot run should stop loudly
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::net::{Ipv4Addr, TcpStream};
+use std::io::{Read, Seek, SeekFrom};
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
-use ovs_tests::kube::in_netns;
+use ovs_tests::http::Http;
 use ovs_tests::svcflow::fixture::NODE_IP;
 use ovs_tests::svcflow::{Daemon, REST, SyncLine, svcflow_binary};
 
@@ -115,165 +115,6 @@ fn daemon_binary() -> PathBuf {
         panic!("{} is a debug build: {HOW}", path.display());
     }
     path
-}
-
-// ---------------------------------------------------------------------------------------------
-// An HTTP/1.1 client over one keep-alive TcpStream in the node's network namespace.
-
-struct Reply {
-    status: u16,
-    body: Vec<u8>,
-}
-
-struct Http {
-    netns: String,
-    conn: Option<BufReader<TcpStream>>,
-}
-
-impl Http {
-    fn new(netns: &str) -> Self {
-        Self {
-            netns: netns.to_string(),
-            conn: None,
-        }
-    }
-
-    fn connect(&self) -> std::io::Result<BufReader<TcpStream>> {
-        let stream = in_netns(&self.netns, || TcpStream::connect(REST))?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-        Ok(BufReader::with_capacity(64 * 1024, stream))
-    }
-
-    /// Sends one request; on a reused connection that the server closed before any reply
-    /// byte, reconnects once and sends it again.
-    fn request(&mut self, method: &str, path: &str, body: &[u8]) -> std::io::Result<Reply> {
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {REST}\r\n");
-        if !body.is_empty() || method != "GET" {
-            let _ = write!(
-                head,
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                body.len()
-            );
-        }
-        head.push_str("\r\n");
-        let reused = self.conn.is_some();
-        match self.exchange(head.as_bytes(), body) {
-            Ok(Some(reply)) => Ok(reply),
-            Ok(None) if reused => {
-                self.conn = None;
-                self.exchange(head.as_bytes(), body)?.ok_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "the server closed the connection without a reply",
-                    )
-                })
-            }
-            Ok(None) => Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the server closed the connection without a reply",
-            )),
-            Err(e) => {
-                self.conn = None;
-                Err(e)
-            }
-        }
-    }
-
-    /// `Ok(None)`: the connection was closed before the status line.
-    fn exchange(&mut self, head: &[u8], body: &[u8]) -> std::io::Result<Option<Reply>> {
-        if self.conn.is_none() {
-            self.conn = Some(self.connect()?);
-        }
-        let conn = self.conn.as_mut().unwrap();
-        let sent = if body.len() <= 64 * 1024 {
-            let mut all = Vec::with_capacity(head.len() + body.len());
-            all.extend_from_slice(head);
-            all.extend_from_slice(body);
-            conn.get_mut().write_all(&all)
-        } else {
-            conn.get_mut()
-                .write_all(head)
-                .and_then(|()| conn.get_mut().write_all(body))
-        };
-        if sent.is_err() {
-            self.conn = None;
-            return Ok(None);
-        }
-        let mut line = String::new();
-        if conn.read_line(&mut line)? == 0 {
-            self.conn = None;
-            return Ok(None);
-        }
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad(format!("bad status line {line:?}")))?;
-        let mut length = None;
-        let mut chunked = false;
-        let mut close = false;
-        loop {
-            line.clear();
-            if conn.read_line(&mut line)? == 0 {
-                return Err(bad("the connection closed inside the headers".into()));
-            }
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            let Some((name, value)) = header.split_once(':') else {
-                return Err(bad(format!("bad header {header:?}")));
-            };
-            let value = value.trim();
-            match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => {
-                    length = Some(value.parse::<usize>().map_err(|e| bad(e.to_string()))?);
-                }
-                "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
-                "connection" => close = value.eq_ignore_ascii_case("close"),
-                _ => {}
-            }
-        }
-        let mut body = Vec::new();
-        if chunked {
-            loop {
-                line.clear();
-                conn.read_line(&mut line)?;
-                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                    .map_err(|e| bad(format!("bad chunk size {line:?}: {e}")))?;
-                if size == 0 {
-                    // Trailers, up to the empty line.
-                    loop {
-                        line.clear();
-                        if conn.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
-                            break;
-                        }
-                    }
-                    break;
-                }
-                let start = body.len();
-                body.resize(start + size, 0);
-                conn.read_exact(&mut body[start..])?;
-                line.clear();
-                conn.read_line(&mut line)?;
-            }
-        } else if let Some(n) = length {
-            body.resize(n, 0);
-            conn.read_exact(&mut body)?;
-        } else if status != 204 && status != 304 && !(100..200).contains(&status) {
-            conn.read_to_end(&mut body)?;
-            close = true;
-        }
-        if close {
-            self.conn = None;
-        }
-        Ok(Some(Reply { status, body }))
-    }
-}
-
-fn bad(message: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -563,7 +404,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     let mut daemon = Daemon::start(&sb, 1, "info").unwrap();
     let pid = daemon.pid().unwrap();
     let mut log = LogWatch::new(sb.dir().join("svcflow-1.log"));
-    let mut http = Http::new(sb.node_netns());
+    let mut http = Http::new(sb.node_netns(), REST);
 
     // The daemon is up once it answers over REST; its first log lines name the loaded revision.
     let deadline = Instant::now() + Duration::from_secs(30);

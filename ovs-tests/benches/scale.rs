@@ -63,6 +63,8 @@ fn bindings() -> NodeBindings {
             mac: MacAddr([2, 0, 0, 0, 0, 1]),
             next_hop_mac: MacAddr([2, 0, 0, 0, 0, 0xe1]),
         }),
+        tunnel: None,
+        local_mac: None,
     }
 }
 

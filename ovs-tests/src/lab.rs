@@ -23,7 +23,8 @@
 //!   node's uplink. Either way the node's `uplink` port (OpenFlow port 5) carries
 //!   `external_ids:svcflow-role=uplink` and `svcflow-next-hop-mac` = the MAC of the router
 //!   end (routed) or of `br0` (l2). The node's own address is held by no interface: its
-//!   switch answers ARP for it on the uplink, as svcflow programs it;
+//!   switch answers ARP for it on the uplink with the uplink's own MAC, as svcflow programs
+//!   it, so on `l2` the bridge tells the nodes apart;
 //! - each node's host side: the commands of `netvirt::node_setup::host_gateway_commands`
 //!   (the daemon's `--host-node` configures only the host it runs on), applied in the node
 //!   namespace once svcflow has made `svc-gw`, so node hosts reach services;
@@ -34,9 +35,11 @@
 //! - then the nodes, pods, services and endpoints are PUT over REST, and `up` returns once
 //!   every switch is connected and holds every pod and service.
 //!
-//! Pods are always posted with the MAC their interface has (the given one, or `0a:58:`
-//! followed by the four bytes of their address); pods whose MAC svcflow is not told are a
-//! later step.
+//! A pod's interface has the MAC the topology gives it (or `0a:58:` followed by the four bytes
+//! of its address). Its `mac-source` says how svcflow learns it: `model` (the default) posts it
+//! as the pod's `port-mac-address`; `attached` posts an empty one and sets
+//! `external_ids:attached-mac` on the interface; `none` posts an empty one and sets nothing,
+//! so the switch learns it from the pod's own ARP.
 //!
 //! Everything is torn down by [`Lab::down`] or on drop, also during a panic. Every
 //! namespace carries the owning process id (`svcf-<pid>-…`), so a lab whose process was
@@ -210,6 +213,10 @@ pub struct PodSpec {
     /// Its interface's MAC; `0a:58:` and the address's four bytes by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+    /// Where svcflow gets that MAC from: the model (by default), the interface's
+    /// `external_ids:attached-mac`, or nowhere (the switch learns it from the pod's ARP).
+    #[serde(default, skip_serializing_if = "MacSource::is_model")]
+    pub mac_source: MacSource,
     /// `svcflow-probe serve` listeners (`tcp:PORT`, `udp:PORT`); by default
     /// [`DEFAULT_SERVE`] and the target port of every service it is an endpoint of. An empty
     /// list starts no server.
@@ -221,7 +228,53 @@ fn default_namespace() -> String {
     "default".into()
 }
 
+/// How svcflow learns a pod's MAC (`mac-source` in the topology file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MacSource {
+    /// The pod is posted over REST with its MAC (`port-mac-address`).
+    #[default]
+    Model,
+    /// The pod is posted with `"port-mac-address": ""`, and its OVS interface carries
+    /// `external_ids:attached-mac=<mac>` (as OVN, OpenStack and libvirt set it).
+    Attached,
+    /// The pod is posted with an empty MAC and its interface says none: the switch learns it
+    /// from the pod's own ARP (table 51), so the pod is unreachable until it sends one.
+    None,
+}
+
+impl MacSource {
+    /// Whether this is the default, [`MacSource::Model`].
+    pub fn is_model(&self) -> bool {
+        *self == Self::Model
+    }
+
+    /// `model`, `attached` or `none`, as in the topology file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Model => "model",
+            Self::Attached => "attached",
+            Self::None => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for MacSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl PodSpec {
+    /// The MAC posted over REST as its `port-mac-address`: its MAC if the model gives it,
+    /// else empty.
+    pub fn model_mac(&self) -> String {
+        match self.mac_source {
+            MacSource::Model => self.mac(),
+            MacSource::Attached | MacSource::None => String::new(),
+        }
+    }
+
     /// The pod interface's MAC.
     pub fn mac(&self) -> String {
         match &self.mac {
@@ -287,6 +340,37 @@ impl ServiceSpec {
 
     fn endpoints_uid(&self) -> String {
         format!("ep-{}-{}", self.namespace, self.name)
+    }
+
+    /// Its REST path under `restconf/config/`.
+    pub fn rest_path(&self) -> String {
+        format!("service:service-information/services/{}", self.uid())
+    }
+
+    /// Its endpoints' REST path under `restconf/config/`.
+    pub fn endpoints_rest_path(&self) -> String {
+        format!("service:endpoints-info/endpoints/{}", self.endpoints_uid())
+    }
+
+    /// The body that PUTs it (without its endpoints) at [`ServiceSpec::rest_path`].
+    pub fn rest_body(&self) -> String {
+        let mut port = json!({
+            "service:name": self.port_name(),
+            "service:protocol": self.protocol.as_str(),
+            "service:port": self.port,
+            "service:target-port": self.target().to_string(),
+        });
+        if let Some(node_port) = self.node_port {
+            port["service:node-port"] = json!(node_port);
+        }
+        json!({"service:services": [{
+            "service:uid": self.uid(),
+            "service:name": self.name,
+            "service:network-NS": self.namespace,
+            "service:cluster-ip-address": self.cluster_ip.to_string(),
+            "service:service-ports": [port],
+        }]})
+        .to_string()
     }
 }
 
@@ -711,6 +795,14 @@ impl Lab {
         self.outside.as_ref()
     }
 
+    /// svcflow's log file.
+    pub fn daemon_log_path(&self) -> PathBuf {
+        self.nodes
+            .first()
+            .map(|n| n.sandbox.dir().join("svcflow-1.log"))
+            .unwrap_or_default()
+    }
+
     /// The last `lines` lines of svcflow's log.
     pub fn daemon_log_tail(&self, lines: usize) -> String {
         let log = self.daemon.as_ref().map(Daemon::log).unwrap_or_default();
@@ -780,12 +872,20 @@ impl Lab {
         let mut spec = self.topology.services[position].clone();
         spec.endpoints = pods.iter().map(|p| p.to_string()).collect();
         let body = endpoints_body(&self.topology, &spec)?;
-        self.rest(
-            "PUT",
-            &format!("service:endpoints-info/endpoints/{}", spec.endpoints_uid()),
-            &body,
-        )?;
+        self.rest("PUT", &spec.endpoints_rest_path(), &body)?;
         self.topology.services[position] = spec;
+        Ok(())
+    }
+
+    /// Adds (or replaces) service `spec` over REST, the service and then its endpoints, and
+    /// records it in the lab's topology, so [`Lab::wait_synced`] and the status include it.
+    pub fn put_service(&mut self, spec: ServiceSpec) -> Result<(), SandboxError> {
+        let mut topology = self.topology.clone();
+        topology.services.retain(|s| s.key() != spec.key());
+        topology.services.push(spec.clone());
+        topology.check()?;
+        self.post_service(&spec)?;
+        self.topology = topology;
         Ok(())
     }
 
@@ -828,6 +928,11 @@ impl Lab {
     }
 
     /// Waits until every switch is connected and [`Lab::node_synced`].
+    ///
+    /// Connected: svcflow has logged a sync of the node on the switch's latest connection, or
+    /// OVSDB's `Controller.is_connected` says so. OVSDB alone would do, but `ovs-vswitchd`
+    /// writes that column late after a restart (measured: about 5 s after the kill, while
+    /// svcflow had synced the new connection after 0.17 s).
     pub fn wait_synced(&self, timeout: Duration) -> Result<(), SandboxError> {
         for n in &self.nodes {
             let name = n.spec.name.clone();
@@ -835,10 +940,10 @@ impl Lab {
                 &format!("node {name}'s switch to connect and hold the model"),
                 timeout,
                 || {
-                    let connected = n
-                        .sandbox
-                        .vsctl(&["get", "controller", BR, "is_connected"])
-                        .is_ok_and(|c| c.trim() == "true");
+                    let connected = self.synced_on_current_connection(&name)
+                        || n.sandbox
+                            .vsctl(&["get", "controller", BR, "is_connected"])
+                            .is_ok_and(|c| c.trim() == "true");
                     (connected && self.node_synced(&name).unwrap_or(false)).then_some(())
                 },
             )
@@ -847,13 +952,15 @@ impl Lab {
         Ok(())
     }
 
+    /// Whether svcflow's log has a sync of node `node` on its switch's latest connection.
+    fn synced_on_current_connection(&self, node: &str) -> bool {
+        let log = self.daemon.as_ref().map(Daemon::log).unwrap_or_default();
+        synced_on_current_connection(&log, node)
+    }
+
     /// What `svcflow-lab` records: everything needed to find and tear down the lab.
     pub fn state(&self) -> LabState {
-        let daemon_log = self
-            .nodes
-            .first()
-            .map(|n| n.sandbox.dir().join("svcflow-1.log"))
-            .unwrap_or_default();
+        let daemon_log = self.daemon_log_path();
         let mut namespaces = self.namespaces.clone();
         let mut nodes = Vec::new();
         for n in &self.nodes {
@@ -877,6 +984,11 @@ impl Lab {
                             .map(|(_, p)| p.namespace.clone()),
                         ip: h.ip().parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
                         mac: h.mac().to_string(),
+                        mac_source: self
+                            .topology
+                            .pod(&h.spec.name)
+                            .map(|(_, p)| p.mac_source)
+                            .unwrap_or_default(),
                         netns: h.netns.clone(),
                     })
                     .collect(),
@@ -898,6 +1010,7 @@ impl Lab {
                 namespace: None,
                 ip: h.ip().parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
                 mac: h.mac().to_string(),
+                mac_source: MacSource::Model,
                 netns: h.netns.clone(),
             }),
             services: self.topology.services.clone(),
@@ -1171,12 +1284,15 @@ impl Lab {
                 HostSpec::new(&pod.name, &ip, &pod.mac(), ofport).with_gateway(&gateway);
             let sb = &mut self.nodes[index].sandbox;
             let host = sb.add_host(BR, host_spec)?;
-            sb.vsctl(&[
-                "set",
-                "interface",
-                &pod.name,
-                &format!("external_ids:iface-id={}", pod.name),
-            ])?;
+            // The CNI's part: bind the interface to the pod and, for `attached`, say its MAC,
+            // in one transaction so svcflow never sees the binding without it.
+            let iface_id = format!("external_ids:iface-id={}", pod.name);
+            let attached = format!("external_ids:attached-mac=\"{}\"", pod.mac());
+            let mut set = vec!["set", "interface", pod.name.as_str(), iface_id.as_str()];
+            if pod.mac_source == MacSource::Attached {
+                set.push(attached.as_str());
+            }
+            sb.vsctl(&set)?;
             let listens = self.topology.serve_of(pod);
             if !listens.is_empty() {
                 let listens: Vec<&str> = listens.iter().map(String::as_str).collect();
@@ -1285,7 +1401,7 @@ impl Lab {
                     "pod:name": pod.name,
                     "pod:network-NS": pod.namespace,
                     "pod:host-ip-address": node.address.to_string(),
-                    "pod:port-mac-address": pod.mac(),
+                    "pod:port-mac-address": pod.model_mac(),
                     "pod:interface": [{
                         "pod:uid": pod.name,
                         "pod:ip-address": pod.ip.to_string(),
@@ -1300,33 +1416,19 @@ impl Lab {
             }
         }
         for s in &t.services {
-            let mut port = json!({
-                "service:name": s.port_name(),
-                "service:protocol": s.protocol.as_str(),
-                "service:port": s.port,
-                "service:target-port": s.target().to_string(),
-            });
-            if let Some(node_port) = s.node_port {
-                port["service:node-port"] = json!(node_port);
-            }
-            let body = json!({"service:services": [{
-                "service:uid": s.uid(),
-                "service:name": s.name,
-                "service:network-NS": s.namespace,
-                "service:cluster-ip-address": s.cluster_ip.to_string(),
-                "service:service-ports": [port],
-            }]});
-            self.rest(
-                "PUT",
-                &format!("service:service-information/services/{}", s.uid()),
-                &body.to_string(),
-            )?;
-            self.rest(
-                "PUT",
-                &format!("service:endpoints-info/endpoints/{}", s.endpoints_uid()),
-                &endpoints_body(t, s)?,
-            )?;
+            self.post_service(s)?;
         }
+        Ok(())
+    }
+
+    /// PUTs service `s` and then its endpoints.
+    fn post_service(&self, s: &ServiceSpec) -> Result<(), SandboxError> {
+        self.rest("PUT", &s.rest_path(), &s.rest_body())?;
+        self.rest(
+            "PUT",
+            &s.endpoints_rest_path(),
+            &endpoints_body(&self.topology, s)?,
+        )?;
         Ok(())
     }
 
@@ -1534,6 +1636,9 @@ pub struct HostState {
     pub ip: Ipv4Addr,
     /// Its MAC.
     pub mac: String,
+    /// Where svcflow gets the MAC from (pods).
+    #[serde(default)]
+    pub mac_source: MacSource,
     /// Its network namespace.
     pub netns: String,
 }
@@ -1650,9 +1755,14 @@ impl LabState {
         );
         let _ = writeln!(out, "svcflow log: {}", self.daemon_log.display());
         for n in &self.nodes {
+            // svcflow's log says it first: OVSDB's `is_connected` lags by seconds after a
+            // switch (re)starts.
+            let synced = running && synced_on_current_connection(&log, &n.name);
             let connected = match n.vsctl(&["get", "controller", BR, "is_connected"]) {
                 Ok(c) if c.trim() == "true" => "connected".to_string(),
+                Ok(_) if synced => "connected (OVSDB's is_connected not yet true)".to_string(),
                 Ok(_) => "NOT connected".to_string(),
+                Err(_) if synced => "connected (OVSDB does not answer)".to_string(),
                 Err(_) => "unknown (OVSDB does not answer)".to_string(),
             };
             let target = n
@@ -1694,9 +1804,14 @@ impl LabState {
                 revision.unwrap_or("-"),
             );
             for p in &n.pods {
+                let source = match p.mac_source {
+                    MacSource::Model => "",
+                    MacSource::Attached => " (MAC from attached-mac)",
+                    MacSource::None => " (MAC learned from its ARP)",
+                };
                 let _ = writeln!(
                     out,
-                    "  pod {:<12} {:<10} {:<15} {}  netns {}",
+                    "  pod {:<12} {:<10} {:<15} {}{source}  netns {}",
                     p.name,
                     p.namespace.as_deref().unwrap_or("default"),
                     p.ip,
@@ -1731,6 +1846,18 @@ impl LabState {
     }
 }
 
+/// Whether svcflow's log `log` has a sync of node `node` after the last time its switch
+/// connected, and no disconnection since.
+fn synced_on_current_connection(log: &str, node: &str) -> bool {
+    let connected = log.rfind(&format!("node {node}: its switch is connection "));
+    let synced = log.rfind(&format!("node {node}: synced model revision "));
+    let gone = log.rfind(&format!("node {node}: switch gone"));
+    match (connected, synced) {
+        (Some(c), Some(s)) => s > c && gone.is_none_or(|g| g < c),
+        _ => false,
+    }
+}
+
 /// The first word after the last occurrence of `prefix` in `log`.
 fn last_log_value<'a>(log: &'a str, prefix: &str) -> Option<&'a str> {
     let (_, rest) = log.rsplit_once(prefix)?;
@@ -1759,6 +1886,36 @@ mod tests {
         let web = t.service("web").unwrap_or_else(|| panic!("no web"));
         assert_eq!(web.endpoints, ["n2-a", "n3-a"]);
         assert_eq!(t.serve_of(pod), ["tcp:8080"]);
+    }
+
+    #[test]
+    fn a_pod_mac_source_is_model_by_default_and_attached_or_none_post_no_mac() {
+        let t = three_nodes();
+        let (_, pod) = t.pod("n1-a").unwrap_or_else(|| panic!("no n1-a"));
+        assert_eq!(pod.mac_source, MacSource::Model);
+        assert_eq!(pod.model_mac(), pod.mac());
+        let text = include_str!("../lab/three-nodes.toml")
+            .replace(
+                r#"{ name = "n2-a", ip = "10.244.2.11" }"#,
+                r#"{ name = "n2-a", ip = "10.244.2.11", mac-source = "attached" }"#,
+            )
+            .replace(
+                r#"{ name = "n3-a", ip = "10.244.3.11" }"#,
+                r#"{ name = "n3-a", ip = "10.244.3.11", mac-source = "none" }"#,
+            );
+        let t = Topology::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+        for (name, source) in [("n2-a", MacSource::Attached), ("n3-a", MacSource::None)] {
+            let (_, pod) = t.pod(name).unwrap_or_else(|| panic!("no {name}"));
+            assert_eq!(pod.mac_source, source);
+            assert_eq!(pod.model_mac(), "");
+            assert!(pod.mac().starts_with("0a:58:0a:f4:0"), "{}", pod.mac());
+        }
+        let bad = text.replace(r#"mac-source = "none""#, r#"mac-source = "guess""#);
+        let err = Topology::parse(&bad).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("guess")),
+            "{err:?}"
+        );
     }
 
     #[test]

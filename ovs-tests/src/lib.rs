@@ -15,6 +15,7 @@
 mod cmd;
 mod error;
 mod host;
+pub mod http;
 pub mod kube;
 pub mod lab;
 mod netns;
@@ -27,3 +28,10 @@ pub use error::SandboxError;
 pub use host::{Attempt, Host, HostSpec, ProbeStream, Process, Sample, probe_binary, tally};
 pub use netns::{NETNS_PREFIX, leftover_namespaces};
 pub use sandbox::{Sandbox, SandboxOptions};
+
+/// Removes what sandboxes and labs whose owning process is gone left behind (their
+/// namespaces and the processes in them, their `ovsdb-server`s and directories), as every
+/// [`Sandbox::start`] does first. For scripts whose program may be killed midway.
+pub fn reap_dead_sandboxes() {
+    netns::reap_dead_sandboxes(&std::env::temp_dir());
+}

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use ovs_tests::lab::{Lab, LabOptions, Topology};
+use ovs_tests::lab::{Lab, LabOptions, MacSource, Topology, UnderlayKind};
 use ovs_tests::wait_for;
 
 static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -31,17 +31,24 @@ struct Cluster {
 }
 
 fn cluster() -> Cluster {
+    cluster_with(|_| {})
+}
+
+/// The lab of `three-nodes.toml`, changed by `change` before it comes up.
+fn cluster_with(change: impl FnOnce(&mut Topology)) -> Cluster {
     assert!(Path::new(env!("CARGO_BIN_EXE_svcflow-probe")).is_file());
     let turn = ONE_LAB_AT_A_TIME
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lab/three-nodes.toml");
-    let topology = Topology::load(&path).unwrap();
+    let mut topology = Topology::load(&path).unwrap();
     // What the tests below rely on.
     let web = topology.service("web").unwrap();
     assert_eq!(web.endpoints, ["n2-a", "n3-a"]);
     assert_eq!(web.node_port, Some(30080));
     assert!(topology.outside.is_some());
+    change(&mut topology);
+    topology.check().unwrap();
     let started = Instant::now();
     let lab = Lab::up(&topology, &LabOptions::default())
         .unwrap_or_else(|e| panic!("cannot bring the lab up: {e}"));
@@ -156,56 +163,90 @@ impl Cluster {
     fn endpoint_set(&self, pods: &[&str]) -> BTreeSet<Ipv4Addr> {
         pods.iter().map(|p| self.ip(p).parse().unwrap()).collect()
     }
-}
 
-#[test]
-fn pods_on_different_nodes_reach_each_other_and_keep_their_source_address() {
-    let c = cluster();
-    let pods: Vec<(String, String)> = c
-        .lab
-        .topology()
-        .nodes
-        .iter()
-        .flat_map(|n| n.pods.iter().map(|p| (n.name.clone(), p.name.clone())))
-        .collect();
-    let mut wrong = Vec::new();
-    let mut pairs = 0;
-    for (client_node, client) in &pods {
-        for (server_node, server) in &pods {
-            if client_node == server_node {
-                continue;
-            }
-            pairs += 1;
-            let target = format!("{}:8080", c.ip(server));
-            let answers = c.connect(client, &target, 1);
-            let want = Ok((server.clone(), c.ip(client)));
-            if answers != [want.clone()] {
-                wrong.push(format!(
-                    "{client} -> {server}: {answers:?}, wanted {want:?}"
-                ));
+    /// Every pod reaches every pod of the other nodes over TCP, and the server sees the
+    /// client pod's own address; n1-a and n3-b ping each other. Returns the number of pairs.
+    fn assert_pods_reach_each_other(&self) -> usize {
+        let pods: Vec<(String, String)> = self
+            .lab
+            .topology()
+            .nodes
+            .iter()
+            .flat_map(|n| n.pods.iter().map(|p| (n.name.clone(), p.name.clone())))
+            .collect();
+        let mut wrong = Vec::new();
+        let mut pairs = 0;
+        for (client_node, client) in &pods {
+            for (server_node, server) in &pods {
+                if client_node == server_node {
+                    continue;
+                }
+                pairs += 1;
+                let target = format!("{}:8080", self.ip(server));
+                let answers = self.connect(client, &target, 1);
+                let want = Ok((server.clone(), self.ip(client)));
+                if answers != [want.clone()] {
+                    wrong.push(format!(
+                        "{client} -> {server}: {answers:?}, wanted {want:?}"
+                    ));
+                }
             }
         }
+        if !wrong.is_empty() {
+            self.fail(&format!(
+                "{} of {pairs} pod pairs failed:\n{}",
+                wrong.len(),
+                wrong.join("\n")
+            ));
+        }
+        // ICMP too, across the underlay: n1-a to n3-b and back.
+        for (from, to) in [("n1-a", "n3-b"), ("n3-b", "n1-a")] {
+            self.ping(from, to);
+        }
+        pairs
     }
-    if !wrong.is_empty() {
-        c.fail(&format!(
-            "{} of {pairs} pod pairs failed:\n{}",
-            wrong.len(),
-            wrong.join("\n")
-        ));
-    }
-    // ICMP too, across the router: n1-a to n3-b and back.
-    for (from, to) in [("n1-a", "n3-b"), ("n3-b", "n1-a")] {
-        let out = c
+
+    /// One ping from pod `from` to pod `to`, which must be answered.
+    fn ping(&self, from: &str, to: &str) {
+        let out = self
             .lab
-            .exec(from, &["ping", "-c", "1", "-W", "2", &c.ip(to)])
+            .exec(from, &["ping", "-c", "1", "-W", "2", &self.ip(to)])
             .unwrap();
         if !out.status.success() {
-            c.fail(&format!(
+            self.fail(&format!(
                 "ping {from} -> {to} failed: {}",
                 String::from_utf8_lossy(&out.stdout)
             ));
         }
     }
+
+    /// `ovs-ofctl dump-flows br-int table=TABLE` on node `node`, one flow a line.
+    fn flows(&self, node: &str, table: u8) -> Vec<String> {
+        let text = self
+            .lab
+            .node(node)
+            .unwrap()
+            .ofctl("dump-flows", "br-int", &[&format!("table={table}")])
+            .unwrap_or_else(|e| self.fail(&format!("dump-flows on {node}: {e}")));
+        text.lines()
+            .filter(|l| l.contains("actions="))
+            .map(|l| l.trim().to_string())
+            .collect()
+    }
+}
+
+/// Whether a flow's actions set the destination MAC to `mac`, as a `set_field` (svcflow's
+/// flows) or as the `load` that a `learn` action writes.
+fn sets_eth_dst(flow: &str, mac: &str) -> bool {
+    let value = u64::from_str_radix(&mac.replace(':', ""), 16).unwrap();
+    flow.contains(&format!("set_field:{mac}->eth_dst"))
+        || flow.contains(&format!("load:{value:#x}->NXM_OF_ETH_DST[]"))
+}
+
+#[test]
+fn pods_on_different_nodes_reach_each_other_and_keep_their_source_address() {
+    let c = cluster();
+    let pairs = c.assert_pods_reach_each_other();
     eprintln!("{pairs} cross-node pod pairs and 2 pings passed");
 }
 
@@ -358,4 +399,155 @@ fn a_frozen_switch_delays_no_other_node_and_catches_up_when_thawed() {
     );
     c.assert_spread("n3-b", VIP, 20, &["n1-a", "n2-a"], &c.ip("n3-b"));
     c.assert_spread("n1-b", VIP, 20, &["n1-a", "n2-a"], &c.ip("n1-b"));
+}
+
+#[test]
+fn on_a_shared_l2_underlay_nodes_are_told_apart_by_their_uplink_macs_and_carry_traffic() {
+    let c = cluster_with(|t| t.underlay.kind = UnderlayKind::L2);
+    // Pod to pod across nodes, with the source kept.
+    let pairs = c.assert_pods_reach_each_other();
+    // The ClusterIP from every node, to endpoints on the other nodes (n1 has none).
+    for client in ["n1-b", "n2-b", "n3-b"] {
+        c.assert_spread(client, VIP, 20, &["n2-a", "n3-a"], &c.ip(client));
+    }
+    // The NodePort from the outside host, on the same segment, through n1 (no endpoints):
+    // masqueraded to n1's address.
+    let n1 = c.lab.node_spec("n1").unwrap().address.to_string();
+    let node_port = format!("{n1}:30080");
+    c.wait_answer("outside", &node_port, Duration::from_secs(10));
+    c.assert_spread("outside", &node_port, 20, &["n2-a", "n3-a"], &n1);
+
+    // The segment's bridge learned each node's uplink MAC on that node's own port (the lab
+    // joins node i's uplink to `br0` as `u-<i>`), and the router resolved each node's address
+    // to it. The cluster's one gateway MAC never left a node.
+    let run = |argv: &[&str]| {
+        let out = c.lab.exec("underlay", argv).unwrap();
+        assert!(out.status.success(), "{argv:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let fdb = run(&["bridge", "fdb", "show", "br", "br0"]);
+    let neighbours = run(&["ip", "neigh", "show", "dev", "br0"]);
+    let learned: BTreeMap<String, String> = fdb
+        .lines()
+        .filter(|l| !l.contains("permanent"))
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let dev = words.iter().position(|w| *w == "dev")?;
+            Some((words[0].to_string(), words.get(dev + 1)?.to_string()))
+        })
+        .collect();
+    let mut uplinks = BTreeMap::new();
+    for (i, node) in c.lab.node_names().iter().enumerate() {
+        let mac = c
+            .lab
+            .node(node)
+            .unwrap()
+            .vsctl(&["get", "interface", "uplink", "mac_in_use"])
+            .unwrap()
+            .trim()
+            .trim_matches('"')
+            .to_string();
+        let port = format!("u-{i}");
+        if learned.get(&mac) != Some(&port) {
+            c.fail(&format!(
+                "node {node}'s uplink MAC {mac} should be learned on {port}; br0's table:\n{fdb}"
+            ));
+        }
+        let address = c.lab.node_spec(node).unwrap().address.to_string();
+        let resolved = neighbours.lines().any(|l| {
+            l.split_whitespace().next() == Some(address.as_str())
+                && l.contains(&format!("lladdr {mac}"))
+        });
+        if !resolved {
+            c.fail(&format!(
+                "the router should resolve node {node}'s address {address} to its uplink MAC \
+                 {mac}:\n{neighbours}"
+            ));
+        }
+        uplinks.insert(node.to_string(), mac);
+    }
+    let distinct: BTreeSet<&String> = uplinks.values().collect();
+    assert_eq!(distinct.len(), uplinks.len(), "{uplinks:?}");
+    let gateway = netvirt::config::Config::default().gateway_mac.to_string();
+    assert!(
+        !fdb.to_ascii_lowercase()
+            .contains(&gateway.to_ascii_lowercase()),
+        "the gateway MAC {gateway} reached the underlay:\n{fdb}"
+    );
+    eprintln!(
+        "l2 underlay: {pairs} pod pairs, ClusterIP from 3 nodes and NodePort passed; uplink \
+         MACs {uplinks:?} each on its own port"
+    );
+}
+
+#[test]
+fn pods_whose_mac_is_not_in_the_model_are_reached_across_nodes_and_through_a_cluster_ip() {
+    // The endpoints of `web`: n2-a is posted without a MAC and its interface says it in
+    // `external_ids:attached-mac`; n3-a is posted without one and its interface says none.
+    let c = cluster_with(|t| {
+        for node in &mut t.nodes {
+            for pod in &mut node.pods {
+                match pod.name.as_str() {
+                    "n2-a" => pod.mac_source = MacSource::Attached,
+                    "n3-a" => pod.mac_source = MacSource::None,
+                    _ => {}
+                }
+            }
+        }
+    });
+    let mac = |pod: &str| c.lab.pod(pod).unwrap().mac().to_string();
+    let route = |node: &str, pod: &str| {
+        let want = format!("ip,nw_dst={} actions=", c.ip(pod));
+        c.flows(node, 50)
+            .into_iter()
+            .find(|f| f.contains(&want))
+            .unwrap_or_else(|| c.fail(&format!("{node} has no route to {pod} in table 50")))
+    };
+    let learned = |node: &str, pod: &str| {
+        let want = format!("nw_dst={}", c.ip(pod));
+        c.flows(node, 51).into_iter().find(|f| f.contains(&want))
+    };
+
+    // attached: the route to n2-a sets the interface's MAC itself, and nothing is learned.
+    let n2a = route("n2", "n2-a");
+    assert!(sets_eth_dst(&n2a, &mac("n2-a")), "{n2a}");
+    assert!(!n2a.contains("resubmit(,51)"), "{n2a}");
+    let answers = c.connect("n1-a", &format!("{}:8080", c.ip("n2-a")), 1);
+    assert_eq!(answers, [Ok(("n2-a".to_string(), c.ip("n1-a")))]);
+
+    // none: the route to n3-a looks the MAC up in table 51, where nothing is yet, since n3-a
+    // has sent no ARP.
+    let n3a = route("n3", "n3-a");
+    assert!(n3a.contains("resubmit(,51)"), "{n3a}");
+    assert!(!n3a.contains("->eth_dst"), "{n3a}");
+    if let Some(flow) = learned("n3", "n3-a") {
+        c.fail(&format!(
+            "n3 learned n3-a's MAC before n3-a sent anything: {flow}"
+        ));
+    }
+    // The switch learns a pod's MAC from the pod's own ARP, so n3-a first sends something: a
+    // ping to a pod on another node, for which it ARPs for its gateway.
+    c.ping("n3-a", "n1-a");
+    let flow = learned("n3", "n3-a").unwrap_or_else(|| {
+        c.fail(&format!(
+            "n3 learned no MAC for n3-a from its ARP; table 51: {:?}",
+            c.flows("n3", 51)
+        ))
+    });
+    assert!(sets_eth_dst(&flow, &mac("n3-a")), "{flow}");
+    eprintln!("n3 learned: {flow}");
+    let answers = c.connect("n1-a", &format!("{}:8080", c.ip("n3-a")), 1);
+    assert_eq!(answers, [Ok(("n3-a".to_string(), c.ip("n1-a")))]);
+
+    // Both through the ClusterIP, from every node (n1 and n2 forward to n3-a across the
+    // underlay, n3 delivers to it locally), with the client's address kept.
+    for client in ["n1-b", "n2-b", "n3-b"] {
+        c.assert_spread(client, VIP, 20, &["n2-a", "n3-a"], &c.ip(client));
+    }
+    // The attached pod still learned nothing: its MAC came from its interface.
+    if let Some(flow) = learned("n2", "n2-a") {
+        c.fail(&format!(
+            "n2 learned a MAC for n2-a, whose interface says it: {flow}"
+        ));
+    }
 }

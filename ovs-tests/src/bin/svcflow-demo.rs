@@ -1,17 +1,40 @@
-//! README command 1: one Open vSwitch node in a sandbox, three pods, and `svcflow run`
-//! programming a service that is posted over its REST northbound with curl.
+//! README command 1 (`bash scripts/demo.sh`): the cluster story, on the lab of
+//! `ovs-tests/lab/three-nodes.toml` (`ovs_tests::lab`). Three Open vSwitch nodes on a routed
+//! underlay, one `svcflow run` driving them all; service `web` is posted over REST with its
+//! endpoints on n2 and n3, reached by ClusterIP from a pod on n1 and by NodePort from a host
+//! outside the cluster through n1; n2's `ovs-vswitchd` is killed and restarted and the traffic
+//! works again; svcflow stops with SIGTERM, the switches keep forwarding, and the lab is torn
+//! down. The lab is torn down on an error or a panic too; `svcflow-demo --clean-up` (which
+//! `scripts/demo.sh` runs on exit) removes what a demo killed midway left.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use ovs_tests::svcflow::{Daemon, NB, OPENFLOW, REST, rest};
-use ovs_tests::{Host, HostSpec, Sandbox, SandboxError, wait_for};
+use ovs_tests::lab::{Lab, LabOptions, REST, Topology};
+use ovs_tests::{SandboxError, wait_for};
 
-const BR: &str = "br-int";
+const TOPOLOGY: &str = include_str!("../../lab/three-nodes.toml");
+const VIP: &str = "10.96.0.10:80";
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args == ["--clean-up"] {
+        return clean_up();
+    }
+    if !args.is_empty() {
+        eprintln!("usage: svcflow-demo [--clean-up]");
+        return ExitCode::FAILURE;
+    }
+    let started = Instant::now();
     match run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            println!(
+                "== done in {:.1} s; nothing is left behind",
+                started.elapsed().as_secs_f64()
+            );
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("demo failed: {e}");
             ExitCode::FAILURE
@@ -19,176 +42,345 @@ fn main() -> ExitCode {
     }
 }
 
-/// Prints a REST call as a curl command line, runs it, and prints the answer's size.
-fn post(sb: &Sandbox, what: &str, path: &str, body: &str) -> Result<(), SandboxError> {
-    println!("   $ curl -X PUT {NB}/{path} -d '{what}'");
-    rest(sb, "PUT", path, &body.replace('\n', " "))?;
+/// Removes the namespaces, switches and directories of a demo (or any sandbox) whose process
+/// is gone, e.g. one stopped with Ctrl-C.
+fn clean_up() -> ExitCode {
+    let before = ovs_tests::leftover_namespaces();
+    ovs_tests::reap_dead_sandboxes();
+    let removed = before.len() - before.len().min(ovs_tests::leftover_namespaces().len());
+    if removed > 0 {
+        println!("svcflow-demo: removed {removed} namespaces left by a stopped run");
+    }
+    ExitCode::SUCCESS
+}
+
+fn invalid(why: impl Into<String>) -> SandboxError {
+    SandboxError::Invalid(why.into())
+}
+
+/// `count` TCP connections from `from` (a pod or the outside host) to `target`; prints how
+/// many each backend answered and the source address it saw. Fails unless every connection
+/// was answered by one of `backends`.
+fn connections(
+    lab: &Lab,
+    from: &str,
+    target: &str,
+    count: u32,
+    backends: &[&str],
+) -> Result<(), SandboxError> {
+    let host = match lab.outside() {
+        Some(outside) if outside.spec.name == from => outside,
+        _ => lab.pod(from)?,
+    };
+    let extra = ["--peer", "--timeout-ms", "2000"];
+    // The first connection after a change may race the last switch's barrier.
+    wait_for(
+        &format!("{from} to reach {target}"),
+        Duration::from_secs(10),
+        || {
+            host.connect("tcp", target, 1, &extra)
+                .ok()
+                .filter(|a| a.iter().all(Result::is_ok))
+        },
+    )?;
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for attempt in host.connect("tcp", target, count, &extra)? {
+        let answer = attempt.map_err(|why| invalid(format!("{from} -> {target}: {why}")))?;
+        let (backend, source) = answer.split_once('@').unwrap_or((&answer, "?"));
+        if !backends.contains(&backend) {
+            return Err(invalid(format!(
+                "{from} -> {target}: answered by {backend}, not one of {backends:?}"
+            )));
+        }
+        *seen
+            .entry(format!("{backend} (saw the client as {source})"))
+            .or_default() += 1;
+    }
+    for (backend, n) in &seen {
+        println!("   {n:>2} answered by {backend}");
+    }
     Ok(())
 }
 
-fn pod(sb: &mut Sandbox, name: &str, ip: &str, ofport: u16) -> Result<Host, SandboxError> {
-    let mac = format!("0a:58:0a:f4:00:{ofport:02x}");
-    let spec = HostSpec::new(name, &format!("{ip}/24"), &mac, ofport).with_gateway("10.244.0.1");
-    let host = sb.add_host(BR, spec)?;
-    // The CNI's part: bind the pod's interface to its uid.
-    sb.vsctl(&[
-        "set",
-        "interface",
-        name,
-        &format!("external_ids:iface-id={name}"),
-    ])?;
-    Ok(host)
+/// The UTC time of day of `t`, in seconds, as svcflow's log stamps it.
+fn seconds_of_day(t: std::time::SystemTime) -> f64 {
+    let since = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    since.rem_euclid(86400.0)
 }
 
-fn pod_body(host: &Host) -> String {
-    let (uid, ip, mac) = (&host.spec.name, host.ip(), host.mac());
-    format!(
-        r#"{{"pod:pods":[{{"pod:uid":"{uid}","pod:name":"{uid}","pod:network-NS":"default",
-        "pod:host-ip-address":"192.168.50.10","pod:port-mac-address":"{mac}",
-        "pod:interface":[{{"pod:uid":"{uid}","pod:ip-address":"{ip}","pod:network-type":"FLAT"}}]}}]}}"#
-    )
+/// The flows and groups on node `node`'s switch.
+fn counts(lab: &Lab, node: &str) -> Result<(usize, usize), SandboxError> {
+    let sandbox = lab.node(node)?;
+    let flows = sandbox.dump_flows("br-int")?;
+    let groups = sandbox.dump_groups("br-int")?;
+    Ok((
+        flows.lines().filter(|l| l.contains("actions=")).count(),
+        groups.lines().filter(|l| l.contains("group_id=")).count(),
+    ))
+}
+
+/// The pod names of each node, for the summary.
+fn pods_of(lab: &Lab, node: &str) -> String {
+    lab.topology()
+        .node(node)
+        .map(|n| {
+            n.pods
+                .iter()
+                .map(|p| format!("{} {}", p.name, p.ip))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
 }
 
 fn run() -> Result<(), SandboxError> {
-    println!("== a private Open vSwitch node (userspace datapath) and svcflow");
-    let mut sb = Sandbox::start()?;
-    let mut daemon = Daemon::start(&sb, 1, "info")?;
+    let mut topology = Topology::parse(TOPOLOGY)?;
+    // The demo posts the service itself, below.
+    let web = topology
+        .services
+        .pop()
+        .ok_or_else(|| invalid("three-nodes.toml has no service"))?;
+
     println!(
-        "   svcflow run --openflow-listen {OPENFLOW} --rest-listen {REST} --ovsdb-remote n1=unix:…/db.sock"
+        "== a three-node cluster: each node its own ovsdb-server and ovs-vswitchd (userspace \
+         datapath) in its own namespace, on a routed underlay 192.168.50.0/24, and one \
+         `svcflow run` driving all three"
     );
-    wait_for(
-        "svcflow to create br-int and its gateway port",
-        Duration::from_secs(30),
-        || {
-            sb.vsctl(&["get", "interface", "svc-gw", "ofport"])
-                .ok()
-                .filter(|p| p.trim() != "[]")
-        },
-    )?;
+    let started = Instant::now();
+    let mut lab = Lab::up(&topology, &LabOptions::default())?;
     println!(
-        "   svcflow created br-int (fail mode secure, controller tcp:{OPENFLOW}) and port svc-gw"
+        "   svcflow run --openflow-listen 0.0.0.0:6653 --openflow-advertise {}:6653 --rest-listen \
+         {REST} --ovsdb-remote n1=unix:…/db.sock (and n2, n3)",
+        lab.controller_ip()
     );
-    let client = pod(&mut sb, "client", "10.244.0.10", 10)?;
-    let web1 = pod(&mut sb, "web-1", "10.244.0.11", 11)?;
-    let web2 = pod(&mut sb, "web-2", "10.244.0.12", 12)?;
-    let _servers = [
-        web1.serve("web-1", &["tcp:8080"])?,
-        web2.serve("web-2", &["tcp:8080"])?,
-    ];
-    println!("   pods: client 10.244.0.10, web-1 10.244.0.11 and web-2 10.244.0.12 (HTTP on 8080)");
-
-    println!("== posting the node, the pods, a service and its endpoints over REST");
-    wait_for("the REST northbound", Duration::from_secs(20), || {
-        rest(&sb, "GET", "k8s-node:k8s-nodes-info", "").ok()
-    })?;
-    post(
-        &sb,
-        "{node n1, pod CIDR 10.244.0.0/24}",
-        "k8s-node:k8s-nodes-info/k8s-nodes/node-1",
-        r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
-        "k8s-node:internal-ip-address":"192.168.50.10","k8s-node:pod-cidr":"10.244.0.0/24"}]}"#,
-    )?;
-    for host in [&client, &web1, &web2] {
-        let path = format!("pod:coe/pods/{}", host.spec.name);
-        post(
-            &sb,
-            &format!("{{pod {} {}}}", host.spec.name, host.ip()),
-            &path,
-            &pod_body(host),
-        )?;
+    println!(
+        "   over OVSDB, svcflow created br-int (fail mode secure) and its gateway port svc-gw on \
+         every node, and each br-int dialled it over the management network ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    for node in lab.node_names() {
+        let spec = lab.node_spec(node)?;
+        println!(
+            "   {node}: address {}, pods {} ({})",
+            spec.address,
+            spec.pod_cidr,
+            pods_of(&lab, node)
+        );
     }
-    post(
-        &sb,
-        "{service web, 10.96.0.10:80 -> 8080}",
-        "service:service-information/services/svc-web",
-        r#"{"service:services":[{"service:uid":"svc-web","service:name":"web",
-        "service:network-NS":"default","service:cluster-ip-address":"10.96.0.10",
-        "service:service-ports":[{"service:name":"http","service:port":80,"service:target-port":"8080"}]}]}"#,
-    )?;
-    post(
-        &sb,
-        "{endpoints of web: web-1, web-2}",
-        "service:endpoints-info/endpoints/ep-web",
-        r#"{"service:endpoints":[{"service:uid":"ep-web","service:name":"web","service:network-NS":"default",
-        "service:endpoint-addresses":[{"service:ip-address":"10.244.0.11","service:node-name":"n1"},
-        {"service:ip-address":"10.244.0.12","service:node-name":"n1"}],
-        "service:endpoint-ports":[{"service:name":"http","service:port":8080}]}]}"#,
-    )?;
+    println!("   the nodes and pods were posted over svcflow's REST northbound, as below");
 
-    println!("== 20 x curl http://10.96.0.10/ from the client pod");
-    let curl = || client.output(&["curl", "-s", "-m", "2", "http://10.96.0.10/"]);
-    wait_for("the service to answer", Duration::from_secs(20), || {
-        curl().ok().filter(|o| o.status.success())
-    })?;
-    let mut counts = std::collections::BTreeMap::new();
-    for _ in 0..20 {
-        let out = curl()?;
-        let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let key = if out.status.success() {
-            answer
-        } else {
-            "(failed)".to_string()
-        };
-        *counts.entry(key).or_insert(0) += 1;
-    }
-    for (backend, n) in &counts {
-        println!("   {backend:<8} answered {n}");
+    println!("== posting service web and its endpoints (on n2 and n3; none on n1) over REST");
+    let nb = format!("http://{REST}/restconf/config");
+    println!(
+        "   $ curl -X PUT {nb}/{} -d '{{web: {}:{} -> {}, node port {}}}'",
+        web.rest_path(),
+        web.cluster_ip,
+        web.port,
+        web.target(),
+        web.node_port.map(|p| p.to_string()).unwrap_or_default()
+    );
+    println!(
+        "   $ curl -X PUT {nb}/{} -d '{{endpoints of web: {}}}'",
+        web.endpoints_rest_path(),
+        web.endpoints.join(", ")
+    );
+    let posted = Instant::now();
+    lab.put_service(web)?;
+    lab.wait_synced(Duration::from_secs(30))?;
+    println!(
+        "   every node's switch holds web's group and flows {:.0} ms after the first PUT",
+        posted.elapsed().as_secs_f64() * 1e3
+    );
+    println!("   $ svcflow-lab status");
+    for line in lab.status().lines() {
+        println!("   {line}");
     }
 
-    println!("== the operational view (GET /restconf/operational/service:service-information)");
+    println!("== ClusterIP: 20 connections from pod n1-b (on n1, which has no endpoint) to {VIP}");
+    println!("   n1's switch picks an endpoint and sends the connection across the underlay:");
+    connections(&lab, "n1-b", VIP, 20, &["n2-a", "n3-a"])?;
+
+    let n1 = lab.node_spec("n1")?.address;
+    let node_port = format!("{n1}:30080");
+    let outside = lab
+        .outside()
+        .map(|o| o.ip().to_string())
+        .unwrap_or_default();
+    println!(
+        "== NodePort: 20 connections from the outside host {outside} to n1's address \
+         {node_port}"
+    );
+    println!(
+        "   n1 has no endpoint: it forwards each connection to n2 or n3, masqueraded to its own \
+         address so that the reply comes back through n1:"
+    );
+    connections(&lab, "outside", &node_port, 20, &["n2-a", "n3-a"])?;
+
+    println!(
+        "== the operational view (GET /restconf/operational/service:service-information): \
+         each node's group for web, read from its switch"
+    );
     // OVS folds datapath counters into its statistics about once a second.
     std::thread::sleep(Duration::from_millis(1500));
-    let op = sb.node(&[
-        "curl",
-        "-sS",
-        "-f",
-        "http://127.0.0.1:8181/restconf/operational/service:service-information",
-    ])?;
-    let op: serde_json::Value = serde_json::from_str(&op)
-        .map_err(|e| SandboxError::Invalid(format!("operational view: {e}")))?;
+    let url = format!("http://{REST}/restconf/operational/service:service-information");
+    let out = lab.exec("ctl", &["curl", "-sS", "-f", &url])?;
+    let op: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| invalid(format!("operational view: {e}")))?;
     let services = op
         .pointer("/service:service-information/services")
         .and_then(|v| v.as_array());
     for service in services.into_iter().flatten() {
         for group in service["groups"].as_array().into_iter().flatten() {
+            let buckets: Vec<String> = group["buckets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|b| {
+                    format!(
+                        "{} weight {}: {} packets",
+                        b["endpoint"].as_str().unwrap_or("?"),
+                        b["weight"],
+                        b["packet-count"]
+                    )
+                })
+                .collect();
             println!(
-                "   service {} on {}: group {}",
+                "   {} on {}: group {}: {}",
                 service["name"].as_str().unwrap_or("?"),
                 group["node"].as_str().unwrap_or("?"),
-                group["group-id"]
+                group["group-id"],
+                buckets.join("; ")
             );
-            for bucket in group["buckets"].as_array().into_iter().flatten() {
-                println!(
-                    "     endpoint {} weight {}: {} packets",
-                    bucket["endpoint"].as_str().unwrap_or("?"),
-                    bucket["weight"],
-                    bucket["packet-count"]
-                );
-            }
         }
     }
+    println!("   (n1 chose the endpoint of every connection above; n2 and n3 only delivered them)");
 
-    println!("== what svcflow installed for the service (svcflow ofp dump-groups / dump-flows)");
+    println!(
+        "== what svcflow installed on n1 for web (svcflow ofp dump-groups / dump-flows, the \
+         same text as ovs-ofctl)"
+    );
     let svcflow = ovs_tests::svcflow::svcflow_binary()?;
     let svcflow = svcflow.to_string_lossy();
-    let target = sb.mgmt_target(BR);
-    for line in sb.node(&[&svcflow, "ofp", "dump-groups", &target])?.lines() {
+    let n1_node = lab.node("n1")?;
+    let target = n1_node.mgmt_target("br-int");
+    for line in n1_node
+        .node(&[&svcflow, "ofp", "dump-groups", &target])?
+        .lines()
+        .filter(|l| l.contains("type=select"))
+    {
         println!("  {line}");
     }
-    let flows = sb.node(&[&svcflow, "ofp", "dump-flows", &target])?;
-    let service_flows: Vec<&str> = flows
+    let flows = n1_node.node(&[&svcflow, "ofp", "dump-flows", &target])?;
+    for line in flows
         .lines()
-        .filter(|l| l.contains("table=40,") && l.contains("group:") || l.contains("table=41,"))
-        .collect();
-    for line in &service_flows {
+        .filter(|l| l.contains("10.96.0.10") || l.contains("tp_dst=30080"))
+    {
         println!("  {line}");
     }
     println!(
-        "   ({} flows in all; the full pipeline is in docs/pipeline.md)",
-        flows.lines().count()
+        "   ({} flows in all on n1; the full pipeline is in docs/pipeline.md)",
+        flows.lines().filter(|l| l.contains("actions=")).count()
     );
 
-    println!("== stopping svcflow (SIGTERM leaves the flows in place) and cleaning up");
-    daemon.terminate()?;
+    println!(
+        "== n2's ovs-vswitchd killed (SIGKILL) and started again: it comes back with no flow \
+         and no group"
+    );
+    let syncs_before = lab.daemon().syncs().len();
+    let log_before = lab.daemon().log().len();
+    let killed = Instant::now();
+    let killed_at = seconds_of_day(std::time::SystemTime::now());
+    lab.restart_vswitchd("n2")?;
+    let restarted = killed.elapsed();
+    lab.wait_synced(Duration::from_secs(30))?;
+    println!(
+        "   ovs-vswitchd ran again with its ports after {:.0} ms; svcflow logged (ms after the \
+         kill):",
+        restarted.as_secs_f64() * 1e3
+    );
+    let log = lab.daemon().log();
+    for line in log.get(log_before..).unwrap_or("").lines() {
+        let Some(at) = line.find("node n2: ").or_else(|| line.find("switch ")) else {
+            continue;
+        };
+        let when = line
+            .split_once('T')
+            .and_then(|(_, rest)| rest.split_once('Z'))
+            .and_then(|(time, _)| {
+                let mut parts = time.split(':');
+                let h: f64 = parts.next()?.parse().ok()?;
+                let m: f64 = parts.next()?.parse().ok()?;
+                let s: f64 = parts.next()?.parse().ok()?;
+                Some(h * 3600.0 + m * 60.0 + s)
+            })
+            .map(|t| format!("{:>6.0}", (t - killed_at).rem_euclid(86400.0) * 1e3))
+            .unwrap_or_else(|| "     ?".into());
+        println!("   {when}  {}", &line[at..]);
+    }
+    println!(
+        "   every switch connected and holding web again {:.0} ms after the kill",
+        killed.elapsed().as_secs_f64() * 1e3
+    );
+    if lab.daemon().syncs().len() <= syncs_before {
+        return Err(invalid("svcflow logged no sync after the restart"));
+    }
+    println!("   20 connections from pod n2-b (on the restarted node) to {VIP}:");
+    connections(&lab, "n2-b", VIP, 20, &["n2-a", "n3-a"])?;
+    println!("   and 20 from pod n1-b, through the underlay to n2 and n3:");
+    connections(&lab, "n1-b", VIP, 20, &["n2-a", "n3-a"])?;
+    println!("   $ svcflow-lab status   (the nodes' lines)");
+    for line in lab
+        .status()
+        .lines()
+        .filter(|l| l.starts_with("node ") || l.contains("switch"))
+    {
+        println!("   {line}");
+    }
+
+    println!("== svcflow stopped with SIGTERM: the switches keep their flows and keep forwarding");
+    let mut before = BTreeMap::new();
+    for node in lab.node_names() {
+        before.insert(node, counts(&lab, node)?);
+    }
+    let pid = lab
+        .daemon()
+        .pid()
+        .ok_or_else(|| invalid("svcflow is not running"))?;
+    lab.daemon().signal("TERM")?;
+    wait_for("svcflow to exit", Duration::from_secs(10), || {
+        (!ovs_tests::lab::process_is_alive(pid)).then_some(())
+    })?;
+    for node in lab.node_names() {
+        let (flows, groups) = counts(&lab, node)?;
+        if (flows, groups) != before[node] {
+            return Err(invalid(format!(
+                "{node}: {flows} flows and {groups} groups after svcflow stopped, {:?} before",
+                before[node]
+            )));
+        }
+        println!("   {node}: still {flows} flows and {groups} groups");
+    }
+    println!("   20 connections from pod n1-b to {VIP}, with no controller:");
+    connections(&lab, "n1-b", VIP, 20, &["n2-a", "n3-a"])?;
+
+    println!("== tearing the lab down");
+    let id = lab.id().to_string();
+    lab.down()?;
+    let left: Vec<String> = ovs_tests::leftover_namespaces()
+        .into_iter()
+        .filter(|ns| {
+            ns.starts_with(&format!(
+                "{}{}-",
+                ovs_tests::NETNS_PREFIX,
+                std::process::id()
+            ))
+        })
+        .collect();
+    if !left.is_empty() {
+        return Err(invalid(format!("lab {id} left namespaces: {left:?}")));
+    }
     Ok(())
 }
