@@ -143,6 +143,9 @@ pub struct Shards {
     name_owner: BTreeMap<String, ServiceKey>,
     /// The shards that report conflicts of their own.
     conflicted: BTreeSet<Owner>,
+    /// The conflicts of what the last update or refresh rendered (all of them after a
+    /// refresh): what is worth logging after a sync, found in time proportional to it.
+    recent: Vec<String>,
     /// Conntrack entries made stale by updates since the last [`Shards::take_stale`].
     stale: Vec<StaleConntrack>,
 }
@@ -160,6 +163,7 @@ impl Default for Shards {
             ids: ids::Allocator::new(group::SERVICE_MAX),
             name_owner: BTreeMap::new(),
             conflicted: BTreeSet::new(),
+            recent: Vec::new(),
             stale: Vec::new(),
         }
     }
@@ -258,11 +262,13 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
     out
 }
 
-/// The previous entries of the flows and groups an update touches.
+/// The previous entries of the flows and groups an update touches, and the shards it
+/// rendered.
 #[derive(Default)]
 struct Before {
     flows: BTreeMap<Arc<FlowKey>, Option<FlowEntry>>,
     groups: BTreeMap<u32, Option<GroupEntry>>,
+    rendered: Vec<Owner>,
 }
 
 /// The key of one difference between two maps.
@@ -334,7 +340,26 @@ impl Shards {
     ) -> Delta {
         let mut before = Some(Before::default());
         self.render(node, model, config, bindings, &mut before);
-        before.map(|b| self.delta(b)).unwrap_or_default()
+        let Some(before) = before else {
+            return Delta::default();
+        };
+        self.recent = before
+            .rendered
+            .iter()
+            .filter(|o| self.conflicted.contains(*o))
+            .filter_map(|o| self.shard(o))
+            .flat_map(|s| s.conflicts.iter().cloned())
+            .collect();
+        for key in before.flows.keys().filter(|k| self.shared.contains(*k)) {
+            self.recent.extend(self.collision(key));
+        }
+        self.delta(before)
+    }
+
+    /// The conflicts of what the last [`Shards::update`] rendered, or all of them after a
+    /// [`Shards::refresh`].
+    pub fn recent_conflicts(&self) -> &[String] {
+        &self.recent
     }
 
     /// The conntrack entries that updates since the last call made stale, each once.
@@ -360,6 +385,7 @@ impl Shards {
         bindings: &NodeBindings,
     ) {
         self.render(node, model, config, bindings, &mut None);
+        self.recent = self.conflicts();
     }
 
     fn render(
@@ -587,24 +613,27 @@ impl Shards {
 
     /// Flows rendered by two owners with different entries; the first owner's wins.
     fn collisions(&self) -> Vec<String> {
+        self.shared.iter().flat_map(|k| self.collision(k)).collect()
+    }
+
+    /// The owners of flow `key` whose entries differ from the first owner's, which wins.
+    fn collision(&self, key: &FlowKey) -> Vec<String> {
         let mut out = Vec::new();
-        for key in &self.shared {
-            let Some(owners) = self.flow_owners.get(key) else {
-                continue;
-            };
-            let Some(kept) = owners.first().and_then(|o| self.entry(o, key)) else {
-                continue;
-            };
-            for other in &owners[1..] {
-                if let Some(dropped) = self.entry(other, key)
-                    && dropped.instructions != kept.instructions
-                {
-                    out.push(format!(
-                        "table {} priority {}: two flows with one match; keeping cookie {:#x}, \
-                         dropping cookie {:#x}",
-                        key.table, key.priority, kept.cookie, dropped.cookie
-                    ));
-                }
+        let Some(owners) = self.flow_owners.get(key) else {
+            return out;
+        };
+        let Some(kept) = owners.first().and_then(|o| self.entry(o, key)) else {
+            return out;
+        };
+        for other in &owners[1..] {
+            if let Some(dropped) = self.entry(other, key)
+                && dropped.instructions != kept.instructions
+            {
+                out.push(format!(
+                    "table {} priority {}: two flows with one match; keeping cookie {:#x}, \
+                     dropping cookie {:#x}",
+                    key.table, key.priority, kept.cookie, dropped.cookie
+                ));
             }
         }
         out
@@ -645,6 +674,9 @@ impl Shards {
     fn replace(&mut self, owner: Owner, new: Option<Shard>, before: &mut Option<Before>) {
         // What the switch holds for every key either shard touches, before anything moves.
         if let Some(before) = before.as_mut() {
+            if new.is_some() {
+                before.rendered.push(owner.clone());
+            }
             if let Some(old) = self.shard(&owner) {
                 self.remember(before, old);
             }

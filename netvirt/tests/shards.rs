@@ -196,3 +196,47 @@ fn endpoints_leaving_udp_services_are_reported_stale_and_tcp_ones_are_not() {
     shards.update(&s.node, &s.model, &s.config, &s.bindings);
     assert_eq!(shards.take_stale().len(), 1);
 }
+
+/// After an update, the conflicts to log are those of what it rendered: a service copied
+/// onto another's address collides once; an unrelated change reports nothing; a refresh
+/// reports everything.
+#[test]
+fn recent_conflicts_are_those_of_the_last_update() {
+    let mut s = base();
+    let mut shards = Shards::default();
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(
+        shards.recent_conflicts().is_empty(),
+        "{:?}",
+        shards.recent_conflicts()
+    );
+    perform(&mut s, &Edit::CopyService(0, 7, true));
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    let recent = shards.recent_conflicts().to_vec();
+    assert!(
+        !recent.is_empty(),
+        "a colliding copy reports its collisions"
+    );
+    assert_eq!(recent.len(), shards.conflicts().len(), "{recent:?}");
+    // Service 2 is neither the copied service nor its copy.
+    let (copied, unrelated) = (nth_key(&s, 0).unwrap(), nth_key(&s, 2).unwrap());
+    assert!(
+        !unrelated.name.starts_with(&copied.name),
+        "{copied} {unrelated}"
+    );
+    perform(&mut s, &Edit::AddEndpoint(2, 77));
+    let delta = shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(!delta.is_empty());
+    assert!(
+        shards.recent_conflicts().is_empty(),
+        "{:?}",
+        shards.recent_conflicts()
+    );
+    assert_eq!(
+        shards.conflicts().len(),
+        recent.len(),
+        "the collision is still there"
+    );
+    shards.refresh(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(shards.recent_conflicts(), shards.conflicts());
+}

@@ -240,7 +240,7 @@ async fn sync(
     };
     let (flows, groups) = engine.shards().len();
     if !report.is_empty() {
-        for conflict in engine.shards().conflicts() {
+        for conflict in engine.shards().recent_conflicts() {
             tracing::warn!("node {name}: {conflict}");
         }
     }
