@@ -233,3 +233,25 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn external_traffic_policy_local_reaches_the_model_and_other_values_are_refused() {
+    let s = store(&[(
+        Kind::Service,
+        json!([
+            { "uid": "s1", "name": "web", "cluster-ip-address": "10.96.0.1",
+              "service-ports": [ { "port": 80, "node-port": 30080 } ],
+              "external-traffic-policy": "Local" },
+            { "uid": "s2", "name": "db", "cluster-ip-address": "10.96.0.2",
+              "service-ports": [ { "port": 5432 } ], "service:external-traffic-policy": "Cluster" },
+        ]),
+    )]);
+    let m = to_model(&s);
+    let policy = |name: &str| m.services[&ServiceKey::new("default", name)].external_traffic_policy;
+    assert_eq!(policy("web"), netvirt::model::TrafficPolicy::Local);
+    assert_eq!(policy("db"), netvirt::model::TrafficPolicy::Cluster);
+    let bad = json!({ "services": [ { "uid": "s3", "external-traffic-policy": "local" } ] });
+    let err = parse::container_body(Kind::Service, bad.to_string().as_bytes()).unwrap_err();
+    let text = format!("{err}");
+    assert!(text.contains("expected Cluster or Local"), "{text}");
+}

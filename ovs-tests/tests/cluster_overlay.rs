@@ -168,15 +168,32 @@ impl Overlay {
         seen
     }
 
-    /// The packets the tunnel port of `node` sent (`ovs-vsctl` statistics; the userspace
-    /// datapath counts what it encapsulates, not what it decapsulates).
-    fn tunnel_tx(&self, node: &str) -> u64 {
+    /// The packets node `node`'s switch sent into its tunnel (table 50's routes to the other
+    /// nodes' pod CIDRs) and took out of it (the tunnel port's classifier flow), from the
+    /// flows' live counters.
+    fn tunnel_packets(&self, node: &str) -> (u64, u64) {
         let sb = self.lab.node(node).unwrap();
-        sb.vsctl(&["get", "interface", "svc-tun", "statistics:tx_packets"])
-            .unwrap_or_default()
-            .trim()
-            .parse()
-            .unwrap_or(0)
+        let flows = sb
+            .ofctl("dump-flows", "br-int", &[])
+            .unwrap_or_else(|e| self.fail(&format!("dump-flows on {node}: {e}")));
+        let packets = |line: &str| -> u64 {
+            line.split("n_packets=")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        let sent = flows
+            .lines()
+            .filter(|l| l.contains("table=50") && l.contains("->tun_dst"))
+            .map(packets)
+            .sum();
+        let received = flows
+            .lines()
+            .filter(|l| l.contains("move:NXM_NX_TUN_ID[0..23]->NXM_NX_REG6[0..23]"))
+            .map(packets)
+            .sum();
+        (sent, received)
     }
 }
 
@@ -197,8 +214,11 @@ fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sou
     // The traffic went through the tunnels.
     // The traffic went through the tunnels, both ways (the router routes no pod CIDR).
     for node in ["n1", "n2", "n3"] {
-        let tx = o.tunnel_tx(node);
-        assert!(tx > 0, "{node}'s tunnel port sent {tx} packets");
+        let (sent, received) = o.tunnel_packets(node);
+        assert!(
+            sent > 0 && received > 0,
+            "{node} sent {sent} packets into its tunnel and took {received} out"
+        );
     }
     // ClusterIP from every node to web's endpoints on n2 and n3, source kept.
     for client in ["n1-b", "n2-b", "n3-b"] {
@@ -276,7 +296,66 @@ fn over_vxlan_pods_reach_each_other_across_nodes() {
         );
     }
     for node in ["n1", "n3"] {
-        let tx = o.tunnel_tx(node);
-        assert!(tx > 0, "{node}'s tunnel port sent {tx} packets");
+        let (sent, received) = o.tunnel_packets(node);
+        assert!(
+            sent > 0 && received > 0,
+            "{node} sent {sent} packets into its tunnel and took {received} out"
+        );
     }
+}
+
+#[test]
+fn over_geneve_external_traffic_policy_local_keeps_the_source_and_never_crosses_nodes() {
+    let o = overlay("geneve");
+    // web with externalTrafficPolicy Local (svcflow's REST extension).
+    let web = o.lab.topology().service("web").unwrap().clone();
+    let mut body: serde_json::Value = serde_json::from_str(&web.rest_body()).unwrap();
+    body["service:services"][0]["service:external-traffic-policy"] = "Local".into();
+    o.lab
+        .rest("PUT", &web.rest_path(), &body.to_string())
+        .unwrap_or_else(|e| o.fail(&format!("PUT web: {e}")));
+    let outside = o.lab.outside().unwrap().ip().to_string();
+    let address = |node: &str| o.lab.node_spec(node).unwrap().address.to_string();
+    // Through n2, which has one endpoint: only that endpoint, which sees the client itself.
+    let target = format!("{}:30080", address("n2"));
+    let took = wait_for(
+        "the Local policy to reach n2",
+        Duration::from_secs(10),
+        || {
+            let seen = o.spread("outside", &target, 5);
+            (seen.len() == 1).then_some(seen)
+        },
+    );
+    let seen = took.unwrap_or_else(|e| o.fail(&e));
+    assert_eq!(
+        seen,
+        BTreeMap::from([(("n2-a".to_string(), outside.clone()), 5)]),
+        "through n2: its own endpoint only, source kept"
+    );
+    // Through n1, which has none: refused, never sent to another node.
+    let target = format!("{}:30080", address("n1"));
+    let refused = wait_for(
+        "n1 to refuse its node port",
+        Duration::from_secs(10),
+        || {
+            o.connect("outside", &target, 1)
+                .first()?
+                .as_ref()
+                .err()
+                .filter(|e| e.contains("refused"))
+                .cloned()
+        },
+    );
+    refused.unwrap_or_else(|e| o.fail(&e));
+    let answers = o.connect("outside", &target, 5);
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.as_ref().is_err_and(|e| e.contains("refused"))),
+        "through n1, with no local endpoint: {answers:?}"
+    );
+    // In-cluster traffic is not affected: the ClusterIP still reaches both endpoints.
+    let seen = o.spread("n1-b", VIP, 20);
+    let backends: Vec<&str> = seen.keys().map(|(b, _)| b.as_str()).collect();
+    assert_eq!(backends, ["n2-a", "n3-a"], "{seen:?}");
 }

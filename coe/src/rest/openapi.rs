@@ -192,6 +192,8 @@ fn components() -> Value {
                     "description": "none: every port is forwarded" },
                 "endpoints": { "type": "array", "items": { "type": "string" },
                     "description": "minimal form (design document): uids of the pods behind the service" },
+                "external-traffic-policy": { "type": "string", "enum": ["Cluster", "Local"],
+                    "description": "svcflow extension: Local keeps traffic from outside on nodes with endpoints, with its source" },
             } },
             "ServicePort": { "type": "object", "required": ["port"], "properties": {
                 "name": { "type": "string" }, "protocol": protocol, "port": port,

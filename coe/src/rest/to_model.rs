@@ -481,7 +481,10 @@ fn service(s: &types::Service, key: ServiceKey) -> Service {
         external_ips: s.external_ips.clone(),
         lb_ingress_ips,
         session_affinity: SessionAffinity::None,
-        external_traffic_policy: TrafficPolicy::Cluster,
+        external_traffic_policy: match s.external_traffic_policy.as_deref() {
+            Some("Local") => TrafficPolicy::Local,
+            _ => TrafficPolicy::Cluster,
+        },
         internal_traffic_policy: TrafficPolicy::Cluster,
         lb_source_ranges: Vec::new(),
         health_check_node_port: None,

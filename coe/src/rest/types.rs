@@ -180,6 +180,9 @@ pub struct Service {
     /// Minimal form (design document): the uids of the pods behind the service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<Vec<String>>,
+    /// svcflow's extension: `externalTrafficPolicy`, `Cluster` (absent) or `Local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_traffic_policy: Option<String>,
 }
 
 impl Service {

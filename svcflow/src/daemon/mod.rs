@@ -158,6 +158,16 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         encap: config.pipeline.encap,
         ..NodeSetup::default()
     };
+    if config.pipeline.encap != netvirt::config::Encap::None && config.datapath_type == "netdev" {
+        tracing::info!(
+            "pod traffic between nodes is encapsulated ({}) on the userspace datapath: each node \
+             must put its underlay address on br-int, as `svcflow node-setup NODE --address \
+             ADDR/LEN --encap {}` prints, or ovs-vswitchd logs \"native tunnel routing failed\" \
+             and drops it",
+            config.pipeline.encap.name(),
+            config.pipeline.encap.name()
+        );
+    }
     if config.openflow_advertise.is_none() && config.openflow_listen.ip().is_unspecified() {
         tracing::warn!(
             "switches are told to dial {}, which reaches svcflow only from its own host; give \

@@ -204,6 +204,16 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
         ingress_ips: f.ips("ingress-ip-address")?,
         service_ports,
         endpoints,
+        external_traffic_policy: match f.string("external-traffic-policy")?.as_str() {
+            "" | "Cluster" => None,
+            "Local" => Some("Local".to_string()),
+            other => {
+                return Err(RequestError::invalid(
+                    f.at("external-traffic-policy"),
+                    format!("`{other}`: expected Cluster or Local"),
+                ));
+            }
+        },
     })
 }
 
