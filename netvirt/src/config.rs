@@ -11,9 +11,10 @@ use crate::model::MacAddr;
 pub enum Encap {
     /// Routed by the underlay, unencapsulated: off-node traffic leaves by the uplink to its
     /// next hop, which must route every node's pod CIDR to that node.
-    #[default]
     None,
-    /// Geneve (UDP 6081) through each node's flow-based tunnel port.
+    /// Geneve (UDP 6081) through each node's flow-based tunnel port: the default, as in
+    /// Antrea and OVN-Kubernetes.
+    #[default]
     Geneve,
     /// VXLAN (UDP 4789) through each node's flow-based tunnel port.
     Vxlan,
@@ -94,7 +95,7 @@ impl Default for Config {
             local_endpoint_weight: 1,
             node_port_range: (30000, 32767),
             group_buckets_max: crate::chain::GROUP_BUCKETS_MAX,
-            encap: Encap::None,
+            encap: Encap::Geneve,
         }
     }
 }

@@ -285,6 +285,8 @@ fn topology(n: usize) -> Topology {
         underlay: Underlay {
             kind: UnderlayKind::Routed,
             subnet: "192.168.50.0/24".parse().unwrap(),
+            // The default; SVCFLOW_CLUSTER_ENCAP=geneve measures the overlay.
+            encap: std::env::var("SVCFLOW_CLUSTER_ENCAP").unwrap_or_else(|_| "none".into()),
         },
         management: DEFAULT_MANAGEMENT.parse().unwrap(),
         outside: None,

@@ -133,6 +133,16 @@ pub struct Underlay {
     pub kind: UnderlayKind,
     /// The subnet of the node and outside addresses; its first address is the router's.
     pub subnet: Ipv4Net,
+    /// svcflow's `--encap`: `none` (the router routes each node's pod CIDR), `geneve` or
+    /// `vxlan` (the router routes no pod CIDR; each node's underlay address goes onto its
+    /// `br-int`, as `svcflow node-setup` prints, and the router answers ARP for the nodes'
+    /// addresses). `none` by default.
+    #[serde(default = "default_encap")]
+    pub encap: String,
+}
+
+fn default_encap() -> String {
+    "none".into()
 }
 
 impl Underlay {
@@ -470,6 +480,10 @@ impl Topology {
         if self.nodes.is_empty() {
             return Err(invalid("a topology needs at least one node"));
         }
+        self.underlay
+            .encap
+            .parse::<netvirt::config::Encap>()
+            .map_err(|e| invalid(format!("underlay.encap: {e}")))?;
         if self.nodes.len() > 200 {
             // Link names and next-hop MACs number the nodes.
             return Err(invalid("a lab has at most 200 nodes"));
@@ -1144,6 +1158,8 @@ impl Lab {
             REST.into(),
             "--log-level".into(),
             options.log_level.clone(),
+            "--encap".into(),
+            self.topology.underlay.encap.clone(),
         ];
         for n in &self.nodes {
             args.push("--ovsdb-remote".into());
@@ -1186,6 +1202,7 @@ impl Lab {
     fn attach_uplink(&mut self, index: usize) -> Result<(), SandboxError> {
         let underlay = self.underlay_netns.clone();
         let kind = self.topology.underlay.kind;
+        let encapsulated = self.topology.underlay.encap != "none";
         let node = &self.nodes[index];
         let (sb, spec) = (&node.sandbox, &node.spec);
         let peer = format!("u-{index}");
@@ -1225,6 +1242,15 @@ impl Lab {
                 run(&["ip", "link", "set", "dev", &peer, "address", &next_hop])?;
                 run(&["ip", "link", "set", "dev", &peer, "up"])?;
                 run(&["ip", "route", "add", &format!("{node_ip}/32"), "dev", &peer])?;
+                if encapsulated {
+                    // The nodes' addresses are on-link for each other through the router.
+                    run(&[
+                        "sysctl",
+                        "-qw",
+                        &format!("net.ipv4.conf.{peer}.proxy_arp=1"),
+                    ])?;
+                    return Ok(());
+                }
                 run(&[
                     "ip",
                     "route",
@@ -1238,6 +1264,9 @@ impl Lab {
             }
             UnderlayKind::L2 => {
                 run(&["ip", "link", "set", "dev", &peer, "master", "br0", "up"])?;
+                if encapsulated {
+                    return Ok(());
+                }
                 run(&[
                     "ip",
                     "route",
@@ -1264,7 +1293,17 @@ impl Lab {
         };
         let setup = netvirt::node_setup::NodeSetup::default();
         let config = netvirt::config::Config::default();
-        for command in netvirt::node_setup::host_gateway_commands(&setup, &config, &node) {
+        let mut commands = netvirt::node_setup::host_gateway_commands(&setup, &config, &node);
+        if self.topology.underlay.encap != "none" {
+            // The tunnel endpoint, as `svcflow node-setup NODE --address ADDR/LEN` prints it.
+            let prefix = self.topology.underlay.subnet.prefix_len();
+            let address = Ipv4Net::new(n.spec.address, prefix)
+                .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?;
+            commands.extend(netvirt::node_setup::tunnel_endpoint_commands(
+                &setup, address,
+            ));
+        }
+        for command in commands {
             let argv: Vec<&str> = command.iter().map(String::as_str).collect();
             n.sandbox.node(&argv)?;
         }

@@ -2,10 +2,10 @@
 //! (`ovs-tests/lab/three-nodes.toml`), with the underlay's router no longer routing any pod
 //! CIDR: pods on different nodes can reach each other only through the tunnel.
 //!
-//! Each node runs what `svcflow node-setup NODE --address ADDR/24 --encap geneve` prints for
-//! the userspace datapath: its underlay address on `br-int`'s own port, the datapath's tunnel
-//! endpoint. The router answers ARP for the nodes' addresses (`proxy_arp`), so those
-//! addresses are on-link through the uplink.
+//! The lab (`underlay.encap`) runs on each node what `svcflow node-setup NODE --address
+//! ADDR/24 --encap geneve` prints for the userspace datapath: its underlay address on
+//! `br-int`'s own port, the datapath's tunnel endpoint. The router answers ARP for the nodes'
+//! addresses (`proxy_arp`), so those addresses are on-link through the uplink.
 //!
 //! It runs `target/<profile>/svcflow`: `cargo build -p svcflow` first (or set `SVCFLOW_BIN`).
 
@@ -16,7 +16,6 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use netvirt::node_setup::{NodeSetup, tunnel_endpoint_commands};
 use ovs_tests::lab::{Lab, LabOptions, Topology};
 use ovs_tests::wait_for;
 
@@ -35,54 +34,22 @@ fn overlay(encap: &str) -> Overlay {
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lab/three-nodes.toml");
-    let topology = Topology::load(&path).unwrap();
+    let mut topology = Topology::load(&path).unwrap();
     assert_eq!(topology.service("web").unwrap().endpoints, ["n2-a", "n3-a"]);
-    let options = LabOptions {
-        daemon_args: vec!["--encap".into(), encap.into()],
-        ..LabOptions::default()
-    };
-    let lab = Lab::up(&topology, &options).unwrap_or_else(|e| panic!("lab: {e}"));
+    // The lab then routes no pod CIDR in the underlay, runs `svcflow run --encap ENCAP`, and
+    // sets up each node's tunnel endpoint as `svcflow node-setup` prints it.
+    topology.underlay.encap = encap.into();
+    let lab = Lab::up(&topology, &LabOptions::default()).unwrap_or_else(|e| panic!("lab: {e}"));
     let o = Overlay { lab, _turn: turn };
-    // The router routes no pod CIDR any more, and answers ARP for the nodes' addresses.
-    let router = o.lab.underlay_netns().to_string();
-    for node in &topology.nodes {
-        run(
-            &o.lab,
-            &[
-                "ip",
-                "netns",
-                "exec",
-                &router,
-                "ip",
-                "route",
-                "del",
-                &node.pod_cidr.to_string(),
-            ],
-        );
-    }
-    let links = run(
+    // Check the premise: the router has no route to any pod CIDR.
+    let routes = run(
         &o.lab,
-        &["ip", "netns", "exec", &router, "ls", "/sys/class/net"],
+        &["ip", "netns", "exec", o.lab.underlay_netns(), "ip", "route"],
     );
-    for link in links.split_whitespace().chain(["all"]) {
-        let key = format!("net.ipv4.conf.{link}.proxy_arp=1");
-        run(
-            &o.lab,
-            &["ip", "netns", "exec", &router, "sysctl", "-qw", &key],
-        );
-    }
-    // Each node's tunnel endpoint, as `svcflow node-setup` prints it.
-    for node in &topology.nodes {
-        let address = format!("{}/24", node.address).parse().unwrap();
-        for command in tunnel_endpoint_commands(&NodeSetup::default(), address) {
-            let argv: Vec<&str> = command.iter().map(String::as_str).collect();
-            o.lab
-                .node(&node.name)
-                .unwrap()
-                .node(&argv)
-                .unwrap_or_else(|e| o.fail(&format!("{}: {command:?}: {e}", node.name)));
-        }
-    }
+    assert!(
+        !routes.contains("10.244."),
+        "the router routes pod CIDRs:\n{routes}"
+    );
     o
 }
 

@@ -47,7 +47,7 @@ pub struct NodeSetupArgs {
     /// The node's pod CIDR (the gateway port's host side routes it) [default: none].
     #[arg(long, value_name = "CIDR")]
     pub pod_cidr: Option<Ipv4Net>,
-    /// `geneve`, `vxlan` or `none`, as given to `svcflow run` [default: none].
+    /// `geneve`, `vxlan` or `none`, as given to `svcflow run` [default: geneve].
     #[arg(long, value_name = "ENCAP")]
     pub encap: Option<String>,
     /// The service CIDR, as given to `svcflow run` [default: 10.96.0.0/12].
@@ -108,7 +108,7 @@ pub struct RunArgs {
     pub openflow_advertise: Option<SocketAddr>,
     /// How pod traffic crosses between nodes: `geneve` or `vxlan` (each node's bridge gets a
     /// flow-based tunnel port; see `svcflow node-setup`), or `none` (the underlay routes every
-    /// node's pod CIDR) [default: none].
+    /// node's pod CIDR) [default: geneve].
     #[arg(long, value_name = "ENCAP")]
     pub encap: Option<String>,
     /// Datapath type of the bridges svcflow creates: `system` (kernel module) or `netdev`

@@ -14,7 +14,7 @@ pub fn script(args: &NodeSetupArgs) -> Result<String, String> {
     if let Some(cidr) = args.service_cidr {
         config.service_cidr = cidr;
     }
-    let encap: Encap = args.encap.as_deref().unwrap_or("none").parse()?;
+    let encap: Encap = args.encap.as_deref().unwrap_or("geneve").parse()?;
     let datapath =
         parse_datapath_type(args.datapath_type.as_deref().unwrap_or("netdev")).map_err(|e| e.0)?;
     let setup = NodeSetup::default();
@@ -97,11 +97,11 @@ mod tests {
         );
         assert!(text.contains("ip link set br-int up\n"), "{text}");
         assert!(text.contains("svc-gw"), "{text}");
-        let none = run(&["n1", "--pod-cidr", "10.244.1.0/24"]).unwrap();
+        let none = run(&["n1", "--pod-cidr", "10.244.1.0/24", "--encap", "none"]).unwrap();
         assert!(!none.contains("dev br-int"), "{none}");
         let kernel = run(&["n1", "--encap", "vxlan", "--datapath-type", "system"]).unwrap();
         assert!(!kernel.contains("dev br-int"), "{kernel}");
-        let err = run(&["n1", "--encap", "geneve"]).unwrap_err();
+        let err = run(&["n1"]).unwrap_err();
         assert!(err.contains("--address"), "{err}");
         assert!(
             run(&["n1", "--encap", "gre"])
