@@ -195,6 +195,9 @@ impl KubeNode {
             NODE,
             "--log-level",
             "debug",
+            // Other nodes sit behind the uplink's routed next hop: no overlay.
+            "--encap",
+            "none",
         ];
         let daemon = Daemon::spawn(&sb, 1, Some(sb.node_netns()), &args)
             .unwrap_or_else(|e| panic!("cannot start svcflow: {e}"));

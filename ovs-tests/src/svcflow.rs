@@ -59,6 +59,9 @@ impl Daemon {
             log_level,
             "--host-node",
             "n1",
+            // Other nodes sit behind the uplink's routed next hop: no overlay.
+            "--encap",
+            "none",
         ];
         Self::spawn(sb, n, Some(sb.node_netns()), &args)
     }

@@ -551,3 +551,53 @@ fn pods_whose_mac_is_not_in_the_model_are_reached_across_nodes_and_through_a_clu
         ));
     }
 }
+
+#[test]
+fn external_traffic_policy_local_keeps_the_source_and_never_crosses_nodes() {
+    let c = cluster();
+    // web with externalTrafficPolicy Local (svcflow's REST extension).
+    let web = c.lab.topology().service("web").unwrap().clone();
+    let mut body: serde_json::Value = serde_json::from_str(&web.rest_body()).unwrap();
+    body["service:services"][0]["service:external-traffic-policy"] = "Local".into();
+    if let Err(e) = c.lab.rest("PUT", &web.rest_path(), &body.to_string()) {
+        c.fail(&format!("PUT web: {e}"));
+    }
+    let outside = c.lab.outside().unwrap().ip().to_string();
+    let address = |node: &str| c.lab.node_spec(node).unwrap().address.to_string();
+    // Through n3, which has one endpoint: only that one, which sees the client itself.
+    let target = format!("{}:30080", address("n3"));
+    let local = wait_for(
+        "the Local policy to reach n3",
+        Duration::from_secs(10),
+        || {
+            let answers = c.connect("outside", &target, 5);
+            answers
+                .iter()
+                .all(|a| a.as_ref().is_ok_and(|(b, _)| b == "n3-a"))
+                .then_some(answers)
+        },
+    );
+    let answers = local.unwrap_or_else(|e| c.fail(&e));
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.as_ref().is_ok_and(|(_, source)| *source == outside)),
+        "through n3 the source must be kept: {answers:?}"
+    );
+    // Through n1, which has none: refused, never sent to another node.
+    let target = format!("{}:30080", address("n1"));
+    let refused = wait_for(
+        "n1 to refuse its node port",
+        Duration::from_secs(10),
+        || {
+            let answers = c.connect("outside", &target, 3);
+            answers
+                .iter()
+                .all(|a| a.as_ref().is_err_and(|e| e.contains("refused")))
+                .then_some(())
+        },
+    );
+    refused.unwrap_or_else(|e| c.fail(&e));
+    // In-cluster traffic is not affected.
+    c.assert_spread("n1-b", VIP, 20, &["n2-a", "n3-a"], &c.ip("n1-b"));
+}

@@ -326,3 +326,30 @@ fn over_geneve_external_traffic_policy_local_keeps_the_source_and_never_crosses_
     let backends: Vec<&str> = seen.keys().map(|(b, _)| b.as_str()).collect();
     assert_eq!(backends, ["n2-a", "n3-a"], "{seen:?}");
 }
+
+#[test]
+fn over_geneve_a_node_whose_ovs_vswitchd_restarts_is_reached_again() {
+    let mut o = overlay("geneve");
+    let target = format!("{}:8080", o.ip("n2-a"));
+    o.wait_answer("n1-a", &target);
+    // The restarted switch has no flow, no group and a new br-int port without the node's
+    // address: svcflow resyncs it, and the node (here the lab) puts its tunnel endpoint back.
+    if let Err(e) = o.lab.restart_vswitchd("n2") {
+        o.fail(&format!("restarting n2's ovs-vswitchd: {e}"));
+    }
+    o.wait_answer("n1-a", &target);
+    let seen = o.spread("n1-a", &target, 5);
+    assert_eq!(
+        seen,
+        BTreeMap::from([(("n2-a".to_string(), o.ip("n1-a")), 5)]),
+        "n1-a -> n2-a after n2's restart"
+    );
+    o.wait_answer("n2-b", VIP);
+    let seen = o.spread("n2-b", VIP, 20);
+    let backends: Vec<&str> = seen.keys().map(|(b, _)| b.as_str()).collect();
+    assert_eq!(
+        backends,
+        ["n2-a", "n3-a"],
+        "from n2-b after its restart: {seen:?}"
+    );
+}
