@@ -333,8 +333,7 @@ impl Builder<'_> {
                 .or_else(|| bindings.macs.get(&pod.iface_id).copied());
             if mac.is_none() {
                 for ip in pod.ips.iter().filter_map(v4) {
-                    let arp = Match::new()
-                        .with(Field::InPort, ofport)
+                    let arp = in_port(ofport)
                         .with(Field::EthType, 0x0806u16)
                         .with(Field::ArpSpa, u32::from(ip));
                     self.flow(
