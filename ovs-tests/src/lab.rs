@@ -630,6 +630,10 @@ fn check_name(name: &str, what: &str) -> Result<(), SandboxError> {
 // The lab
 // ---------------------------------------------------------------------------------------------
 
+/// One connection of [`Lab::connect_peer`]: the backend that answered and the source address
+/// it saw, or why it failed.
+pub type PeerAnswer = Result<(String, String), String>;
+
 /// Choices made when a lab comes up.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
@@ -807,6 +811,31 @@ impl Lab {
     /// The outside host, if the topology has one.
     pub fn outside(&self) -> Option<&Host> {
         self.outside.as_ref()
+    }
+
+    /// `count` TCP connections (`svcflow-probe connect --peer`) from `from`, a pod or the
+    /// outside host, to `target`: each answered `(backend, source address it saw)`, or
+    /// failed with why (`refused`, `timeout`, …).
+    pub fn connect_peer(
+        &self,
+        from: &str,
+        target: &str,
+        count: u32,
+    ) -> Result<Vec<PeerAnswer>, SandboxError> {
+        let host = match self.outside() {
+            Some(o) if o.spec.name == from => o,
+            _ => self.pod(from)?,
+        };
+        let attempts = host.connect("tcp", target, count, &["--peer", "--timeout-ms", "2000"])?;
+        Ok(attempts
+            .into_iter()
+            .map(|a| {
+                a.map(|answer| match answer.split_once('@') {
+                    Some((name, ip)) => (name.to_string(), ip.to_string()),
+                    None => (answer, String::new()),
+                })
+            })
+            .collect())
     }
 
     /// svcflow's log file.

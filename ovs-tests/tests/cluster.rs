@@ -69,31 +69,16 @@ impl Cluster {
         );
     }
 
-    /// `count` TCP connections from `from` (a pod, or the outside host) to `target`, each
-    /// answered `(backend, source address it saw)` or failed with why.
+    /// `count` TCP connections from `from` to `target`: see [`Lab::connect_peer`].
     fn connect(
         &self,
         from: &str,
         target: &str,
         count: u32,
     ) -> Vec<Result<(String, String), String>> {
-        let host = if self.lab.outside().is_some_and(|o| o.spec.name == from) {
-            self.lab.outside().unwrap()
-        } else {
-            self.lab.pod(from).unwrap()
-        };
-        let attempts = host
-            .connect("tcp", target, count, &["--peer", "--timeout-ms", "2000"])
-            .unwrap_or_else(|e| self.fail(&format!("svcflow-probe connect {target}: {e}")));
-        attempts
-            .into_iter()
-            .map(|a| {
-                a.map(|answer| match answer.split_once('@') {
-                    Some((name, ip)) => (name.to_string(), ip.to_string()),
-                    None => (answer, String::new()),
-                })
-            })
-            .collect()
+        self.lab
+            .connect_peer(from, target, count)
+            .unwrap_or_else(|e| self.fail(&format!("svcflow-probe connect {target}: {e}")))
     }
 
     /// Waits until one connection from `from` to `target` succeeds.

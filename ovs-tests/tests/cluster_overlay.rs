@@ -81,27 +81,16 @@ impl Overlay {
         self.lab.pod(pod).unwrap().ip().to_string()
     }
 
-    /// `count` TCP connections from `from` to `target`: (backend, source it saw) each.
+    /// `count` TCP connections from `from` to `target`: see [`Lab::connect_peer`].
     fn connect(
         &self,
         from: &str,
         target: &str,
         count: u32,
     ) -> Vec<Result<(String, String), String>> {
-        let host = match self.lab.outside() {
-            Some(o) if o.spec.name == from => o,
-            _ => self.lab.pod(from).unwrap(),
-        };
-        host.connect("tcp", target, count, &["--peer", "--timeout-ms", "2000"])
+        self.lab
+            .connect_peer(from, target, count)
             .unwrap_or_else(|e| self.fail(&format!("svcflow-probe connect {target}: {e}")))
-            .into_iter()
-            .map(|a| {
-                a.map(|answer| match answer.split_once('@') {
-                    Some((name, ip)) => (name.to_string(), ip.to_string()),
-                    None => (answer, String::new()),
-                })
-            })
-            .collect()
     }
 
     /// Waits until a connection from `from` to `target` is answered (the first one across
