@@ -56,7 +56,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{Read, Seek, SeekFrom};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -66,7 +65,7 @@ use ovs_tests::http::Http;
 use ovs_tests::lab::{
     DEFAULT_MANAGEMENT, Lab, LabOptions, NodeSpec, PodSpec, REST, Topology, Underlay, UnderlayKind,
 };
-use ovs_tests::svcflow::{SyncLine, svcflow_binary};
+use ovs_tests::svcflow::{LogLines, SyncLine, svcflow_binary};
 
 /// Pods per node.
 const PODS_PER_NODE: usize = 3;
@@ -115,9 +114,7 @@ struct Sync {
 }
 
 struct LogWatch {
-    path: PathBuf,
-    file: std::fs::File,
-    pending: Vec<u8>,
+    log: LogLines,
     syncs: Vec<Sync>,
     /// Syncs before this index were consumed by a wait.
     cursor: usize,
@@ -125,12 +122,10 @@ struct LogWatch {
 
 impl LogWatch {
     fn new(path: PathBuf) -> Self {
-        let file = std::fs::File::open(&path)
+        let log = LogLines::open(path.clone())
             .unwrap_or_else(|e| panic!("opening the daemon log {}: {e}", path.display()));
         Self {
-            path,
-            file,
-            pending: Vec::new(),
+            log,
             syncs: Vec::new(),
             cursor: 0,
         }
@@ -138,20 +133,9 @@ impl LogWatch {
 
     /// Reads what was appended since the last call.
     fn poll(&mut self) {
-        let mut chunk = [0u8; 64 * 1024];
-        loop {
-            let n = self.file.read(&mut chunk).unwrap();
-            if n == 0 {
-                break;
-            }
-            self.pending.extend_from_slice(&chunk[..n]);
-        }
+        let lines = self.log.poll().unwrap();
         let now = Instant::now();
-        let Some(last_newline) = self.pending.iter().rposition(|&b| b == b'\n') else {
-            return;
-        };
-        let complete: Vec<u8> = self.pending.drain(..=last_newline).collect();
-        for text in String::from_utf8_lossy(&complete).lines() {
+        for text in lines.iter().map(String::as_str) {
             let Some(line) = SyncLine::parse(text) else {
                 continue;
             };
@@ -171,13 +155,7 @@ impl LogWatch {
 
     /// The last `n` lines of the log, for panics.
     fn tail(&self, n: usize) -> String {
-        let mut file = std::fs::File::open(&self.path).unwrap();
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
-        let mut text = String::new();
-        let _ = file.read_to_string(&mut text);
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
+        self.log.tail(n)
     }
 
     fn fail(&self, what: &str) -> ! {

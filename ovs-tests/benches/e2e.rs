@@ -68,7 +68,6 @@
 #![allow(clippy::unwrap_used)] // a benchmark that cannot run should stop loudly
 
 use std::fmt::Write as _;
-use std::io::{Read, Seek, SeekFrom};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -76,7 +75,7 @@ use std::time::{Duration, Instant};
 use ovs_tests::Sandbox;
 use ovs_tests::http::Http;
 use ovs_tests::svcflow::fixture::NODE_IP;
-use ovs_tests::svcflow::{Daemon, REST, SyncLine, svcflow_binary};
+use ovs_tests::svcflow::{Daemon, LogLines, REST, SyncLine, svcflow_binary};
 
 const BR: &str = "br-int";
 const ANCHOR_BR: &str = "br-anchor";
@@ -121,9 +120,7 @@ fn daemon_binary() -> PathBuf {
 // The daemon's log, read as it grows.
 
 struct LogWatch {
-    path: PathBuf,
-    file: std::fs::File,
-    pending: Vec<u8>,
+    log: LogLines,
     /// Every sync line so far, with when this process saw it.
     syncs: Vec<(Instant, SyncLine)>,
     /// Lines before this index were already consumed by a wait.
@@ -134,12 +131,10 @@ struct LogWatch {
 
 impl LogWatch {
     fn new(path: PathBuf) -> Self {
-        let file = std::fs::File::open(&path)
+        let log = LogLines::open(path.clone())
             .unwrap_or_else(|e| panic!("opening the daemon log {}: {e}", path.display()));
         Self {
-            path,
-            file,
-            pending: Vec::new(),
+            log,
             syncs: Vec::new(),
             cursor: 0,
             loaded: None,
@@ -148,20 +143,9 @@ impl LogWatch {
 
     /// Reads what was appended since the last call.
     fn poll(&mut self) {
-        let mut chunk = [0u8; 64 * 1024];
-        loop {
-            let n = self.file.read(&mut chunk).unwrap();
-            if n == 0 {
-                break;
-            }
-            self.pending.extend_from_slice(&chunk[..n]);
-        }
+        let lines = self.log.poll().unwrap();
         let now = Instant::now();
-        let Some(last_newline) = self.pending.iter().rposition(|&b| b == b'\n') else {
-            return;
-        };
-        let complete: Vec<u8> = self.pending.drain(..=last_newline).collect();
-        for line in String::from_utf8_lossy(&complete).lines() {
+        for line in lines.iter().map(String::as_str) {
             if let Some(sync) = SyncLine::parse(line) {
                 self.syncs.push((now, sync));
             } else if self.loaded.is_none() && line.contains("REST state loaded") {
@@ -175,13 +159,7 @@ impl LogWatch {
 
     /// The last `n` lines of the log, for panics.
     fn tail(&self, n: usize) -> String {
-        let mut file = std::fs::File::open(&self.path).unwrap();
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
-        let mut text = String::new();
-        let _ = file.read_to_string(&mut text);
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
+        self.log.tail(n)
     }
 
     fn fail(&self, what: &str) -> ! {

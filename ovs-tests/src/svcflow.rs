@@ -283,3 +283,59 @@ pub mod fixture {
         );
     }
 }
+
+/// A daemon's log read as it grows, for benches that time what the daemon logs: each
+/// [`LogLines::poll`] returns the complete lines appended since the last one.
+#[derive(Debug)]
+pub struct LogLines {
+    path: PathBuf,
+    file: std::fs::File,
+    pending: Vec<u8>,
+}
+
+impl LogLines {
+    /// Follows the log at `path` from its start.
+    pub fn open(path: PathBuf) -> Result<Self, SandboxError> {
+        let file = std::fs::File::open(&path)?;
+        Ok(Self {
+            path,
+            file,
+            pending: Vec::new(),
+        })
+    }
+
+    /// The complete lines appended since the last call.
+    pub fn poll(&mut self) -> Result<Vec<String>, SandboxError> {
+        use std::io::Read;
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            let n = self.file.read(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            self.pending.extend_from_slice(&chunk[..n]);
+        }
+        let Some(last_newline) = self.pending.iter().rposition(|&b| b == b'\n') else {
+            return Ok(Vec::new());
+        };
+        let complete: Vec<u8> = self.pending.drain(..=last_newline).collect();
+        Ok(String::from_utf8_lossy(&complete)
+            .lines()
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// The last `n` lines of the log (of its last 64 KiB), for error messages.
+    pub fn tail(&self, n: usize) -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return String::new();
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
