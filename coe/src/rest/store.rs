@@ -54,12 +54,12 @@ pub struct Store {
 struct Index {
     /// Whether it describes the store (false after a load or a whole-list change).
     built: bool,
-    vips: HashMap<IpAddr, BTreeSet<String>>,
-    node_ports: HashMap<u16, BTreeSet<String>>,
-    service_names: HashMap<(String, String), BTreeSet<String>>,
-    endpoints_names: HashMap<(String, String), BTreeSet<String>>,
-    ifaces: HashMap<String, BTreeSet<String>>,
-    node_names: HashMap<String, BTreeSet<String>>,
+    vips: HashMap<IpAddr, Holders>,
+    node_ports: HashMap<u16, Holders>,
+    service_names: HashMap<(String, String), Holders>,
+    endpoints_names: HashMap<(String, String), Holders>,
+    ifaces: HashMap<String, Holders>,
+    node_names: HashMap<String, Holders>,
 }
 
 /// The index is derived from the store, so two stores are equal by their items alone.
@@ -71,16 +71,20 @@ impl PartialEq for Index {
 
 impl Eq for Index {}
 
-fn link<K: Eq + std::hash::Hash>(
-    map: &mut HashMap<K, BTreeSet<String>>,
-    key: K,
-    uid: &str,
-    on: bool,
-) {
+/// The uids holding one value, sorted and without repeats: nearly always one, which a
+/// vector holds in one small allocation (a one-entry `BTreeSet` allocates a whole node).
+type Holders = Vec<String>;
+
+fn link<K: Eq + std::hash::Hash>(map: &mut HashMap<K, Holders>, key: K, uid: &str, on: bool) {
     if on {
-        map.entry(key).or_default().insert(uid.to_string());
+        let set = map.entry(key).or_default();
+        if let Err(at) = set.binary_search_by(|u| u.as_str().cmp(uid)) {
+            set.insert(at, uid.to_string());
+        }
     } else if let Some(set) = map.get_mut(&key) {
-        set.remove(uid);
+        if let Ok(at) = set.binary_search_by(|u| u.as_str().cmp(uid)) {
+            set.remove(at);
+        }
         if set.is_empty() {
             map.remove(&key);
         }
