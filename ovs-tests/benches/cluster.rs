@@ -61,11 +61,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
+use ovs_tests::bench::{command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon};
 use ovs_tests::http::Http;
 use ovs_tests::lab::{
     DEFAULT_MANAGEMENT, Lab, LabOptions, NodeSpec, PodSpec, REST, Topology, Underlay, UnderlayKind,
 };
-use ovs_tests::svcflow::{LogLines, SyncLine, svcflow_binary};
+use ovs_tests::svcflow::{LogLines, SyncLine};
 
 /// Pods per node.
 const PODS_PER_NODE: usize = 3;
@@ -77,32 +78,6 @@ const VIP_BASE: u32 = 0x0a60_0000;
 const POLL: Duration = Duration::from_micros(500);
 /// The least pause before each measured write; see the module docs.
 const MIN_GAP_MS: u64 = 60;
-
-fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(v) => {
-            let list: Vec<usize> = v.split(',').filter_map(|s| s.trim().parse().ok()).collect();
-            assert!(!list.is_empty(), "{name}={v:?} names no number");
-            list
-        }
-        Err(_) => default.to_vec(),
-    }
-}
-
-/// The daemon binary, which must exist and be optimized: this bench does not build it.
-fn daemon_binary() -> PathBuf {
-    const HOW: &str = "the cluster bench runs the optimized daemon: run `cargo build --release \
-                       -p svcflow` first (then `cargo bench -p ovs-tests --bench cluster`), or \
-                       set SVCFLOW_BIN to a release svcflow binary";
-    let path = svcflow_binary().unwrap_or_else(|e| panic!("{HOW}\n({e})"));
-    assert!(path.is_file(), "{} does not exist: {HOW}", path.display());
-    if std::env::var_os("SVCFLOW_BIN").is_none()
-        && path.components().any(|c| c.as_os_str() == "debug")
-    {
-        panic!("{} is a debug build: {HOW}", path.display());
-    }
-    path
-}
 
 // ---------------------------------------------------------------------------------------------
 // The daemon's log, read as it grows: every node's sync lines.
@@ -369,16 +344,6 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_millis((fields[11] + fields[12]) * 10)
 }
 
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("reading /proc/{pid}/status of the daemon: {e}"));
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct Row {
@@ -392,16 +357,6 @@ struct Row {
     /// CPU time per change: the daemon's, and all `ovs-vswitchd`s' together.
     cpu_per_change: (Duration, Duration),
     rss_kib: u64,
-}
-
-fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
-    (at(0.5), at(0.99))
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
@@ -536,16 +491,8 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
     row
 }
 
-fn command_output(argv: &[&str]) -> String {
-    std::process::Command::new(argv[0])
-        .args(&argv[1..])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|e| format!("({}: {e})", argv[0]))
-}
-
 fn main() {
-    let binary = daemon_binary();
+    let binary = release_daemon("cluster");
     let node_counts = env_list("SVCFLOW_CLUSTER_N", &[3, 10]);
     let service_counts = env_list("SVCFLOW_CLUSTER_S", &[1_000]);
     let updates = env_list("SVCFLOW_CLUSTER_UPDATES", &[200])[0].max(1);

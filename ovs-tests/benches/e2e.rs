@@ -73,9 +73,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
+use ovs_tests::bench::{command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon};
 use ovs_tests::http::Http;
 use ovs_tests::svcflow::fixture::NODE_IP;
-use ovs_tests::svcflow::{Daemon, LogLines, REST, SyncLine, svcflow_binary};
+use ovs_tests::svcflow::{Daemon, LogLines, REST, SyncLine};
 
 const BR: &str = "br-int";
 const ANCHOR_BR: &str = "br-anchor";
@@ -89,32 +90,6 @@ const VIP_BASE: u32 = 0x0a60_0000;
 const VIP_SPACE: u32 = 1 << 20;
 /// How often the daemon's log is read for new lines.
 const POLL: Duration = Duration::from_micros(500);
-
-fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(v) => {
-            let list: Vec<usize> = v.split(',').filter_map(|s| s.trim().parse().ok()).collect();
-            assert!(!list.is_empty(), "{name}={v:?} names no size");
-            list
-        }
-        Err(_) => default.to_vec(),
-    }
-}
-
-/// The daemon binary, which must exist: this bench does not build it.
-fn daemon_binary() -> PathBuf {
-    const HOW: &str = "the e2e bench runs the optimized daemon: run `cargo build --release -p \
-                       svcflow` first (then `cargo bench -p ovs-tests --bench e2e`), or set \
-                       SVCFLOW_BIN to a release svcflow binary";
-    let path = svcflow_binary().unwrap_or_else(|e| panic!("{HOW}\n({e})"));
-    assert!(path.is_file(), "{} does not exist: {HOW}", path.display());
-    if std::env::var_os("SVCFLOW_BIN").is_none()
-        && path.components().any(|c| c.as_os_str() == "debug")
-    {
-        panic!("{} is a debug build: {HOW}", path.display());
-    }
-    path
-}
 
 // ---------------------------------------------------------------------------------------------
 // The daemon's log, read as it grows.
@@ -299,16 +274,6 @@ struct Row {
     rss_kib: u64,
 }
 
-fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
-    (at(0.5), at(0.99))
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 /// Whether process `pid` exists and is not a zombie.
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -318,16 +283,6 @@ fn alive(pid: u32) -> bool {
                 .map(|(_, rest)| rest.trim_start().to_string())
         })
         .is_some_and(|rest| !rest.starts_with('Z'))
-}
-
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("reading /proc/{pid}/status of the daemon: {e}"));
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 /// A PUT that must succeed; returns how long the reply took.
@@ -609,16 +564,8 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     row
 }
 
-fn command_output(argv: &[&str]) -> String {
-    std::process::Command::new(argv[0])
-        .args(&argv[1..])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|e| format!("({}: {e})", argv[0]))
-}
-
 fn main() {
-    let binary = daemon_binary();
+    let binary = release_daemon("e2e");
     let sizes = env_list("SVCFLOW_E2E_S", &[1_000, 10_000, 30_000]);
     let per_service = env_list("SVCFLOW_E2E_E", &[2, 10]);
     let updates = env_list("SVCFLOW_E2E_UPDATES", &[200])[0].max(1) as u32;

@@ -1837,24 +1837,14 @@ impl LabState {
                 .vsctl(&["get-controller", BR])
                 .map(|t| t.trim().to_string())
                 .unwrap_or_default();
-            let flows = n
-                .ofctl("dump-flows")
-                .map(|t| {
-                    t.lines()
-                        .filter(|l| l.contains("actions="))
-                        .count()
-                        .to_string()
-                })
-                .unwrap_or_else(|_| "?".into());
-            let groups = n
-                .ofctl("dump-groups")
-                .map(|t| {
-                    t.lines()
-                        .filter(|l| l.contains("group_id="))
-                        .count()
-                        .to_string()
-                })
-                .unwrap_or_else(|_| "?".into());
+            // How many lines of `ovs-ofctl SUBCOMMAND` contain `marker`, or `?`.
+            let count = |subcommand: &str, marker: &str| {
+                n.ofctl(subcommand)
+                    .map(|t| t.lines().filter(|l| l.contains(marker)).count().to_string())
+                    .unwrap_or_else(|_| "?".into())
+            };
+            let flows = count("dump-flows", "actions=");
+            let groups = count("dump-groups", "group_id=");
             let connection =
                 last_log_value(&log, &format!("node {}: its switch is connection ", n.name));
             let revision =

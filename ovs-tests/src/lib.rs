@@ -12,6 +12,7 @@
 //!
 //! See `shared/notes/ovs-userspace.md` for why each setting is needed.
 
+pub mod bench;
 mod cmd;
 mod error;
 mod host;
