@@ -83,14 +83,19 @@ impl SyncReport {
     pub fn of(steps: &[Step<FlowKey, FlowEntry, GroupEntry>]) -> Self {
         let mut r = Self::default();
         for s in steps {
-            match s {
-                Step::AddFlow(..) => r.flows_added += 1,
-                Step::ModifyFlow(..) => r.flows_modified += 1,
-                Step::DeleteFlow(..) => r.flows_deleted += 1,
-                _ => r.groups_changed += 1,
-            }
+            r.count(s);
         }
         r
+    }
+
+    /// Counts one more step.
+    pub fn count<K, F, G>(&mut self, step: &Step<K, F, G>) {
+        match step {
+            Step::AddFlow(..) => self.flows_added += 1,
+            Step::ModifyFlow(..) => self.flows_modified += 1,
+            Step::DeleteFlow(..) => self.flows_deleted += 1,
+            _ => self.groups_changed += 1,
+        }
     }
 
     /// Whether nothing had to change.

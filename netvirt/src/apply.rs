@@ -4,6 +4,8 @@ use openflow::msg::{
     Body, Bucket as WireBucket, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType,
 };
 
+use std::borrow::Borrow;
+
 use crate::flow::{FlowEntry, FlowKey, GroupEntry, GroupKind};
 use crate::plan::Step;
 
@@ -12,16 +14,23 @@ const OFPG_ANY: u32 = 0xffff_ffff;
 /// `OFPP_ANY`.
 const OFPP_ANY: u32 = 0xffff_ffff;
 
-/// The message that carries out one step.
-pub fn message(step: &Step<FlowKey, FlowEntry, GroupEntry>) -> Body {
+/// The message that carries out one step (of owned or borrowed entries).
+pub fn message<K, F, G>(step: &Step<K, F, G>) -> Body
+where
+    K: Borrow<FlowKey>,
+    F: Borrow<FlowEntry>,
+    G: Borrow<GroupEntry>,
+{
     match step {
-        Step::AddGroup(id, g) => group_mod(GroupModCommand::Add, *id, Some(g)),
-        Step::ModifyGroup(id, g) => group_mod(GroupModCommand::Modify, *id, Some(g)),
+        Step::AddGroup(id, g) => group_mod(GroupModCommand::Add, *id, Some(g.borrow())),
+        Step::ModifyGroup(id, g) => group_mod(GroupModCommand::Modify, *id, Some(g.borrow())),
         Step::DeleteGroup(id) => group_mod(GroupModCommand::Delete, *id, None),
-        Step::AddFlow(k, v) => flow_mod(FlowModCommand::Add, k, Some(v)),
+        Step::AddFlow(k, v) => flow_mod(FlowModCommand::Add, k.borrow(), Some(v.borrow())),
         // With a zero cookie mask, a strict modify also sets the flow's cookie (OF1.3 §6.4).
-        Step::ModifyFlow(k, v) => flow_mod(FlowModCommand::ModifyStrict, k, Some(v)),
-        Step::DeleteFlow(k) => flow_mod(FlowModCommand::DeleteStrict, k, None),
+        Step::ModifyFlow(k, v) => {
+            flow_mod(FlowModCommand::ModifyStrict, k.borrow(), Some(v.borrow()))
+        }
+        Step::DeleteFlow(k) => flow_mod(FlowModCommand::DeleteStrict, k.borrow(), None),
     }
 }
 

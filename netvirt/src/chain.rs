@@ -139,7 +139,6 @@ mod tests {
                     ip: IpAddr::V4(ip),
                     port: 8080,
                     weight: 1,
-                    local: false,
                 };
                 (b, ip)
             })

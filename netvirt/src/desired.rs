@@ -680,7 +680,7 @@ impl Builder<'_> {
         &mut self,
         service: &Service,
         plans: Vec<PortPlan>,
-        ids: &BTreeMap<String, u32>,
+        ids: &BTreeMap<std::sync::Arc<str>, u32>,
         bindings: &NodeBindings,
     ) {
         let config = self.config;
@@ -699,7 +699,7 @@ impl Builder<'_> {
                 found,
                 parts,
             } = plan;
-            let Some(&id) = ids.get(&name) else {
+            let Some(&id) = ids.get(name.as_str()) else {
                 self.out.conflicts.push(format!("{name}: no group id left"));
                 continue;
             };
@@ -721,7 +721,7 @@ impl Builder<'_> {
                 let group_id = if parts.len() == 1 {
                     Some(id)
                 } else {
-                    ids.get(&format!("{name}#{k}")).copied()
+                    ids.get(format!("{name}#{k}").as_str()).copied()
                 };
                 let Some(group_id) = group_id else {
                     self.out
@@ -1074,7 +1074,7 @@ pub(crate) fn plan_names(plans: &[PortPlan]) -> Vec<String> {
 pub(crate) fn render_service(
     service: &Service,
     plans: Vec<PortPlan>,
-    ids: &BTreeMap<String, u32>,
+    ids: &BTreeMap<std::sync::Arc<str>, u32>,
     config: &Config,
     bindings: &NodeBindings,
 ) -> DesiredState {

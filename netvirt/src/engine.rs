@@ -3,8 +3,9 @@
 //! After a connect (or a failed sync) the engine reads the switch and sends the full
 //! difference; from then on each model change is re-rendered only where it changed
 //! ([`Shards`]) and just the steps it causes are sent. A change of at most [`BUNDLE_MAX`]
-//! steps is one atomic bundle. A longer plan (a first sync of a big cluster, a change to
-//! thousands of services at once) goes as several bundles in order, each atomic: groups
+//! steps is one atomic bundle. A longer plan (a change to thousands of services at once)
+//! goes as several bundles in order, and a full sync as bundles of [`FULL_SYNC_BUNDLE`]
+//! messages, each atomic: groups
 //! before the flows that use them, flows deleted before their groups, so no bundle boundary
 //! leaves a flow pointing at a missing group.
 
@@ -14,7 +15,7 @@ use std::net::IpAddr;
 use openflow::msg::{Body, CtFlush, CtTuple};
 
 use crate::agent::{SyncReport, read_state};
-use crate::apply::messages;
+use crate::apply::message;
 use crate::config::Config;
 use crate::desired::{NodeBindings, ServicePortState};
 use crate::model::{Model, Node};
@@ -28,6 +29,13 @@ pub const FLUSH_ROUNDS: usize = 3;
 
 /// The most messages in one bundle.
 pub const BUNDLE_MAX: usize = 5_000;
+
+/// The most messages in one bundle of a full sync (after a connect), which is several
+/// bundles anyway: each switch's task holds one bundle's messages at a time, and a central
+/// controller syncs all its switches at once after it starts, so smaller bundles keep its
+/// peak memory down. `ovs-vswitchd` installs bundles of 1,000 as fast as bigger ones (see
+/// `docs/performance.md`, the session bench).
+pub const FULL_SYNC_BUNDLE: usize = 1_000;
 
 /// One node's desired state and its switch.
 pub struct Engine {
@@ -43,6 +51,16 @@ impl Engine {
         Self {
             switch,
             shards: Shards::default(),
+            in_sync: false,
+        }
+    }
+
+    /// An engine whose service renders are shared with the other engines made with
+    /// `renders` (one per switch of a central controller).
+    pub fn sharing(switch: SwitchHandle, renders: &crate::shards::Renders) -> Self {
+        Self {
+            switch,
+            shards: Shards::sharing(renders),
             in_sync: false,
         }
     }
@@ -73,11 +91,27 @@ impl Engine {
     ) -> Result<SyncReport, Error> {
         let was_in_sync = std::mem::replace(&mut self.in_sync, false);
         let report = if was_in_sync {
-            let delta = self.shards.update(node, model, config, bindings);
-            for chunk in delta.chunks(BUNDLE_MAX) {
-                self.switch.bundle(messages(chunk)).await?;
+            let pending = self.shards.update_pending(node, model, config, bindings);
+            let mut report = SyncReport::default();
+            // One bundle's messages at a time: a change to every service never holds a copy
+            // of the whole state.
+            let mut steps = self.shards.steps(&pending);
+            loop {
+                let chunk: Vec<Body> = steps
+                    .by_ref()
+                    .take(BUNDLE_MAX)
+                    .map(|step| {
+                        report.count(&step);
+                        message(&step)
+                    })
+                    .collect();
+                if chunk.is_empty() {
+                    break;
+                }
+                self.switch.bundle(chunk).await?;
             }
-            let mut report = SyncReport::of(&delta);
+            drop(steps);
+            drop(pending);
             report.conntrack_flushed = self.flush(config.service_zone).await?;
             report
         } else {
@@ -89,7 +123,7 @@ impl Engine {
             let mut plan = self.shards.full_plan(&actual);
             loop {
                 let mut chunk: Vec<Body> = Vec::new();
-                for (change, body) in plan.by_ref().take(BUNDLE_MAX) {
+                for (change, body) in plan.by_ref().take(FULL_SYNC_BUNDLE) {
                     match change {
                         Change::AddFlow => report.flows_added += 1,
                         Change::ModifyFlow => report.flows_modified += 1,

@@ -2,6 +2,7 @@
 //! same group ids and cookies, and a change to one object does not renumber the others.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// FNV-1a, 64-bit: stable across Rust releases and platforms, unlike `DefaultHasher`.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
@@ -50,10 +51,12 @@ pub fn allocate<'a>(names: impl IntoIterator<Item = &'a str>, max: u32) -> BTree
 #[derive(Debug, Clone)]
 pub struct Allocator {
     max: u32,
-    by_name: BTreeMap<String, u32>,
-    by_id: BTreeMap<u32, String>,
+    /// Each name is held once, shared by both maps (a node's task keeps one allocator per
+    /// switch, so this is paid per node).
+    by_name: BTreeMap<Arc<str>, u32>,
+    by_id: BTreeMap<u32, Arc<str>>,
     /// Names that found no free id (only when there are more names than ids).
-    unassigned: BTreeSet<String>,
+    unassigned: BTreeSet<Arc<str>>,
 }
 
 impl Allocator {
@@ -68,7 +71,7 @@ impl Allocator {
     }
 
     /// Every name's id.
-    pub fn ids(&self) -> &BTreeMap<String, u32> {
+    pub fn ids(&self) -> &BTreeMap<Arc<str>, u32> {
         &self.by_name
     }
 
@@ -95,7 +98,7 @@ impl Allocator {
     }
 
     /// The names in the run of taken ids that holds `id` (none if `id` is free).
-    fn cluster(&self, id: u32, out: &mut BTreeSet<String>) {
+    fn cluster(&self, id: u32, out: &mut BTreeSet<Arc<str>>) {
         if !self.by_id.contains_key(&id) {
             return;
         }
@@ -106,7 +109,7 @@ impl Allocator {
         }
         let mut at = start;
         while let Some(name) = self.by_id.get(&at) {
-            out.insert(name.clone());
+            out.insert(Arc::clone(name));
             at = self.next(at);
         }
     }
@@ -117,7 +120,7 @@ impl Allocator {
         &mut self,
         removed: impl IntoIterator<Item = &'a str>,
         added: impl IntoIterator<Item = &'a str>,
-    ) -> BTreeSet<String> {
+    ) -> BTreeSet<Arc<str>> {
         let known = |n: &str| self.by_name.contains_key(n) || self.unassigned.contains(n);
         let removed: BTreeSet<&str> = removed.into_iter().filter(|n| known(n)).collect();
         let added: BTreeSet<&str> = added
@@ -129,31 +132,31 @@ impl Allocator {
             return self.reallocate(&removed, &added);
         }
         // Taking a name out leaves a hole in its cluster: the names after it may move back.
-        let mut before: BTreeMap<String, u32> = BTreeMap::new();
+        let mut before: BTreeMap<Arc<str>, u32> = BTreeMap::new();
         let mut holes = Vec::new();
         for name in &removed {
-            if let Some(id) = self.by_name.remove(*name) {
+            if let Some((name, id)) = self.by_name.remove_entry(*name) {
                 self.by_id.remove(&id);
-                before.insert((*name).to_string(), id);
+                before.insert(name, id);
                 holes.push(id);
             }
         }
-        let mut pending: BTreeSet<String> = BTreeSet::new();
+        let mut pending: BTreeSet<Arc<str>> = BTreeSet::new();
         for id in holes {
             self.cluster(self.next(id), &mut pending);
         }
         // A new name goes into the cluster that holds its home, in sorted order.
         for name in &added {
             self.cluster(self.home(name), &mut pending);
-            pending.insert((*name).to_string());
+            pending.insert(Arc::from(*name));
         }
         self.unplace(&pending, &mut before);
         loop {
             match self.place(&pending) {
                 Ok(placed) => {
                     for (id, name) in placed {
-                        self.by_name.insert(name.to_string(), id);
-                        self.by_id.insert(id, name.to_string());
+                        self.by_name.insert(Arc::clone(name), id);
+                        self.by_id.insert(id, Arc::clone(name));
                     }
                     break;
                 }
@@ -174,19 +177,19 @@ impl Allocator {
     }
 
     /// Frees the ids of `names`, remembering them in `before`.
-    fn unplace(&mut self, names: &BTreeSet<String>, before: &mut BTreeMap<String, u32>) {
+    fn unplace(&mut self, names: &BTreeSet<Arc<str>>, before: &mut BTreeMap<Arc<str>, u32>) {
         for name in names {
             if let Some(id) = self.by_name.remove(name) {
                 self.by_id.remove(&id);
-                before.insert(name.clone(), id);
+                before.insert(Arc::clone(name), id);
             }
         }
     }
 
     /// Places `names` in sorted order by linear probing over the free ids, or returns the
     /// first taken id a probe ran into.
-    fn place<'a>(&self, names: &'a BTreeSet<String>) -> Result<BTreeMap<u32, &'a str>, u32> {
-        let mut placed: BTreeMap<u32, &str> = BTreeMap::new();
+    fn place<'a>(&self, names: &'a BTreeSet<Arc<str>>) -> Result<BTreeMap<u32, &'a Arc<str>>, u32> {
+        let mut placed: BTreeMap<u32, &Arc<str>> = BTreeMap::new();
         for name in names {
             let mut id = self.home(name);
             loop {
@@ -204,25 +207,36 @@ impl Allocator {
     }
 
     /// The whole allocation again, for when the ids run out.
-    fn reallocate(&mut self, removed: &BTreeSet<&str>, added: &BTreeSet<&str>) -> BTreeSet<String> {
-        let names: BTreeSet<String> = self
+    fn reallocate(
+        &mut self,
+        removed: &BTreeSet<&str>,
+        added: &BTreeSet<&str>,
+    ) -> BTreeSet<Arc<str>> {
+        let names: BTreeSet<Arc<str>> = self
             .by_name
             .keys()
             .chain(&self.unassigned)
-            .filter(|n| !removed.contains(n.as_str()))
+            .filter(|n| !removed.contains(&***n))
             .cloned()
-            .chain(added.iter().map(|n| n.to_string()))
+            .chain(added.iter().map(|n| Arc::from(*n)))
             .collect();
-        let ids = allocate(names.iter().map(String::as_str), self.max);
+        let ids = allocate(names.iter().map(|n| &**n), self.max);
         let moved = self
             .by_name
             .iter()
-            .filter(|(name, id)| ids.get(*name).is_some_and(|now| now != *id))
-            .map(|(name, _)| name.clone())
+            .filter(|(name, id)| ids.get(&***name).is_some_and(|now| now != *id))
+            .map(|(name, _)| Arc::clone(name))
             .collect();
-        self.by_id = ids.iter().map(|(n, id)| (*id, n.clone())).collect();
-        self.unassigned = names.into_iter().filter(|n| !ids.contains_key(n)).collect();
-        self.by_name = ids;
+        let by_name: BTreeMap<Arc<str>, u32> = names
+            .iter()
+            .filter_map(|n| Some((Arc::clone(n), *ids.get(&**n)?)))
+            .collect();
+        self.by_id = by_name.iter().map(|(n, id)| (*id, Arc::clone(n))).collect();
+        self.unassigned = names
+            .into_iter()
+            .filter(|n| !ids.contains_key(&**n))
+            .collect();
+        self.by_name = by_name;
         moved
     }
 }
@@ -290,11 +304,13 @@ mod tests {
                 }
                 names.extend(added.iter().cloned());
                 let want = allocate(names.iter().map(String::as_str), max);
-                proptest::prop_assert_eq!(alloc.ids(), &want);
-                let want_moved: BTreeSet<String> = previous
+                let got: BTreeMap<String, u32> =
+                    alloc.ids().iter().map(|(n, id)| (n.to_string(), *id)).collect();
+                proptest::prop_assert_eq!(&got, &want);
+                let want_moved: BTreeSet<Arc<str>> = previous
                     .iter()
-                    .filter(|(n, id)| want.get(*n).is_some_and(|now| now != *id))
-                    .map(|(n, _)| n.clone())
+                    .filter(|(n, id)| want.get(&***n).is_some_and(|now| now != *id))
+                    .map(|(n, _)| Arc::clone(n))
                     .collect();
                 proptest::prop_assert_eq!(moved, want_moved);
             }

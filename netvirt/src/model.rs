@@ -205,6 +205,34 @@ pub struct Service {
     pub traffic_distribution: TrafficDistribution,
 }
 
+impl Service {
+    /// A ClusterIP service on `cluster_ip` with `ports`, every other field at its default
+    /// (no external addresses, no affinity, traffic policies `Cluster`).
+    pub fn cluster_ip(
+        key: ServiceKey,
+        uid: impl Into<String>,
+        cluster_ip: IpAddr,
+        ports: Vec<ServicePort>,
+    ) -> Self {
+        Service {
+            key,
+            uid: uid.into(),
+            kind: ServiceType::ClusterIp,
+            cluster_ips: vec![cluster_ip],
+            ports,
+            external_ips: Vec::new(),
+            lb_ingress_ips: Vec::new(),
+            session_affinity: Default::default(),
+            external_traffic_policy: Default::default(),
+            internal_traffic_policy: Default::default(),
+            lb_source_ranges: Vec::new(),
+            health_check_node_port: None,
+            topology: Default::default(),
+            traffic_distribution: Default::default(),
+        }
+    }
+}
+
 /// Topology keys (the service-topology KEP's `topologyKeys`, from the `svcflow.io/topology-keys`
 /// annotation), with the labels they compare.
 ///
@@ -277,6 +305,19 @@ pub struct ServicePort {
     pub target_port: TargetPort,
     /// The node port, if any.
     pub node_port: Option<u16>,
+}
+
+impl ServicePort {
+    /// A TCP port named `name` on `port`, to `target` on the endpoints, with no node port.
+    pub fn tcp(name: &str, port: u16, target: u16) -> Self {
+        ServicePort {
+            name: name.to_string(),
+            protocol: Protocol::Tcp,
+            port,
+            target_port: TargetPort::Number(target),
+            node_port: None,
+        }
+    }
 }
 
 /// Where a service port forwards to on its endpoints.

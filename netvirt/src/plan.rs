@@ -48,6 +48,20 @@ pub enum Step<K, F, G> {
     DeleteGroup(u32),
 }
 
+impl<K: Clone, F: Clone, G: Clone> Step<&K, &F, &G> {
+    /// The step with its key and entries copied.
+    pub fn cloned(self) -> Step<K, F, G> {
+        match self {
+            Step::AddGroup(id, g) => Step::AddGroup(id, g.clone()),
+            Step::ModifyGroup(id, g) => Step::ModifyGroup(id, g.clone()),
+            Step::AddFlow(k, f) => Step::AddFlow(k.clone(), f.clone()),
+            Step::ModifyFlow(k, f) => Step::ModifyFlow(k.clone(), f.clone()),
+            Step::DeleteFlow(k) => Step::DeleteFlow(k.clone()),
+            Step::DeleteGroup(id) => Step::DeleteGroup(id),
+        }
+    }
+}
+
 /// The ordered steps from actual to desired.
 pub fn plan<K, F, G>(desired: &State<K, F, G>, actual: &State<K, F, G>) -> Vec<Step<K, F, G>>
 where

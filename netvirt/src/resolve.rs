@@ -29,10 +29,11 @@ pub struct Backend {
     pub ip: IpAddr,
     /// Endpoint port.
     pub port: u16,
-    /// Bucket weight.
+    /// Bucket weight (a local endpoint's default differs; see
+    /// [`Config::local_endpoint_weight`]). Nothing else about a backend depends on the node
+    /// that renders it, so services render alike on every node when the weights agree, and
+    /// their shards are shared (`shards::Renders`).
     pub weight: u16,
-    /// Whether the endpoint runs on this node.
-    pub local: bool,
 }
 
 /// The backends of `port` as seen from `node`, sorted by address and port, without topology.
@@ -174,7 +175,6 @@ fn backends_in(
                 ip: e.address,
                 port: endpoint_port(port, e)?,
                 weight: e.weight.unwrap_or(default_weight),
-                local,
             })
         })
         .filter(|b| b.weight > 0)

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hash};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use openflow::Field;
 
@@ -35,7 +35,7 @@ use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::ids;
 use crate::model::{Map, Model, Namespace, Node, PodInterface, Service, ServiceKey};
 use crate::pipeline::{group, table};
-use crate::plan::{State, Step, plan};
+use crate::plan::Step;
 
 /// Who rendered a flow or group; the order decides which of two colliding flows wins.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,7 +44,10 @@ enum Owner {
     Service(Arc<ServiceKey>),
 }
 
+#[derive(PartialEq)]
 struct Shard {
+    /// The service it renders (none for the node's part), held once for every node.
+    key: Option<Arc<ServiceKey>>,
     /// Group names it needs ids for.
     names: Vec<String>,
     /// Its flows; the keys are shared with the index.
@@ -54,10 +57,91 @@ struct Shard {
     conflicts: Vec<String>,
 }
 
+/// Services' rendered shards, shared by every node's [`Shards`] that renders one alike.
+///
+/// A central controller keeps one `Shards` per switch, and most of a service's flows and
+/// groups are the same on every node (a ClusterIP service's, whenever endpoints weigh the
+/// same wherever they run). Each node renders a changed service as before; the result is then
+/// looked up here among the live shards of that service, and an equal one is used instead, so
+/// the state that is identical across nodes is held once, not once per node. A node whose
+/// render differs (its own node ports, local endpoints, another group id) keeps its own.
+/// Entries are weak: a shard lives while some node uses it.
+#[derive(Clone, Default)]
+pub struct Renders(Arc<Mutex<RenderCache>>);
+
+#[derive(Default)]
+struct RenderCache {
+    by_service: std::collections::HashMap<ServiceKey, Vec<Weak<Shard>>>,
+}
+
+impl Renders {
+    /// A cache for the [`Shards`] of several nodes to share.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `shard`, or an equal one that another node already holds.
+    fn intern(&self, key: &ServiceKey, shard: Shard) -> Arc<Shard> {
+        // The cache holds no invariant that a panic elsewhere could break: keep using it.
+        let mut cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = cache.by_service.entry(key.clone()).or_default();
+        let mut found = None;
+        live.retain(|weak| match weak.upgrade() {
+            Some(held) => {
+                if found.is_none() && *held == shard {
+                    found = Some(held);
+                }
+                true
+            }
+            None => false,
+        });
+        match found {
+            Some(held) => held,
+            None => {
+                let shard = Arc::new(shard);
+                live.push(Arc::downgrade(&shard));
+                shard
+            }
+        }
+    }
+
+    /// Forgets `key`'s shards that no node holds any more.
+    fn release(&self, key: &ServiceKey) {
+        let mut cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(live) = cache.by_service.get_mut(key) {
+            live.retain(|weak| weak.strong_count() > 0);
+            if live.is_empty() {
+                cache.by_service.remove(key);
+            }
+        }
+    }
+
+    /// How many distinct service shards are alive, over every node.
+    pub fn len(&self) -> usize {
+        let cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        cache
+            .by_service
+            .values()
+            .map(|live| live.iter().filter(|w| w.strong_count() > 0).count())
+            .sum()
+    }
+
+    /// Whether no service shard is alive.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A small read-only map: sorted pairs with no spare capacity. A shard holds a dozen flows
 /// and one group; a `BTreeMap` would allocate room for eleven entries per node, which at
 /// 10,000 services costs tens of megabytes.
 struct SortedVec<K, V>(Box<[(K, V)]>);
+
+impl<K: PartialEq, V: PartialEq> PartialEq for SortedVec<K, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
 
 impl<K: Ord, V> SortedVec<K, V> {
     fn get<Q: Ord + ?Sized>(&self, key: &Q) -> Option<&V>
@@ -96,8 +180,9 @@ impl<'a, K: Ord, V> IntoIterator for &'a SortedVec<K, V> {
 }
 
 impl Shard {
-    fn new(names: Vec<String>, out: DesiredState) -> Self {
+    fn new(key: Option<ServiceKey>, names: Vec<String>, out: DesiredState) -> Self {
         Shard {
+            key: key.map(Arc::new),
             names,
             flows: out
                 .state
@@ -126,21 +211,26 @@ struct Seen {
     pod_namespaces: BTreeMap<(String, String), usize>,
 }
 
+/// A flow's owners; nearly every flow has one, held inline.
+type Owners = smallvec::SmallVec<[Owner; 1]>;
+
 /// The desired state of one node, by shard.
 pub struct Shards {
     /// Hash of what every shard depends on besides its own inputs.
     context: Option<u64>,
     seen: Option<Seen>,
-    node: Option<Shard>,
-    services: BTreeMap<ServiceKey, Shard>,
+    node: Option<Arc<Shard>>,
+    services: BTreeMap<Arc<ServiceKey>, Arc<Shard>>,
+    /// Where service shards are shared with other nodes' `Shards`.
+    renders: Renders,
     /// Every desired flow's owners, in order; the first one's entry is the desired one.
-    flow_owners: BTreeMap<Arc<FlowKey>, Vec<Owner>>,
+    flow_owners: BTreeMap<Arc<FlowKey>, Owners>,
     /// The keys with more than one owner, where collisions can be.
     shared: BTreeSet<Arc<FlowKey>>,
     group_owners: BTreeMap<u32, Owner>,
     ids: ids::Allocator,
     /// The service that needs each group name.
-    name_owner: BTreeMap<String, ServiceKey>,
+    name_owner: BTreeMap<Arc<str>, Arc<ServiceKey>>,
     /// The shards that report conflicts of their own.
     conflicted: BTreeSet<Owner>,
     /// The conflicts of what the last update or refresh rendered (all of them after a
@@ -157,6 +247,7 @@ impl Default for Shards {
             seen: None,
             node: None,
             services: BTreeMap::new(),
+            renders: Renders::default(),
             flow_owners: BTreeMap::new(),
             shared: BTreeSet::new(),
             group_owners: BTreeMap::new(),
@@ -262,6 +353,16 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
     out
 }
 
+/// What an update touched, to send as steps ([`Shards::steps`]).
+pub struct Pending(Before);
+
+impl Pending {
+    /// Whether the update touched nothing.
+    pub fn is_empty(&self) -> bool {
+        self.0.flows.is_empty() && self.0.groups.is_empty()
+    }
+}
+
 /// The previous entries of the flows and groups an update touches, and the shards it
 /// rendered.
 #[derive(Default)]
@@ -269,6 +370,15 @@ struct Before {
     flows: BTreeMap<Arc<FlowKey>, Option<FlowEntry>>,
     groups: BTreeMap<u32, Option<GroupEntry>>,
     rendered: Vec<Owner>,
+}
+
+/// What a user is told of two flows with one match.
+fn collision_message(key: &FlowKey, kept: &FlowEntry, dropped: &FlowEntry) -> String {
+    format!(
+        "table {} priority {}: two flows with one match; keeping cookie {:#x}, dropping \
+         cookie {:#x}",
+        key.table, key.priority, kept.cookie, dropped.cookie
+    )
 }
 
 /// The key of one difference between two maps.
@@ -329,6 +439,15 @@ fn pods_changed(
 }
 
 impl Shards {
+    /// Shards that share the service shards they render alike with the other nodes' shards
+    /// made with the same `renders`.
+    pub fn sharing(renders: &Renders) -> Self {
+        Self {
+            renders: renders.clone(),
+            ..Self::default()
+        }
+    }
+
     /// Brings the shards to `model`'s state for `node` and returns the steps from the
     /// previous state to the new one.
     pub fn update(
@@ -338,11 +457,23 @@ impl Shards {
         config: &Config,
         bindings: &NodeBindings,
     ) -> Delta {
+        let pending = self.update_pending(node, model, config, bindings);
+        self.steps(&pending).map(Step::cloned).collect()
+    }
+
+    /// Brings the shards to `model`'s state for `node`, like [`Shards::update`], and returns
+    /// what it touched, whose steps [`Shards::steps`] gives one at a time: a change to every
+    /// service is sent without holding a copy of the whole state.
+    pub fn update_pending(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        config: &Config,
+        bindings: &NodeBindings,
+    ) -> Pending {
         let mut before = Some(Before::default());
         self.render(node, model, config, bindings, &mut before);
-        let Some(before) = before else {
-            return Delta::default();
-        };
+        let before = before.unwrap_or_default();
         self.recent = before
             .rendered
             .iter()
@@ -350,10 +481,61 @@ impl Shards {
             .filter_map(|o| self.shard(o))
             .flat_map(|s| s.conflicts.iter().cloned())
             .collect();
-        for key in before.flows.keys().filter(|k| self.shared.contains(*k)) {
-            self.recent.extend(self.collision(key));
+        let rendered: BTreeSet<&Owner> = before.rendered.iter().collect();
+        for (key, was) in before
+            .flows
+            .iter()
+            .filter(|(k, _)| self.shared.contains(*k))
+        {
+            self.recent
+                .extend(self.collision_since(key, was.as_ref(), &rendered));
         }
-        self.delta(before)
+        Pending(before)
+    }
+
+    /// The steps from the state before `pending`'s update to the current one, in the order
+    /// [`crate::plan::plan`] gives them: groups added, then modified, flows added or
+    /// modified, flows deleted, groups deleted. svcflow's groups never point at other groups,
+    /// so no group needs another first.
+    pub fn steps<'a>(
+        &'a self,
+        pending: &'a Pending,
+    ) -> impl Iterator<Item = Step<&'a FlowKey, &'a FlowEntry, &'a GroupEntry>> + Send + 'a {
+        let before = &pending.0;
+        let groups = move |added: bool| {
+            before.groups.iter().filter_map(move |(id, was)| {
+                let now = self.group(*id)?;
+                match was {
+                    None if added => Some(Step::AddGroup(*id, now)),
+                    Some(was) if !added && was != now => Some(Step::ModifyGroup(*id, now)),
+                    _ => None,
+                }
+            })
+        };
+        let flows = before.flows.iter().filter_map(move |(key, was)| {
+            let now = self.flow(key)?;
+            match was {
+                None => Some(Step::AddFlow(&**key, now)),
+                Some(was) if was != now => Some(Step::ModifyFlow(&**key, now)),
+                Some(_) => None,
+            }
+        });
+        let flow_deletes = before
+            .flows
+            .iter()
+            .filter(move |(key, was)| was.is_some() && self.flow(key).is_none())
+            .map(|(key, _)| Step::DeleteFlow(&**key));
+        let group_deletes = before
+            .groups
+            .iter()
+            .rev()
+            .filter(move |(id, was)| was.is_some() && self.group(**id).is_none())
+            .map(|(id, _)| Step::DeleteGroup(*id));
+        groups(true)
+            .chain(groups(false))
+            .chain(flows)
+            .chain(flow_deletes)
+            .chain(group_deletes)
     }
 
     /// The conflicts of what the last [`Shards::update`] rendered, or all of them after a
@@ -405,7 +587,11 @@ impl Shards {
         };
         if node_dirty {
             let out = render_base(node, model, config, bindings);
-            self.replace(Owner::Node, Some(Shard::new(Vec::new(), out)), before);
+            self.replace(
+                Owner::Node,
+                Some(Arc::new(Shard::new(None, Vec::new(), out))),
+                before,
+            );
         }
         // The services whose service or endpoints changed: all of them without a previous
         // model to diff with.
@@ -422,11 +608,15 @@ impl Shards {
                             .services
                             .get_key_value(k)
                             .map(|(k, _)| k)
-                            .or_else(|| self.services.get_key_value(k).map(|(k, _)| k))
+                            .or_else(|| self.services.get_key_value(k).map(|(k, _)| &**k))
                     })
                     .collect()
             }
-            None => model.services.keys().chain(self.services.keys()).collect(),
+            None => model
+                .services
+                .keys()
+                .chain(self.services.keys().map(|k| &**k))
+                .collect(),
         };
         let mut dirty: BTreeMap<ServiceKey, Vec<PortPlan>> = BTreeMap::new();
         let mut removed: Vec<ServiceKey> = Vec::new();
@@ -459,31 +649,35 @@ impl Shards {
             new.extend(now.into_iter().filter(|n| !was.contains(n)));
         }
         for name in &gone {
-            self.name_owner.remove(name);
+            self.name_owner.remove(name.as_str());
         }
         let moved = self.ids.update(
             gone.iter().map(String::as_str),
             new.iter().map(String::as_str),
         );
-        for (key, plans) in &dirty {
-            for name in plan_names(plans) {
-                self.name_owner.insert(name, key.clone());
-            }
-        }
+        // A moved name is an old one: its entry still names its service (the dirty services'
+        // entries are brought up to date once they are rendered).
         for name in moved {
             let Some(key) = self.name_owner.get(&name) else {
                 continue;
             };
-            if dirty.contains_key(key) {
+            if dirty.contains_key(&**key) {
                 continue;
             }
-            if let Some(service) = model.services.get(key) {
-                let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
-                dirty.insert(key.clone(), service_plans(service, endpoints, node, config));
+            if let Some(service) = model.services.get(&**key) {
+                let endpoints = model.endpoints.get(&**key).map_or(&[][..], Vec::as_slice);
+                dirty.insert(
+                    ServiceKey::clone(key),
+                    service_plans(service, endpoints, node, config),
+                );
             }
         }
         for key in removed {
-            self.replace(Owner::Service(Arc::new(key)), None, before);
+            let owner = Owner::Service(Arc::new(key));
+            self.replace(owner.clone(), None, before);
+            if let Owner::Service(key) = owner {
+                self.renders.release(&key);
+            }
         }
         for (key, plans) in dirty {
             let Some(service) = model.services.get(&key) else {
@@ -491,11 +685,19 @@ impl Shards {
             };
             let names = plan_names(&plans);
             let out = render_service(service, plans, self.ids.ids(), config, bindings);
-            self.replace(
-                Owner::Service(Arc::new(key)),
-                Some(Shard::new(names, out)),
-                before,
-            );
+            let shard = self
+                .renders
+                .intern(&key, Shard::new(Some(key.clone()), names, out));
+            let key = shard.key.clone().unwrap_or_else(|| Arc::new(key));
+            for name in &shard.names {
+                // The allocator's copy of the name, so the node holds it once.
+                let name = match self.ids.ids().get_key_value(name.as_str()) {
+                    Some((name, _)) => Arc::clone(name),
+                    None => Arc::from(name.as_str()),
+                };
+                self.name_owner.insert(name, Arc::clone(&key));
+            }
+            self.replace(Owner::Service(key), Some(shard), before);
         }
         self.seen = Some(Seen {
             nodes: model.nodes.clone(),
@@ -616,6 +818,38 @@ impl Shards {
         self.shared.iter().flat_map(|k| self.collision(k)).collect()
     }
 
+    /// The collisions on flow `key` that an update rendering `rendered` may have made, given
+    /// the entry it had before (`was`). A flow that thousands of services share (the DNAT
+    /// flow of an endpoint backing them all) costs only the owners just rendered, unless the
+    /// winning entry itself changed, when every owner is compared with it again.
+    fn collision_since(
+        &self,
+        key: &FlowKey,
+        was: Option<&FlowEntry>,
+        rendered: &BTreeSet<&Owner>,
+    ) -> Vec<String> {
+        let Some(owners) = self.flow_owners.get(key) else {
+            return Vec::new();
+        };
+        let Some(first) = owners.first() else {
+            return Vec::new();
+        };
+        let kept = self.entry(first, key);
+        if rendered.contains(first) || kept != was {
+            return self.collision(key);
+        }
+        let Some(kept) = kept else {
+            return Vec::new();
+        };
+        rendered
+            .iter()
+            .filter(|o| *o != &first && owners.binary_search(o).is_ok())
+            .filter_map(|o| self.entry(o, key))
+            .filter(|dropped| dropped.instructions != kept.instructions)
+            .map(|dropped| collision_message(key, kept, dropped))
+            .collect()
+    }
+
     /// The owners of flow `key` whose entries differ from the first owner's, which wins.
     fn collision(&self, key: &FlowKey) -> Vec<String> {
         let mut out = Vec::new();
@@ -629,11 +863,7 @@ impl Shards {
             if let Some(dropped) = self.entry(other, key)
                 && dropped.instructions != kept.instructions
             {
-                out.push(format!(
-                    "table {} priority {}: two flows with one match; keeping cookie {:#x}, \
-                     dropping cookie {:#x}",
-                    key.table, key.priority, kept.cookie, dropped.cookie
-                ));
+                out.push(collision_message(key, kept, dropped));
             }
         }
         out
@@ -641,8 +871,8 @@ impl Shards {
 
     fn shard(&self, owner: &Owner) -> Option<&Shard> {
         match owner {
-            Owner::Node => self.node.as_ref(),
-            Owner::Service(key) => self.services.get(key.as_ref()),
+            Owner::Node => self.node.as_deref(),
+            Owner::Service(key) => self.services.get(key.as_ref()).map(|s| &**s),
         }
     }
 
@@ -671,7 +901,7 @@ impl Shards {
     }
 
     /// Replaces `owner`'s shard, recording the previous entries of everything it touches.
-    fn replace(&mut self, owner: Owner, new: Option<Shard>, before: &mut Option<Before>) {
+    fn replace(&mut self, owner: Owner, new: Option<Arc<Shard>>, before: &mut Option<Before>) {
         // What the switch holds for every key either shard touches, before anything moves.
         if let Some(before) = before.as_mut() {
             if new.is_some() {
@@ -690,7 +920,7 @@ impl Shards {
         };
         if let Some(old) = &old {
             if before.is_some() {
-                self.stale.extend(stale_conntrack(old, new.as_ref()));
+                self.stale.extend(stale_conntrack(old, new.as_deref()));
             }
             for key in old.flows.keys() {
                 if let Some(owners) = self.flow_owners.get_mut(key) {
@@ -728,30 +958,8 @@ impl Shards {
         match owner {
             Owner::Node => self.node = Some(new),
             Owner::Service(key) => {
-                self.services.insert(ServiceKey::clone(&key), new);
+                self.services.insert(key, new);
             }
         }
-    }
-
-    fn delta(&self, before: Before) -> Delta {
-        let mut old = State::default();
-        let mut new = State::default();
-        for (key, entry) in before.flows {
-            if let Some(now) = self.flow(&key) {
-                new.flows.insert(FlowKey::clone(&key), now.clone());
-            }
-            if let Some(entry) = entry {
-                old.flows.insert(FlowKey::clone(&key), entry);
-            }
-        }
-        for (id, entry) in before.groups {
-            if let Some(now) = self.group(id) {
-                new.groups.insert(id, now.clone());
-            }
-            if let Some(entry) = entry {
-                old.groups.insert(id, entry);
-            }
-        }
-        plan(&new, &old)
     }
 }

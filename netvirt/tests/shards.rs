@@ -9,7 +9,7 @@ use netvirt::desired::desired;
 use netvirt::model::{Endpoint, ServiceKey};
 use netvirt::plan::apply;
 use netvirt::scenario::Scenario;
-use netvirt::shards::Shards;
+use netvirt::shards::{Renders, Shards};
 use proptest::prelude::*;
 
 fn base() -> Scenario {
@@ -132,7 +132,17 @@ proptest! {
         apply(&mut state, &first).unwrap();
         for e in &edits {
             perform(&mut s, e);
+            let previous: std::collections::BTreeSet<String> =
+                shards.conflicts().into_iter().collect();
             let delta = shards.update(&s.node, &s.model, &s.config, &s.bindings);
+            // What an update reports is a conflict, and every conflict it made is reported.
+            let now: std::collections::BTreeSet<String> = shards.conflicts().into_iter().collect();
+            let recent: std::collections::BTreeSet<String> =
+                shards.recent_conflicts().iter().cloned().collect();
+            prop_assert!(recent.is_subset(&now), "{:?} not in {:?}", recent, now);
+            for made in now.difference(&previous) {
+                prop_assert!(recent.contains(made), "{} made by {:?} but not reported", made, e);
+            }
             let fresh = desired(&s.node, &s.model, &s.config, &s.bindings);
             let kept = shards.materialize();
             prop_assert_eq!(&kept.state, &fresh.state, "after {:?}", e);
@@ -146,6 +156,82 @@ proptest! {
             prop_assert_eq!(&state, &fresh.state, "the delta after {:?} does not lead there", e);
         }
     }
+}
+
+/// The base scenario with a second node (its own name, address and uplink MAC), that node
+/// and its bindings, and two shards sharing their renders.
+fn two_nodes() -> (
+    Scenario,
+    netvirt::model::Node,
+    netvirt::desired::NodeBindings,
+    Renders,
+    Shards,
+    Shards,
+) {
+    let mut s = base();
+    let mut node = s.node.clone();
+    node.name = "other".to_string();
+    node.ips = vec!["192.0.2.77".parse().unwrap()];
+    let mut bindings = s.bindings.clone();
+    if let Some(uplink) = bindings.uplink.as_mut() {
+        uplink.mac = "02:00:00:00:77:01".parse().unwrap();
+    }
+    s.model.nodes.insert(node.name.clone(), node.clone());
+    let renders = Renders::new();
+    let (a, b) = (Shards::sharing(&renders), Shards::sharing(&renders));
+    (s, node, bindings, renders, a, b)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+    /// Two nodes sharing their renders each hold exactly what a render of their own gives,
+    /// after every edit: a shard is only shared when it is equal.
+    #[test]
+    fn nodes_sharing_renders_each_equal_their_own_render(
+        edits in proptest::collection::vec(edit(), 1..10),
+    ) {
+        let (mut s, other, other_bindings, _renders, mut a, mut b) = two_nodes();
+        for e in std::iter::once(None).chain(edits.iter().map(Some)) {
+            if let Some(e) = e {
+                perform(&mut s, e);
+            }
+            a.update(&s.node, &s.model, &s.config, &s.bindings);
+            b.update(&other, &s.model, &s.config, &other_bindings);
+            let fresh_a = desired(&s.node, &s.model, &s.config, &s.bindings);
+            let fresh_b = desired(&other, &s.model, &s.config, &other_bindings);
+            prop_assert_eq!(&a.materialize().state, &fresh_a.state, "after {:?}", e);
+            prop_assert_eq!(&b.materialize().state, &fresh_b.state, "after {:?}", e);
+            prop_assert_eq!(&b.materialize().services, &fresh_b.services);
+        }
+    }
+}
+
+/// Services that render alike on two nodes are held once; those that differ (node ports on
+/// each node's own address) are held per node.
+#[test]
+fn services_that_render_alike_are_held_once() {
+    let (s, other, other_bindings, renders, mut a, mut b) = two_nodes();
+    a.update(&s.node, &s.model, &s.config, &s.bindings);
+    let one = renders.len();
+    assert_eq!(one, s.model.services.len());
+    b.update(&other, &s.model, &s.config, &other_bindings);
+    let node_ported = s
+        .model
+        .services
+        .values()
+        .filter(|svc| {
+            svc.ports.iter().any(|p| p.node_port.is_some())
+                || !svc.external_ips.is_empty()
+                || !svc.lb_ingress_ips.is_empty()
+        })
+        .count();
+    assert!(
+        node_ported > 0 && node_ported < one,
+        "{node_ported} of {one}"
+    );
+    assert_eq!(renders.len(), one + node_ported);
+    drop(b);
+    assert_eq!(renders.len(), one, "a shard lives while some node holds it");
 }
 
 #[test]

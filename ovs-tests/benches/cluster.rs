@@ -61,7 +61,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
-use ovs_tests::bench::{command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon};
+use ovs_tests::bench::{
+    command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon, rss_kib,
+};
 use ovs_tests::http::Http;
 use ovs_tests::lab::{
     DEFAULT_MANAGEMENT, Lab, LabOptions, NodeSpec, PodSpec, REST, Topology, Underlay, UnderlayKind,
@@ -357,6 +359,8 @@ struct Row {
     /// CPU time per change: the daemon's, and all `ovs-vswitchd`s' together.
     cpu_per_change: (Duration, Duration),
     rss_kib: u64,
+    /// The daemon's resident set after the changes.
+    rss_after_kib: u64,
 }
 
 fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
@@ -463,6 +467,7 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
         per_change(cpu(&[pid]) - cpu_before.0),
         per_change(cpu(&switches) - cpu_before.1),
     );
+    let rss_after_kib = rss_kib(pid);
     let rss_kib = peak_rss_kib(pid);
     lab.down().unwrap();
     let row = Row {
@@ -475,18 +480,20 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
         first: percentiles(&mut first),
         cpu_per_change,
         rss_kib,
+        rss_after_kib,
     };
     println!(
         "N={n} S={s}: endpoint change on every node p50 {:.2} / p99 {:.2} ms (first node p50 \
          {:.2} / p99 {:.2} ms); CPU per change: svcflow {:.1} ms, the switches {:.1} ms; \
-         peak RSS {} MiB",
+         peak RSS {} MiB, RSS after the changes {} MiB",
         ms(row.all.0),
         ms(row.all.1),
         ms(row.first.0),
         ms(row.first.1),
         ms(row.cpu_per_change.0),
         ms(row.cpu_per_change.1),
-        rss_kib / 1024
+        rss_kib / 1024,
+        rss_after_kib / 1024
     );
     row
 }
@@ -525,7 +532,7 @@ fn main() {
     println!(
         "| N | S | flows per node | groups per node | load on every node (s) | change on every \
          node p50 / p99 (ms) | on the first node p50 / p99 (ms) | CPU per change: svcflow / \
-         all switches (ms) | daemon peak RSS (MiB) |"
+         all switches (ms) | daemon RSS: peak / after (MiB) |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
@@ -535,7 +542,7 @@ fn main() {
             format!("{}–{}", r.flows.0, r.flows.1)
         };
         println!(
-            "| {} | {} | {flows} | {} | {:.3} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} |",
+            "| {} | {} | {flows} | {} | {:.3} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} / {} |",
             r.nodes,
             r.services,
             r.groups,
@@ -546,7 +553,8 @@ fn main() {
             ms(r.first.1),
             ms(r.cpu_per_change.0),
             ms(r.cpu_per_change.1),
-            r.rss_kib / 1024
+            r.rss_kib / 1024,
+            r.rss_after_kib / 1024
         );
     }
 }

@@ -24,10 +24,7 @@ use netvirt::config::Config;
 use netvirt::desired::{GatewayPort, NodeBindings, Uplink};
 use netvirt::engine::Engine;
 use netvirt::flow::{DumpFlow, DumpGroup};
-use netvirt::model::{
-    Endpoint, MacAddr, Model, Node, Protocol, Service, ServiceKey, ServicePort, ServiceType,
-    TargetPort,
-};
+use netvirt::model::{Endpoint, MacAddr, Model, Node, Service, ServiceKey, ServicePort};
 use openflow::driver::{self, DriverConfig, SwitchHandle};
 use ovs_tests::Sandbox;
 
@@ -86,28 +83,12 @@ fn model(services: u32) -> Model {
     m.nodes.insert("n1".to_string(), node());
     for i in 0..services {
         let key = ServiceKey::new("bench", &format!("svc-{i}"));
-        let service = Service {
-            key: key.clone(),
-            uid: format!("uid-{i}"),
-            kind: ServiceType::ClusterIp,
-            cluster_ips: vec![IpAddr::V4(Ipv4Addr::from(0x0a60_0000 + i + 1))],
-            ports: vec![ServicePort {
-                name: "http".to_string(),
-                protocol: Protocol::Tcp,
-                port: 80,
-                target_port: TargetPort::Number(8080),
-                node_port: None,
-            }],
-            external_ips: Vec::new(),
-            lb_ingress_ips: Vec::new(),
-            session_affinity: Default::default(),
-            external_traffic_policy: Default::default(),
-            internal_traffic_policy: Default::default(),
-            lb_source_ranges: Vec::new(),
-            health_check_node_port: None,
-            topology: Default::default(),
-            traffic_distribution: Default::default(),
-        };
+        let service = Service::cluster_ip(
+            key.clone(),
+            format!("uid-{i}"),
+            IpAddr::V4(Ipv4Addr::from(0x0a60_0000 + i + 1)),
+            vec![ServicePort::tcp("http", 80, 8080)],
+        );
         m.services.insert(key.clone(), service);
         m.endpoints
             .insert(key, (0..ENDPOINTS).map(|j| endpoint(i, j)).collect());

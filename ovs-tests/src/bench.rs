@@ -51,13 +51,22 @@ pub fn ms(d: Duration) -> f64 {
 
 /// Process `pid`'s peak resident set (`VmHWM`), in KiB.
 pub fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM")
+}
+
+/// Process `pid`'s resident set now (`VmRSS`), in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_else(|e| panic!("reading /proc/{pid}/status of the daemon: {e}"));
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("/proc/{pid}/status has no VmHWM"))
+        .unwrap_or_else(|| panic!("/proc/{pid}/status has no {field}"))
 }
 
 /// What a command prints, trimmed (or why it could not run), for a bench's header.

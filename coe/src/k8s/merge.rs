@@ -323,22 +323,12 @@ mod tests {
     }
 
     fn service(ns: &str, name: &str, ip: &str) -> Service {
-        Service {
-            key: ServiceKey::new(ns, name),
-            uid: String::new(),
-            kind: Default::default(),
-            cluster_ips: vec![ip.parse().unwrap()],
-            ports: Vec::new(),
-            external_ips: Vec::new(),
-            lb_ingress_ips: Vec::new(),
-            session_affinity: Default::default(),
-            external_traffic_policy: Default::default(),
-            internal_traffic_policy: Default::default(),
-            lb_source_ranges: Vec::new(),
-            health_check_node_port: None,
-            topology: Default::default(),
-            traffic_distribution: Default::default(),
-        }
+        Service::cluster_ip(
+            ServiceKey::new(ns, name),
+            "",
+            ip.parse().unwrap(),
+            Vec::new(),
+        )
     }
 
     #[test]

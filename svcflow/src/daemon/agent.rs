@@ -51,6 +51,8 @@ pub(crate) struct AgentParams {
     pub models: watch::Receiver<Arc<Published>>,
     pub bindings: watch::Receiver<Option<NodeBindings>>,
     pub installed: Installed,
+    /// Service renders shared with the other nodes' tasks.
+    pub renders: netvirt::shards::Renders,
 }
 
 /// Runs the node's sync loop until shutdown or until the task is aborted (its switch left).
@@ -59,7 +61,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     tracing::info!("node {node}: its switch is connection {}", p.connection);
     let rejects = tokio::spawn(serve_rejects(p.switch.clone()));
     let (query_tx, mut queries) = mpsc::channel::<Query>(16);
-    let mut engine = Engine::new(p.switch.clone());
+    let mut engine = Engine::sharing(p.switch.clone(), &p.renders);
     let mut host_applied: Option<Vec<Vec<String>>> = None;
     let mut last_bundle: Option<Instant> = None;
     let mut retry_at: Option<Instant> = None;

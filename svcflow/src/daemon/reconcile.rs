@@ -17,6 +17,7 @@ use super::agent::{self, AgentParams};
 use super::liveness::Link;
 use super::operational::Installed;
 use super::{Change, Shutdown, stopped};
+use netvirt::shards::Renders;
 
 struct Running {
     connection: u64,
@@ -37,6 +38,9 @@ struct Dispatcher {
     idle: BTreeMap<u64, SwitchHandle>,
     /// Where switches coming and going are told (unreachable-node detection), if on.
     links: Option<mpsc::UnboundedSender<Link>>,
+    /// The services' rendered flows and groups, shared by every node that renders them
+    /// alike, so a central controller holds them once and not once per node.
+    renders: Renders,
 }
 
 impl Dispatcher {
@@ -92,6 +96,7 @@ impl Dispatcher {
             models: self.models.clone(),
             bindings: self.bindings_of(&node).subscribe(),
             installed: self.installed.clone(),
+            renders: self.renders.clone(),
         };
         let task = tokio::spawn(agent::run(params, self.shutdown.clone()));
         self.link(Link::Up(node.clone()));
@@ -176,6 +181,7 @@ pub(crate) async fn run(
         shutdown: shutdown.clone(),
         bindings: BTreeMap::new(),
         agents: BTreeMap::new(),
+        renders: Renders::new(),
         idle: BTreeMap::new(),
         links,
     };

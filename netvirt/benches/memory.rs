@@ -1,0 +1,138 @@
+//! Where one controller's memory goes: S services × E endpoints rendered for N nodes by
+//! `netvirt::shards::Shards` (one per node, as the daemon keeps one per switch), counted by a
+//! counting global allocator, so the figures are live heap bytes, not RSS. The anchor is the
+//! same state for one node, in the same run: a central controller should pay much less than N
+//! times it.
+//!
+//! `cargo bench -p netvirt --bench memory`; `SVCFLOW_MEM_S`, `SVCFLOW_MEM_E` and
+//! `SVCFLOW_MEM_N` (comma-separated) pick the sizes.
+
+use std::alloc::System;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Instant;
+
+use netvirt::config::Config;
+use netvirt::desired::{GatewayPort, NodeBindings, Uplink};
+use netvirt::model::{Endpoint, MacAddr, Model, Node, Service, ServiceKey, ServicePort};
+use netvirt::shards::{Renders, Shards};
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static ALLOC: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Live heap bytes.
+fn live() -> usize {
+    let s = ALLOC.stats();
+    (s.bytes_allocated + s.bytes_reallocated.max(0) as usize)
+        .saturating_sub(s.bytes_deallocated + (-s.bytes_reallocated).max(0) as usize)
+}
+
+fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
+fn node(i: usize) -> Node {
+    Node {
+        name: format!("n{i}"),
+        ips: vec![IpAddr::V4(Ipv4Addr::new(198, 18, 0, 10 + i as u8))],
+        pod_cidr: format!("10.244.{i}.0/24").parse().ok(),
+        labels: BTreeMap::new(),
+    }
+}
+
+fn bindings(i: usize) -> NodeBindings {
+    NodeBindings {
+        gateway: Some(GatewayPort {
+            ofport: 2,
+            mac: MacAddr([0x0a, 0x58, 0, 0, 0, 2]),
+        }),
+        uplink: Some(Uplink {
+            ofport: 1,
+            mac: MacAddr([2, 0, 0, 0, i as u8, 1]),
+            next_hop_mac: MacAddr([2, 0, 0, 0, 0, 0xe1]),
+        }),
+        ..NodeBindings::default()
+    }
+}
+
+/// S ClusterIP services with E endpoints each, spread over the nodes' pods.
+fn model(services: u32, endpoints: u32, nodes: usize) -> Model {
+    let mut m = Model::default();
+    for n in 0..nodes {
+        m.nodes.insert(format!("n{n}"), node(n));
+    }
+    for i in 0..services {
+        let key = ServiceKey::new("bench", &format!("svc-{i}"));
+        let service = Service::cluster_ip(
+            key.clone(),
+            format!("uid-{i}"),
+            IpAddr::V4(Ipv4Addr::from(0x0a60_0000 + i + 1)),
+            vec![ServicePort::tcp("http", 80, 8080)],
+        );
+        m.services.insert(key.clone(), service);
+        let eps = (0..endpoints)
+            .map(|j| Endpoint {
+                address: IpAddr::V4(Ipv4Addr::from(0x0a80_0000 + i * 16 + j)),
+                ports: Vec::new(),
+                node: Some(format!("n{}", (i + j) as usize % nodes.max(1))),
+                conditions: Default::default(),
+                zone: None,
+                zone_hints: Vec::new(),
+                weight: None,
+            })
+            .collect();
+        m.endpoints.insert(key, eps);
+    }
+    m
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn main() {
+    let sizes = env_list("SVCFLOW_MEM_S", &[1_000, 10_000, 30_000]);
+    let eps = env_list("SVCFLOW_MEM_E", &[2, 10]);
+    let node_counts = env_list("SVCFLOW_MEM_N", &[1, 3, 10]);
+    let config = Config::default();
+    println!(
+        "| S × E | N | flows per node | model | desired state, all nodes | per node | per node per flow | render, all nodes |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for &s in &sizes {
+        for &e in &eps {
+            for &n in &node_counts {
+                let base = live();
+                let m = model(s as u32, e as u32, n);
+                let model_bytes = live() - base;
+                let before = live();
+                let started = Instant::now();
+                let renders = Renders::new();
+                let mut all = Vec::new();
+                for i in 0..n {
+                    let mut shards = Shards::sharing(&renders);
+                    shards.refresh(&node(i), &m, &config, &bindings(i));
+                    all.push(shards);
+                }
+                let took = started.elapsed();
+                let state = live() - before;
+                let flows = all[0].len().0;
+                println!(
+                    "| {s} × {e} | {n} | {flows} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B | {:.0} ms |",
+                    mib(model_bytes),
+                    mib(state),
+                    mib(state / n),
+                    state as f64 / (n * flows) as f64,
+                    took.as_secs_f64() * 1e3,
+                );
+                drop(all);
+                drop(renders);
+                drop(m);
+            }
+        }
+    }
+}
