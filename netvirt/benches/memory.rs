@@ -16,16 +16,13 @@ use netvirt::config::Config;
 use netvirt::desired::{GatewayPort, NodeBindings, Uplink};
 use netvirt::model::{Endpoint, MacAddr, Model, Node, Service, ServiceKey, ServicePort};
 use netvirt::shards::{Renders, Shards};
-use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
-static ALLOC: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+static ALLOC: cap::Cap<System> = cap::Cap::new(System, usize::MAX);
 
 /// Live heap bytes.
 fn live() -> usize {
-    let s = ALLOC.stats();
-    (s.bytes_allocated + s.bytes_reallocated.max(0) as usize)
-        .saturating_sub(s.bytes_deallocated + (-s.bytes_reallocated).max(0) as usize)
+    ALLOC.allocated()
 }
 
 fn env_list(name: &str, default: &[usize]) -> Vec<usize> {

@@ -20,7 +20,8 @@
 //! 4. one added service: as many times, an item PUT of a new endpoints object and then an item
 //!    PUT of its service (same order and reason as 1), timed from the first request to the
 //!    sync line of the second's revision; p50 and p99;
-//! 5. the daemon's peak RSS (`VmHWM` of its `/proc/PID/status`) after all of the above.
+//! 5. the daemon's peak RSS (`VmHWM` of its `/proc/PID/status`) after all of the above, and
+//!    its RSS (`VmRSS`) just after the full load and at the end.
 //!
 //! Confirmation comes from the daemon's log: after the switch's barrier it logs
 //! `node n1: synced model revision R: … (F flows, G groups desired)`
@@ -56,7 +57,8 @@
 //!
 //! `SVCFLOW_E2E_S` picks the sizes (default 1000,10000,30000), `SVCFLOW_E2E_E` the endpoints
 //! per service (default 2,10), `SVCFLOW_E2E_UPDATES` the number of each kind of update
-//! (default 200), `SVCFLOW_E2E_GAP_MS` the pause before each measured write (default 100).
+//! (default 200), `SVCFLOW_E2E_GAP_MS` the pause before each measured write (default 100),
+//! `SVCFLOW_E2E_PERF=FILE` records the daemon with `perf record -g` during the full load.
 //! Every (S, E) pair runs; S = 30,000 takes one to two minutes per E.
 //!
 //! The pause: the daemon sends a switch at most one bundle per 50 ms (`MIN_INTERVAL` in
@@ -73,7 +75,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
-use ovs_tests::bench::{command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon};
+use ovs_tests::bench::{
+    command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon, rss_kib,
+};
 use ovs_tests::http::Http;
 use ovs_tests::svcflow::fixture::NODE_IP;
 use ovs_tests::svcflow::{Daemon, LogLines, REST, SyncLine};
@@ -272,6 +276,9 @@ struct Row {
     added: (Duration, Duration),
     reply: (Duration, Duration),
     rss_kib: u64,
+    /// The daemon's resident set just after the full load, and at the end.
+    rss_loaded_kib: u64,
+    rss_after_kib: u64,
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -410,6 +417,26 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         endpoints_body.len() as f64 / 1e6,
         services_body.len() as f64 / 1e6
     );
+    // `SVCFLOW_E2E_PERF=FILE`: record the daemon's profile during the full load.
+    let perf = std::env::var("SVCFLOW_E2E_PERF").ok().map(|file| {
+        let child = std::process::Command::new("perf")
+            .args([
+                "record",
+                "-g",
+                "-F",
+                "999",
+                "-o",
+                &file,
+                "-p",
+                &pid.to_string(),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("SVCFLOW_E2E_PERF: cannot run perf: {e}"));
+        std::thread::sleep(Duration::from_millis(500));
+        child
+    });
     let start = Instant::now();
     let ep_reply = put(
         &mut http,
@@ -427,6 +454,14 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     let timeout = Duration::from_secs(60) + Duration::from_millis(u64::from(s) * u64::from(e));
     let (done, full) = log.wait_sync(revision, Some((flows, groups)), timeout, "the full load");
     let full_load = done - start;
+    let rss_loaded_kib = rss_kib(pid);
+    if let Some(child) = perf {
+        // perf writes its file on SIGINT.
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let _ = child.wait_with_output();
+    }
     drop((endpoints_body, services_body));
     println!(
         "S={s} E={e}: full load {:.3} s (replies: endpoints {:.0} ms, services {:.0} ms after \
@@ -504,6 +539,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     }
 
     // 5. Peak RSS, then the daemon goes.
+    let rss_after_kib = rss_kib(pid);
     let rss_kib = peak_rss_kib(pid);
     let syncs = log.syncs.len();
     daemon.kill();
@@ -544,11 +580,13 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         added: percentiles(&mut added),
         reply: percentiles(&mut replies),
         rss_kib,
+        rss_loaded_kib,
+        rss_after_kib,
     };
     println!(
         "S={s} E={e}: anchor {:.3} s (ratio {:.2}); endpoint change p50 {:.2} / p99 {:.2} ms; \
          added service p50 {:.2} / p99 {:.2} ms; item PUT reply p50 {:.2} / p99 {:.2} ms; \
-         {syncs} syncs logged; peak RSS {} MiB",
+         {syncs} syncs logged; RSS peak {} MiB, after the load {} MiB, at the end {} MiB",
         anchor.as_secs_f64(),
         full_load.as_secs_f64() / anchor.as_secs_f64(),
         ms(row.change.0),
@@ -557,7 +595,9 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         ms(row.added.1),
         ms(row.reply.0),
         ms(row.reply.1),
-        rss_kib / 1024
+        rss_kib / 1024,
+        rss_loaded_kib / 1024,
+        rss_after_kib / 1024
     );
     drop(daemon);
     drop(sb);
@@ -595,13 +635,13 @@ fn main() {
     println!(
         "| S | E | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
          change p50 / p99 (ms) | added service p50 / p99 (ms) | item PUT reply p50 / p99 (ms) \
-         | peak RSS (MiB) |"
+         | RSS: peak / after the load / at the end (MiB) |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
             "| {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
-             {:.2} / {:.2} | {} |",
+             {:.2} / {:.2} | {} / {} / {} |",
             r.services,
             r.endpoints,
             r.flows,
@@ -615,7 +655,9 @@ fn main() {
             ms(r.added.1),
             ms(r.reply.0),
             ms(r.reply.1),
-            r.rss_kib / 1024
+            r.rss_kib / 1024,
+            r.rss_loaded_kib / 1024,
+            r.rss_after_kib / 1024
         );
     }
 }
