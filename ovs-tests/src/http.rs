@@ -21,6 +21,8 @@ pub struct Reply {
     pub status: u16,
     /// The body, de-chunked.
     pub body: Vec<u8>,
+    /// The `Warning` header, if any.
+    pub warning: Option<String>,
 }
 
 /// A client of one server (`address`, e.g. `127.0.0.1:8181`) inside network namespace
@@ -35,7 +37,8 @@ pub struct Http {
 }
 
 impl Http {
-    /// A client of `address` inside `netns`; nothing is connected yet. Replies may take up to
+    /// A client of `address` inside `netns` (this process's own namespace if empty); nothing
+    /// is connected yet. Replies may take up to
     /// 120 s (see [`Http::with_read_timeout`]).
     pub fn new(netns: &str, address: &str) -> Self {
         Self {
@@ -54,7 +57,11 @@ impl Http {
 
     fn connect(&self) -> std::io::Result<BufReader<TcpStream>> {
         let address = self.address.clone();
-        let stream = in_netns(&self.netns, move || TcpStream::connect(address))?;
+        let stream = if self.netns.is_empty() {
+            TcpStream::connect(address)?
+        } else {
+            in_netns(&self.netns, move || TcpStream::connect(address))?
+        };
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(self.read_timeout))?;
         Ok(BufReader::with_capacity(64 * 1024, stream))
@@ -121,6 +128,7 @@ impl Http {
         let mut length = None;
         let mut chunked = false;
         let mut close = false;
+        let mut warning = None;
         loop {
             line.clear();
             if conn.read_line(&mut line)? == 0 {
@@ -140,6 +148,7 @@ impl Http {
                 }
                 "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
                 "connection" => close = value.eq_ignore_ascii_case("close"),
+                "warning" => warning = Some(value.to_string()),
                 _ => {}
             }
         }
@@ -176,7 +185,11 @@ impl Http {
         if close {
             self.conn = None;
         }
-        Ok(Some(Reply { status, body }))
+        Ok(Some(Reply {
+            status,
+            body,
+            warning,
+        }))
     }
 }
 

@@ -20,6 +20,7 @@ pub mod http;
 pub mod kube;
 pub mod lab;
 mod netns;
+pub mod raft;
 pub mod recipe;
 mod sandbox;
 pub mod svcflow;

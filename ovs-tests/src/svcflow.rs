@@ -47,8 +47,18 @@ impl Daemon {
     /// Starts the daemon; run `n` names its log, `<sandbox>/svcflow-<n>.log`. Its state lives
     /// in `<sandbox>/state`, so a second start finds the first one's state.
     pub fn start(sb: &Sandbox, n: u32, log_level: &str) -> Result<Daemon, SandboxError> {
+        Self::start_with(sb, n, log_level, &[])
+    }
+
+    /// The same with more flags (e.g. `--store`).
+    pub fn start_with(
+        sb: &Sandbox,
+        n: u32,
+        log_level: &str,
+        more: &[&str],
+    ) -> Result<Daemon, SandboxError> {
         let remote = format!("n1={}", sb.db_remote());
-        let args = [
+        let mut args = vec![
             "--openflow-listen",
             OPENFLOW,
             "--rest-listen",
@@ -63,6 +73,7 @@ impl Daemon {
             "--encap",
             "none",
         ];
+        args.extend_from_slice(more);
         Self::spawn(sb, n, Some(sb.node_netns()), &args)
     }
 

@@ -140,6 +140,9 @@ pub enum ClientEvent {
     },
     Locked(String),
     Stolen(String),
+    /// A cluster client ([`Client::connect_cluster`]) is about to use this member, its
+    /// database's leader; [`ClientEvent::Connected`] follows.
+    Member(String),
 }
 
 /// Receives [`ClientEvent`]s. The channel is unbounded: either drain it or drop it (events are
@@ -305,6 +308,85 @@ impl Client {
                 if let Ok(s) = connect(&remote, config.connect_timeout).await {
                     d.session.reset(Instant::now());
                     stream = Some(s);
+                }
+            }
+        });
+        Ok((Client::from_sender(cmd_tx), ev_rx))
+    }
+
+    /// Connects to the leader of `db`'s Raft cluster among `remotes` (every member, or some),
+    /// as `ovsdb-idl` does for clustered databases: each member is asked through `_Server`
+    /// whether it is the connected leader, and only the leader is used (a standalone server
+    /// is used as it is). When the leader goes away or says it no longer leads (a `_Server`
+    /// monitor), the client moves to the next member that does. Monitors and locks are
+    /// re-established on the new member, monitors with `monitor_cond_since` from the last
+    /// transaction seen, so a move does not re-read the database.
+    ///
+    /// Returns at once: the search runs in the background, and [`ClientEvent::Member`] then
+    /// [`ClientEvent::Connected`] report each member used. Calls made while no member is
+    /// in use fail with [`RequestError::Disconnected`] when the next one is found.
+    pub fn connect_cluster(
+        remotes: &[String],
+        db: &str,
+        config: ClientConfig,
+    ) -> Result<(Client, Events), Error> {
+        let members: Vec<(String, Remote)> = remotes
+            .iter()
+            .map(|r| {
+                r.parse()
+                    .map(|remote| (r.clone(), remote))
+                    .map_err(|e: AddrError| Error::Other(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        if members.is_empty() {
+            return Err(Error::Other("no cluster member to connect to".into()));
+        }
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let mut d = Driver::new(&config, cmd_rx, ev_tx);
+        let db = db.to_string();
+        tokio::spawn(async move {
+            let mut next = 0;
+            let mut backoff = config.backoff_min;
+            let mut used_one = false;
+            loop {
+                let mut found = false;
+                for _ in 0..members.len() {
+                    let (name, remote) = &members[next];
+                    next = (next + 1) % members.len();
+                    let Ok(mut stream) = connect(remote, config.connect_timeout).await else {
+                        continue;
+                    };
+                    match crate::cluster::probe(&mut stream, &db, config.connect_timeout).await {
+                        Ok(status) if status.usable() => {}
+                        _ => continue,
+                    }
+                    found = true;
+                    backoff = config.backoff_min;
+                    if used_one {
+                        d.session.reset(Instant::now());
+                    } else {
+                        used_one = true;
+                        let mut requests = BTreeMap::new();
+                        requests.insert(
+                            "Database".to_string(),
+                            MonitorRequest::columns(&["name", "model", "connected", "leader"]),
+                        );
+                        d.session
+                            .monitor("_Server", crate::cluster::SERVER_MONITOR, requests);
+                    }
+                    d.server_watch = Some(crate::cluster::ServerWatch::new(&db));
+                    d.emit(ClientEvent::Member(name.clone()));
+                    d.emit(ClientEvent::Connected);
+                    if d.serve(stream).await == Served::Shutdown {
+                        return;
+                    }
+                }
+                if !found {
+                    if d.idle(backoff).await == Served::Shutdown {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(config.backoff_max);
                 }
             }
         });
@@ -509,6 +591,10 @@ struct Driver {
     /// Client-side cancel tokens of transactions in flight.
     tokens: HashMap<u64, RequestId>,
     replicas: HashMap<String, ReplicaHandle>,
+    /// A cluster client's view of its member's leadership (see [`Client::connect_cluster`]).
+    server_watch: Option<crate::cluster::ServerWatch>,
+    /// The member stopped leading: leave it for the next.
+    moving: bool,
 }
 
 impl Driver {
@@ -525,6 +611,8 @@ impl Driver {
             calls: HashMap::new(),
             tokens: HashMap::new(),
             replicas: HashMap::new(),
+            server_watch: None,
+            moving: false,
         }
     }
 
@@ -595,6 +683,17 @@ impl Driver {
                     monitor,
                     kind,
                     updates,
+                } if monitor == crate::cluster::SERVER_MONITOR => {
+                    if let Some(w) = self.server_watch.as_mut()
+                        && w.apply(kind, &updates)
+                    {
+                        self.moving = true;
+                    }
+                }
+                Event::Update {
+                    monitor,
+                    kind,
+                    updates,
                 } => {
                     if let Some(r) = self.replicas.get(&monitor) {
                         r.apply(kind, &updates);
@@ -656,6 +755,13 @@ impl Driver {
                 }
             }
             self.dispatch();
+            if std::mem::take(&mut self.moving) {
+                // The member no longer leads: pending requests fail (the caller checks their
+                // outcome) and the next member is tried.
+                self.session.close_local();
+                self.dispatch();
+                break Served::Closed;
+            }
             if self.session.is_closed() {
                 break Served::Closed;
             }

@@ -9,7 +9,10 @@
 //!   `poll_event`, `poll_timeout`); answers `echo`, probes idle peers, re-establishes monitors
 //!   and locks after [`Session::reset`].
 //! - [`replica`]: an in-memory table cache fed by monitor updates.
-//! - [`client`]: a thin tokio driver (active `unix:`/`tcp:` with reconnect, passive `ptcp:`).
+//! - [`client`]: a thin tokio driver (active `unix:`/`tcp:` with reconnect, passive `ptcp:`,
+//!   and a Raft cluster's leader, followed from member to member).
+//! - [`cluster`]: what `_Server` says of a clustered database (pure), and the probe of a
+//!   member (I/O).
 //! - [`vswitch`]: typed Open_vSwitch rows and idempotent helpers.
 //!
 //! ```no_run
@@ -29,6 +32,7 @@
 //! ```
 
 pub mod client;
+pub mod cluster;
 pub mod datum;
 pub mod framer;
 pub mod jsonrpc;

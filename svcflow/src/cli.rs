@@ -32,6 +32,41 @@ pub enum Command {
     /// Print what a node runs itself that svcflow cannot do over OVSDB: the gateway port's
     /// host side, and for the overlay on the userspace datapath its tunnel endpoint.
     NodeSetup(NodeSetupArgs),
+    /// The REST state's store: move it between a local log and an OVSDB cluster, or print
+    /// the OVSDB schema.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+/// `svcflow store` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Write the whole REST state to FILE (JSON: each container as GET returns it).
+    Export(StoreArgs),
+    /// Make the store hold exactly FILE's state (as `export` wrote it): each container is
+    /// replaced, validated as a PUT would be. Stop the daemons that use a local store first.
+    Import(StoreArgs),
+    /// Print the `Svcflow` database schema (deploy/svcflow.ovsschema) for `ovsdb-tool
+    /// create-cluster`.
+    Schema,
+}
+
+/// A store and a file.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The export file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// `local` (the log in --state-dir) or `ovsdb:REMOTE[,REMOTE...]`, as `svcflow run` takes
+    /// it [default: local].
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<String>,
+    /// The local store's directory [default: /var/lib/svcflow].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Allowed NodePort range, LOW-HIGH, for validating an import [default: 30000-32767].
+    #[arg(long, value_name = "LOW-HIGH")]
+    pub node_port_range: Option<String>,
 }
 
 /// `svcflow node-setup` flags.
@@ -146,6 +181,12 @@ pub struct RunArgs {
     /// Directory for durable state (the REST model's write-ahead log) [default: /var/lib/svcflow].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Where the REST state is kept: `local` (a write-ahead log in --state-dir), or
+    /// `ovsdb:REMOTE[,REMOTE...]`, the `Svcflow` database of an ovsdb-server (a Raft cluster's
+    /// members, e.g. `ovsdb:tcp:10.0.0.1:6641,tcp:10.0.0.2:6641,tcp:10.0.0.3:6641`), shared by
+    /// every svcflow replica; see docs/store.md [default: local].
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<String>,
     /// Log level: error, warn, info, debug or trace [default: info].
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -266,6 +307,10 @@ impl RunArgs {
                 .clone()
                 .or(file.state_dir)
                 .unwrap_or_else(|| PathBuf::from("/var/lib/svcflow")),
+            store: match self.store.as_deref().or(file.store.as_deref()) {
+                Some(text) => text.parse().map_err(ConfigError)?,
+                None => coe::rest::StoreKind::Local,
+            },
             log_level,
             host_node: self.host_node.clone().or(file.host_node),
             kubernetes,
@@ -285,7 +330,31 @@ mod tests {
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
             Command::Run(args) => args,
-            Command::Ofp(_) | Command::NodeSetup(_) => unreachable!("svcflow run"),
+            Command::Ofp(_) | Command::NodeSetup(_) | Command::Store(_) => {
+                unreachable!("svcflow run")
+            }
+        }
+    }
+
+    #[test]
+    fn the_store_is_local_or_ovsdb_members() {
+        let config = run_args(&[]).merge(FileConfig::default()).unwrap();
+        assert_eq!(config.store, coe::rest::StoreKind::Local);
+        let config = run_args(&["--store", "ovsdb:tcp:127.0.0.1:6641,unix:/run/svcflow.sock"])
+            .merge(FileConfig::default())
+            .unwrap();
+        assert_eq!(
+            config.store,
+            coe::rest::StoreKind::Ovsdb(vec![
+                "tcp:127.0.0.1:6641".into(),
+                "unix:/run/svcflow.sock".into()
+            ])
+        );
+        for bad in ["ovsdb:", "ovsdb:tcp:nowhere", "etcd:x"] {
+            let err = run_args(&["--store", bad])
+                .merge(FileConfig::default())
+                .unwrap_err();
+            assert!(err.to_string().contains("store"), "{bad}: {err}");
         }
     }
 

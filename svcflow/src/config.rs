@@ -29,6 +29,9 @@ pub struct RunConfig {
     pub pipeline: netvirt::config::Config,
     /// Durable state lives here.
     pub state_dir: PathBuf,
+    /// Where the REST state is kept: the local log in `state_dir`, or a (clustered) OVSDB
+    /// database shared by every replica.
+    pub store: coe::rest::StoreKind,
     /// `error`, `warn`, `info`, `debug` or `trace`.
     pub log_level: String,
     /// The node whose host svcflow runs on; it configures that node's gateway port's host side.
@@ -81,6 +84,8 @@ pub struct FileConfig {
     pub local_endpoint_weight: Option<u16>,
     /// State directory.
     pub state_dir: Option<PathBuf>,
+    /// `local` or `ovsdb:REMOTE[,REMOTE...]`.
+    pub store: Option<String>,
     /// Log level.
     pub log_level: Option<String>,
     /// See [`RunConfig::host_node`].

@@ -6,6 +6,7 @@ mod daemon;
 mod dump;
 mod node_setup;
 mod ofp;
+mod store;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -53,6 +54,16 @@ fn main() -> ExitCode {
         cli::Command::Ofp(cli::OfpCommand::DumpGroups(args)) => {
             print_from_switch("dump-groups", dump::dump_groups(&args.target))
         }
+        cli::Command::Store(command) => match store::run(&command) {
+            Ok(text) => {
+                let _ = write!(std::io::stdout(), "{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("svcflow store: {e}");
+                ExitCode::FAILURE
+            }
+        },
         cli::Command::NodeSetup(args) => match node_setup::script(&args) {
             Ok(text) => {
                 let _ = write!(std::io::stdout(), "{text}");

@@ -22,6 +22,42 @@ pub struct RestConfig {
     pub ovsdb_remotes: BTreeMap<String, String>,
     /// The largest request body accepted. Default 64 MiB.
     pub max_body_bytes: usize,
+    /// Where the state is kept: the local write-ahead log in `state_dir` (the default), or a
+    /// (clustered) OVSDB database shared by every replica.
+    pub store: StoreKind,
+}
+
+/// Where the REST state is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// A write-ahead log in the state directory (`--store local`).
+    #[default]
+    Local,
+    /// The `Svcflow` database of an ovsdb-server cluster, by its members' remotes
+    /// (`--store ovsdb:tcp:IP:PORT[,…]`).
+    Ovsdb(Vec<String>),
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+
+    /// `local` or `ovsdb:REMOTE[,REMOTE…]`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "local" {
+            return Ok(StoreKind::Local);
+        }
+        let Some(list) = s.strip_prefix("ovsdb:") else {
+            return Err(format!(
+                "store {s:?}: expected `local` or `ovsdb:REMOTE[,REMOTE...]`"
+            ));
+        };
+        let remotes: Vec<String> = list.split(',').map(|r| r.trim().to_string()).collect();
+        for r in &remotes {
+            r.parse::<ovsdb::client::Remote>()
+                .map_err(|e| format!("store {s:?}: {e} (expected tcp:IP:PORT or unix:PATH)"))?;
+        }
+        Ok(StoreKind::Ovsdb(remotes))
+    }
 }
 
 impl RestConfig {
@@ -34,6 +70,7 @@ impl RestConfig {
             node_port_range: 30000..=32767,
             ovsdb_remotes: BTreeMap::new(),
             max_body_bytes: 64 << 20,
+            store: StoreKind::Local,
         }
     }
 

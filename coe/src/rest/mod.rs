@@ -1,9 +1,11 @@
 //! The REST northbound: OpenDaylight COE's RESTCONF API, driving svcflow.
 //!
 //! Pure layers: [`types`] (the validated objects), [`parse`] (COE JSON → objects),
+//! [`transfer`] (the export document),
 //! [`store`] (atomic, validated changes), [`to_model`] (store → [`netvirt::model::Model`], whole or
 //! by key after each write).
 //! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
+//! [`replicated`] (the store in a Raft-clustered ovsdb-server, `--store ovsdb:`),
 //! [`auth`] (credentials) and [`server`] (the axum router and listener).
 //!
 //! The daemon calls [`Northbound::open`] with a [`RestConfig`] and an
@@ -21,11 +23,13 @@ pub mod error;
 pub mod openapi;
 pub mod operational;
 pub mod parse;
+pub mod replicated;
 pub mod server;
 pub mod store;
 pub mod to_model;
+pub mod transfer;
 pub mod types;
 pub mod wal;
 
-pub use config::RestConfig;
+pub use config::{RestConfig, StoreKind};
 pub use server::{Northbound, Published, StartError};

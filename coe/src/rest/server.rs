@@ -39,10 +39,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::auth::{AuthFileError, Credentials};
+use super::config::StoreKind;
 use super::config::{ConfigError, RestConfig};
-use super::durable::{ApplyError, DurableStore, OpenError};
+use super::durable::{ApplyError, Changed, DurableStore, OpenError};
 use super::error::{RequestError, error_body};
 use super::operational::OperationalSource;
+use super::replicated::{Mirror, Replicated, WriteError};
 use super::store::{Change, Rules, Store};
 use super::to_model::{Translator, ovsdb_remotes};
 use super::types::Kind;
@@ -77,6 +79,9 @@ pub enum StartError {
     /// The durable state.
     #[error(transparent)]
     State(#[from] OpenError),
+    /// The replicated store could not start.
+    #[error("the OVSDB store: {0}")]
+    Store(String),
     /// The model publisher thread could not start.
     #[error("starting the REST model publisher: {0}")]
     Thread(std::io::Error),
@@ -90,8 +95,43 @@ pub enum StartError {
     },
 }
 
+/// Where the state is: the local log, or a replicated OVSDB store.
+enum Backing {
+    Local(Arc<Mutex<DurableStore>>),
+    Replicated(Arc<Replicated>),
+}
+
+impl Backing {
+    /// Runs `f` on the current state; `None` if a lock is poisoned.
+    fn with_store<T>(&self, f: impl FnOnce(&Store) -> T) -> Option<T> {
+        match self {
+            Backing::Local(d) => d.lock().ok().map(|d| f(d.store())),
+            Backing::Replicated(r) => r.mirror().lock().ok().map(|m| f(&m.store)),
+        }
+    }
+
+    fn revision(&self) -> u64 {
+        match self {
+            Backing::Local(d) => d.lock().map(|d| d.seq()).unwrap_or_default(),
+            Backing::Replicated(r) => r.mirror().lock().map(|m| m.revision).unwrap_or_default(),
+        }
+    }
+
+    /// Whether reads may be stale (a replicated store without a leader).
+    fn stale(&self) -> bool {
+        match self {
+            Backing::Local(_) => false,
+            Backing::Replicated(r) => r.stale(),
+        }
+    }
+}
+
+/// The header that marks a read answered from a state that may be stale (RFC 7234's
+/// `Warning: 110`), when the replicated store has no leader.
+pub const STALE_WARNING: &str = "110 svcflow \"Response is Stale\"";
+
 struct Shared {
-    durable: Arc<Mutex<DurableStore>>,
+    backing: Backing,
     /// Wakes the publisher after a write.
     dirty: mpsc::Sender<()>,
     models: watch::Receiver<Arc<Published>>,
@@ -130,24 +170,56 @@ impl Northbound {
         let rules = Rules {
             node_port_range: config.node_port_range.clone(),
         };
-        let durable = DurableStore::open(&config.state_dir, rules)?;
-        if let Some(torn) = durable.torn() {
-            tracing::warn!(
-                "{}: removed a torn, never acknowledged final record of {} bytes at byte {}; saved it to {}",
-                durable.wal().path().display(),
-                torn.len,
-                torn.offset,
-                torn.saved_to.display()
-            );
-        }
-        let mut durable = durable;
-        let mut translator = Translator::default();
-        let first = publish(&mut durable, &mut translator, &config.ovsdb_remotes);
-        let (tx, models) = watch::channel(Arc::new(first));
-        let durable = Arc::new(Mutex::new(durable));
         let (dirty, wake) = mpsc::channel();
+        let (backing, first, source, translator) = match &config.store {
+            StoreKind::Local => {
+                let durable = DurableStore::open(&config.state_dir, rules)?;
+                if let Some(torn) = durable.torn() {
+                    tracing::warn!(
+                        "{}: removed a torn, never acknowledged final record of {} bytes at byte {}; saved it to {}",
+                        durable.wal().path().display(),
+                        torn.len,
+                        torn.offset,
+                        torn.saved_to.display()
+                    );
+                }
+                let mut durable = durable;
+                let mut translator = Translator::default();
+                let first = publish(
+                    durable.take_changed(),
+                    durable.store(),
+                    durable.seq(),
+                    &mut translator,
+                    &config.ovsdb_remotes,
+                );
+                let durable = Arc::new(Mutex::new(durable));
+                let source = Source::Local(Arc::downgrade(&durable));
+                (Backing::Local(durable), first, source, translator)
+            }
+            StoreKind::Ovsdb(remotes) => {
+                let wake_publisher = dirty.clone();
+                let replicated = Replicated::start(remotes, rules, move || {
+                    let _ = wake_publisher.send(());
+                })
+                .map_err(StartError::Store)?;
+                tracing::info!(
+                    "REST state: the {} database of the OVSDB cluster {}",
+                    super::replicated::DB,
+                    remotes.join(",")
+                );
+                let replicated = Arc::new(replicated);
+                let source = Source::Replicated(Arc::downgrade(replicated.mirror()));
+                (
+                    Backing::Replicated(replicated),
+                    Published::default(),
+                    source,
+                    Translator::default(),
+                )
+            }
+        };
+        let (tx, models) = watch::channel(Arc::new(first));
         let publisher = Publisher {
-            durable: Arc::downgrade(&durable),
+            source,
             translator,
             overrides: config.ovsdb_remotes.clone(),
             tx,
@@ -159,7 +231,7 @@ impl Northbound {
             .map_err(StartError::Thread)?;
         Ok(Self {
             shared: Arc::new(Shared {
-                durable,
+                backing,
                 dirty,
                 models,
                 credentials,
@@ -183,11 +255,7 @@ impl Northbound {
 
     /// The revision of the latest accepted write (what [`Published::revision`] reaches).
     pub fn revision(&self) -> u64 {
-        self.shared
-            .durable
-            .lock()
-            .map(|d| d.seq())
-            .unwrap_or_default()
+        self.shared.backing.revision()
     }
 
     /// Waits until the model of the latest accepted write is published, and returns it.
@@ -203,9 +271,8 @@ impl Northbound {
     /// A copy of the current REST state.
     pub fn store(&self) -> Store {
         self.shared
-            .durable
-            .lock()
-            .map(|d| d.store().clone())
+            .backing
+            .with_store(Store::clone)
             .unwrap_or_default()
     }
 
@@ -252,24 +319,30 @@ impl Northbound {
 /// Brings `translator` up to the writes since its last call and publishes its model (a
 /// copy that shares all its structure).
 fn publish(
-    durable: &mut DurableStore,
+    changed: Changed,
+    store: &Store,
+    revision: u64,
     translator: &mut Translator,
     overrides: &BTreeMap<String, String>,
 ) -> Published {
-    let changed = durable.take_changed();
-    translator.apply(durable.store(), &changed);
+    translator.apply(store, &changed);
     Published {
         model: translator.model().clone(),
-        ovsdb_remotes: ovsdb_remotes(durable.store(), overrides),
-        revision: durable.seq(),
+        ovsdb_remotes: ovsdb_remotes(store, overrides),
+        revision,
     }
+}
+
+/// What the publisher follows, weakly, so that dropping the northbound closes the store.
+enum Source {
+    Local(Weak<Mutex<DurableStore>>),
+    Replicated(Weak<Mutex<Mirror>>),
 }
 
 /// Translates the writes into the model, off the request path: by key, and a burst of writes
 /// costs one publication, not one each. Ends when the northbound is dropped.
 struct Publisher {
-    /// Weak, so that dropping the northbound closes the store (and frees its lock).
-    durable: Weak<Mutex<DurableStore>>,
+    source: Source,
     translator: Translator,
     overrides: BTreeMap<String, String>,
     tx: watch::Sender<Arc<Published>>,
@@ -280,15 +353,44 @@ impl Publisher {
     fn run(mut self) {
         while self.wake.recv().is_ok() {
             while self.wake.try_recv().is_ok() {}
-            let Some(durable) = self.durable.upgrade() else {
-                return;
+            let published = self.tx.borrow().revision;
+            let next = match &self.source {
+                Source::Local(durable) => {
+                    let Some(durable) = durable.upgrade() else {
+                        return;
+                    };
+                    let Ok(mut d) = durable.lock() else { return };
+                    if d.seq() == published {
+                        continue;
+                    }
+                    let changed = d.take_changed();
+                    publish(
+                        changed,
+                        d.store(),
+                        d.seq(),
+                        &mut self.translator,
+                        &self.overrides,
+                    )
+                }
+                Source::Replicated(mirror) => {
+                    let Some(mirror) = mirror.upgrade() else {
+                        return;
+                    };
+                    let Ok(mut m) = mirror.lock() else { return };
+                    if m.revision == published && !m.take_pending_publish() {
+                        continue;
+                    }
+                    let changed = m.take_changed();
+                    publish(
+                        changed,
+                        &m.store,
+                        m.revision,
+                        &mut self.translator,
+                        &self.overrides,
+                    )
+                }
             };
-            let published = match durable.lock() {
-                Ok(d) if d.seq() == self.tx.borrow().revision => continue,
-                Ok(mut d) => publish(&mut d, &mut self.translator, &self.overrides),
-                Err(_) => return,
-            };
-            self.tx.send_replace(Arc::new(published));
+            self.tx.send_replace(Arc::new(next));
         }
     }
 }
@@ -389,13 +491,20 @@ async fn read(
     s: AppState,
     f: impl FnOnce(&Store) -> Result<Value, RequestError> + Send + 'static,
 ) -> Response {
-    let task = tokio::task::spawn_blocking(move || match s.durable.lock() {
-        Ok(d) => Ok(f(d.store())),
-        Err(_) => Err(()),
+    let task = tokio::task::spawn_blocking(move || {
+        let stale = s.backing.stale();
+        s.backing.with_store(f).map(|r| (r, stale)).ok_or(())
     });
     match task.await {
-        Ok(Ok(Ok(v))) => (StatusCode::OK, axum::Json(v)).into_response(),
-        Ok(Ok(Err(e))) => request_error(&e),
+        Ok(Ok((Ok(v), stale))) => {
+            let mut resp = (StatusCode::OK, axum::Json(v)).into_response();
+            if stale {
+                resp.headers_mut()
+                    .insert(header::WARNING, HeaderValue::from_static(STALE_WARNING));
+            }
+            resp
+        }
+        Ok(Ok((Err(e), _))) => request_error(&e),
         Ok(Err(())) => internal("the store lock is poisoned"),
         Err(e) => internal(&format!("the read task failed: {e}")),
     }
@@ -403,9 +512,43 @@ async fn read(
 
 /// Validates, logs (fsync) and applies a change off the async threads, then publishes.
 async fn write(s: AppState, change: Change, ok: StatusCode, location: Option<String>) -> Response {
+    let durable = match &s.backing {
+        Backing::Local(d) => d.clone(),
+        Backing::Replicated(r) => {
+            let result = r.write(change).await;
+            return match result {
+                Ok(()) => {
+                    let _ = s.dirty.send(());
+                    created(ok, location)
+                }
+                Err(WriteError::Request(e)) => request_error(&e),
+                Err(WriteError::Unavailable(why)) => {
+                    tracing::warn!("REST write not applied: {why}");
+                    restconf_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "resource-denied",
+                        None,
+                        &format!("the replicated store cannot take writes now: {why}"),
+                    )
+                }
+                Err(WriteError::Unknown(why)) => {
+                    tracing::warn!("REST write outcome unknown: {why}");
+                    restconf_error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "operation-failed",
+                        None,
+                        &format!("the replicated store did not confirm the write: {why}"),
+                    )
+                }
+                Err(WriteError::Failed(why)) => {
+                    tracing::error!("REST write not applied: {why}");
+                    internal(&format!("the replicated store refused the change: {why}"))
+                }
+            };
+        }
+    };
     let task = tokio::task::spawn_blocking(move || -> Result<(), Failed> {
-        let mut d = s
-            .durable
+        let mut d = durable
             .lock()
             .map_err(|_| Failed::Internal("the store lock is poisoned".into()))?;
         match d.apply(change) {
@@ -424,17 +567,20 @@ async fn write(s: AppState, change: Change, ok: StatusCode, location: Option<Str
         }
     });
     match task.await {
-        Ok(Ok(())) => {
-            let mut resp = ok.into_response();
-            if let Some(loc) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
-                resp.headers_mut().insert(header::LOCATION, loc);
-            }
-            resp
-        }
+        Ok(Ok(())) => created(ok, location),
         Ok(Err(Failed::Request(e))) => request_error(&e),
         Ok(Err(Failed::Internal(message))) => internal(&message),
         Err(e) => internal(&format!("the write task failed: {e}")),
     }
+}
+
+/// The answer to an accepted write.
+fn created(ok: StatusCode, location: Option<String>) -> Response {
+    let mut resp = ok.into_response();
+    if let Some(loc) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    resp
 }
 
 /// Why a write failed.

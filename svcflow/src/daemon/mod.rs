@@ -115,6 +115,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     rest.auth_file = config.auth_file.clone();
     rest.ovsdb_remotes = overrides.clone();
     rest.node_port_range = config.pipeline.node_port_range.0..=config.pipeline.node_port_range.1;
+    rest.store = config.store.clone();
     let installed = operational::Installed::default();
     let operational: Arc<dyn coe::rest::operational::OperationalSource> =
         Arc::new(operational::Operational {
@@ -130,7 +131,10 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         nodes = models.borrow().model.nodes.len(),
         services = models.borrow().model.services.len(),
         "REST state loaded from {}",
-        config.state_dir.display()
+        match &config.store {
+            coe::rest::StoreKind::Local => config.state_dir.display().to_string(),
+            coe::rest::StoreKind::Ovsdb(remotes) => format!("ovsdb:{}", remotes.join(",")),
+        }
     );
 
     // Kubernetes, if on: its model merged with REST's feeds the same channel.

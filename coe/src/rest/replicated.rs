@@ -1,0 +1,824 @@
+//! The REST state in a Raft-clustered `ovsdb-server` (`--store ovsdb:REMOTE[,REMOTE…]`),
+//! shared by every svcflow replica.
+//!
+//! Each replica keeps a [`Mirror`] of the `Svcflow` database ([`SCHEMA`]), fed by a monitor
+//! on the cluster's leader ([`ovsdb::Client::connect_cluster`]). A write is validated as the
+//! local store validates it, against the mirror at revision R, then committed as one OVSDB
+//! transaction that first waits for the `Revision` row to still say R: two replicas that both
+//! validated against R cannot both commit. The transaction also allocates the new namespaces'
+//! ELAN ids, bumps the revision to R + 1, and records the write's token in `Revision.recent`,
+//! so that a write whose reply was lost (a leader change) is looked up rather than sent again.
+//! A write is acknowledged once the cluster committed it and the mirror shows it.
+//!
+//! Pure: the rows of an item ([`item_row`]), the transaction ([`transaction`]), and the
+//! mirror's reading of monitor updates ([`Mirror::apply`]). I/O: [`Replicated`], which
+//! drives the client.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ovsdb::monitor::MonitorRequest;
+use ovsdb::{
+    Client, ClientConfig, ClientEvent, Condition, Datum, Mutation, Operation, ReplicaHandle, Row,
+    Until, UpdateKind, Uuid,
+};
+use tokio::sync::watch;
+
+use super::durable::Changed;
+use super::error::RequestError;
+use super::store::{Change, Effect, Rules, Store};
+use super::types::{Endpoints, Item, K8sNode, Kind, Pod, Service, namespace_name};
+
+/// The database schema (also shipped as `deploy/svcflow.ovsschema`).
+pub const SCHEMA: &str = include_str!("../../../deploy/svcflow.ovsschema");
+/// The database's name.
+pub const DB: &str = "Svcflow";
+/// How many writes' tokens `Revision.recent` keeps.
+pub const RECENT: u64 = 64;
+/// How long a write may wait for a leader and for its commit before it is answered 503.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+const MONITOR: &str = "svcflow";
+
+fn table(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Service => "Service",
+        Kind::Endpoints => "Endpoints",
+        Kind::Pod => "Pod",
+        Kind::Node => "Node",
+    }
+}
+
+fn kind_of(table: &str) -> Option<Kind> {
+    Kind::ALL.into_iter().find(|k| self::table(*k) == table)
+}
+
+/// An item's row: its uid and names for `ovsdb-client` users, a few columns to read it by,
+/// and the whole object as the REST API returns it.
+pub fn item_row(item: &Item) -> Row {
+    let mut row = Row::new();
+    row.insert("uid".into(), Datum::string(item.uid()));
+    row.insert("object".into(), Datum::string(item.to_json().to_string()));
+    match item {
+        Item::Service(s) => {
+            row.insert(
+                "namespace".into(),
+                Datum::string(namespace_name(&s.network_ns)),
+            );
+            row.insert("name".into(), Datum::string(&s.name));
+            row.insert(
+                "cluster_ip".into(),
+                Datum::set(s.cluster_ip.iter().map(|ip| ip.to_string())),
+            );
+            row.insert(
+                "ports".into(),
+                Datum::set(
+                    s.service_ports
+                        .iter()
+                        .map(|p| format!("{}/{}", p.port, p.protocol.as_str())),
+                ),
+            );
+        }
+        Item::Endpoints(e) => {
+            row.insert(
+                "namespace".into(),
+                Datum::string(namespace_name(&e.network_ns)),
+            );
+            row.insert("name".into(), Datum::string(&e.name));
+            row.insert(
+                "addresses".into(),
+                Datum::set(
+                    e.endpoint_addresses
+                        .iter()
+                        .map(|a| a.ip_address.to_string()),
+                ),
+            );
+        }
+        Item::Pod(p) => {
+            row.insert(
+                "namespace".into(),
+                Datum::string(namespace_name(&p.network_ns)),
+            );
+            row.insert("name".into(), Datum::string(&p.name));
+        }
+        Item::Node(n) => {
+            row.insert("name".into(), Datum::string(n.model_name()));
+        }
+    }
+    row
+}
+
+/// The item a row holds.
+fn item_of(kind: Kind, row: &Row) -> Result<Item, String> {
+    let object = row
+        .get("object")
+        .and_then(Datum::as_str)
+        .ok_or("no object column")?;
+    let parsed = match kind {
+        Kind::Service => serde_json::from_str::<Service>(object).map(Item::Service),
+        Kind::Endpoints => serde_json::from_str::<Endpoints>(object).map(Item::Endpoints),
+        Kind::Pod => serde_json::from_str::<Pod>(object).map(Item::Pod),
+        Kind::Node => serde_json::from_str::<K8sNode>(object).map(Item::Node),
+    };
+    parsed.map_err(|e| e.to_string())
+}
+
+/// The transaction that commits `effects`, validated against the mirror at `revision`, with
+/// the ELAN ids they allocate (`new_elans`), under `token`.
+pub fn transaction(
+    effects: &[Effect],
+    existing: &dyn Fn(Kind, &str) -> bool,
+    new_elans: &BTreeMap<String, u32>,
+    revision: u64,
+    token: &str,
+) -> Vec<Operation> {
+    let mut ops = vec![Operation::wait(
+        "Revision",
+        vec![],
+        &["revision"],
+        Until::Equal,
+        vec![Row::from([(
+            "revision".into(),
+            Datum::integer(revision as i64),
+        )])],
+    )];
+    // Within one transaction rows are tracked by what this transaction did to them.
+    let mut present: HashMap<(Kind, String), bool> = HashMap::new();
+    let mut cleared: Vec<Kind> = Vec::new();
+    for effect in effects {
+        match effect {
+            Effect::Clear(kind) => {
+                ops.push(Operation::delete(table(*kind), vec![]));
+                cleared.push(*kind);
+                present.retain(|(k, _), _| k != kind);
+            }
+            Effect::Upsert(item) => {
+                let key = (item.kind(), item.uid().to_string());
+                let exists = *present
+                    .get(&key)
+                    .unwrap_or(&(!cleared.contains(&key.0) && existing(key.0, &key.1)));
+                let uid = Condition::eq("uid", Datum::string(item.uid()));
+                if exists {
+                    ops.push(Operation::update(table(key.0), vec![uid], item_row(item)));
+                } else {
+                    ops.push(Operation::insert(table(key.0), item_row(item)));
+                }
+                present.insert(key, true);
+            }
+            Effect::Remove(kind, uid) => {
+                ops.push(Operation::delete(
+                    table(*kind),
+                    vec![Condition::eq("uid", Datum::string(uid))],
+                ));
+                present.insert((*kind, uid.clone()), false);
+            }
+        }
+    }
+    for (namespace, id) in new_elans {
+        ops.push(Operation::insert(
+            "Elan",
+            Row::from([
+                ("namespace".into(), Datum::string(namespace)),
+                ("elan_id".into(), Datum::integer(i64::from(*id))),
+            ]),
+        ));
+    }
+    let next = revision + 1;
+    let mut mutations = vec![Mutation::insert(
+        "recent",
+        Datum::map([(next as i64, token.to_string())]),
+    )];
+    if next > RECENT {
+        mutations.push(Mutation::delete(
+            "recent",
+            Datum::set([(next - RECENT) as i64]),
+        ));
+    }
+    ops.push(Operation::update(
+        "Revision",
+        vec![],
+        Row::from([("revision".into(), Datum::integer(next as i64))]),
+    ));
+    ops.push(Operation::mutate("Revision", vec![], mutations));
+    ops
+}
+
+/// The first transaction on an empty database: its `Revision` row.
+fn bootstrap() -> Vec<Operation> {
+    vec![
+        Operation::wait("Revision", vec![], &["revision"], Until::Equal, vec![]),
+        Operation::insert(
+            "Revision",
+            Row::from([("revision".into(), Datum::integer(0))]),
+        ),
+    ]
+}
+
+/// The replica's copy of the database, fed by the monitor.
+#[derive(Default)]
+pub struct Mirror {
+    /// The REST state.
+    pub store: Store,
+    /// The `Revision` row's revision (0 before the first write).
+    pub revision: u64,
+    /// Recent writes' tokens by the revision they made.
+    pub recent: BTreeMap<u64, String>,
+    /// Whether the mirror holds the database's state (after the monitor's first dump).
+    pub synced: bool,
+    /// Whether a `Revision` row exists.
+    pub has_revision: bool,
+    items: HashMap<Uuid, (Kind, String)>,
+    elans: HashMap<Uuid, String>,
+    changed: Changed,
+    publish: bool,
+    /// Rows that could not be read, with why (reported once each).
+    pub bad_rows: Vec<String>,
+}
+
+impl Mirror {
+    /// Applies one monitor update, reading whole rows from `replica` (which has applied it).
+    pub fn apply(
+        &mut self,
+        kind: UpdateKind,
+        updates: &ovsdb::monitor::TableUpdates,
+        replica: &ovsdb::Replica,
+    ) {
+        if kind == (UpdateKind::Initial { replace: true }) {
+            self.store = Store::default();
+            self.items.clear();
+            self.elans.clear();
+            self.recent.clear();
+            self.revision = 0;
+            self.has_revision = false;
+            self.changed.all = true;
+        }
+        // ELAN ids first, so that items of a new namespace find theirs.
+        if let Some(rows) = updates.get("Elan") {
+            for uuid in rows.keys() {
+                if let Some(ns) = self.elans.remove(uuid) {
+                    self.store.elans.remove(&ns);
+                }
+                if let Some(row) = replica.row("Elan", uuid) {
+                    let ns = row.get("namespace").and_then(Datum::as_str);
+                    let id = row.get("elan_id").and_then(Datum::as_integer);
+                    if let (Some(ns), Some(id)) = (ns, id.and_then(|i| u32::try_from(i).ok())) {
+                        self.store.elans.insert(ns.to_string(), id);
+                        self.elans.insert(*uuid, ns.to_string());
+                    }
+                }
+            }
+        }
+        let mut effects = Vec::new();
+        for (name, rows) in updates {
+            let Some(kind) = kind_of(name) else { continue };
+            for uuid in rows.keys() {
+                if let Some((k, uid)) = self.items.remove(uuid) {
+                    effects.push(Effect::Remove(k, uid));
+                }
+                let Some(row) = replica.row(name, uuid) else {
+                    continue;
+                };
+                match item_of(kind, row) {
+                    Ok(item) => {
+                        self.items.insert(*uuid, (kind, item.uid().to_string()));
+                        effects.push(Effect::Upsert(item));
+                    }
+                    Err(e) => self.bad_rows.push(format!("{name} row {uuid}: {e}")),
+                }
+            }
+        }
+        self.store.apply_effects(&effects);
+        self.changed.record(&effects);
+        if let Some(rows) = updates.get("Revision") {
+            for uuid in rows.keys() {
+                match replica.row("Revision", uuid) {
+                    Some(row) => {
+                        self.has_revision = true;
+                        self.revision = row
+                            .get("revision")
+                            .and_then(Datum::as_integer)
+                            .and_then(|r| u64::try_from(r).ok())
+                            .unwrap_or(0);
+                        self.recent = match row.get("recent") {
+                            Some(Datum::Map(m)) => m
+                                .iter()
+                                .filter_map(|(k, v)| {
+                                    Some((
+                                        u64::try_from(k.as_integer()?).ok()?,
+                                        v.as_str()?.to_string(),
+                                    ))
+                                })
+                                .collect(),
+                            _ => BTreeMap::new(),
+                        };
+                    }
+                    None => {
+                        self.has_revision = false;
+                        self.revision = 0;
+                    }
+                }
+            }
+        }
+        self.synced = true;
+        self.publish = true;
+    }
+
+    /// What changed since the last call, for the publisher.
+    pub fn take_changed(&mut self) -> Changed {
+        self.publish = false;
+        std::mem::take(&mut self.changed)
+    }
+
+    /// Whether the mirror changed without a new revision (its first dump, a re-read): the
+    /// publisher publishes it anyway.
+    pub fn take_pending_publish(&mut self) -> bool {
+        self.publish
+    }
+}
+
+/// Why a replicated write failed.
+#[derive(Debug)]
+pub enum WriteError {
+    /// The request is invalid against the current state: nothing changed.
+    Request(RequestError),
+    /// The cluster could not commit it in time (no leader, no quorum): nothing changed.
+    Unavailable(String),
+    /// The transaction reached a leader that lost its quorum before answering: it may still
+    /// commit when the quorum is back, or never. `GET` tells, once the cluster answers.
+    Unknown(String),
+    /// The cluster refused the transaction for another reason.
+    Failed(String),
+}
+
+/// What the replica's connection is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Looking for the cluster's leader.
+    Searching,
+    /// Using this member, the leader.
+    Leader(String),
+    /// The leader's database cannot be used (missing, or another schema version).
+    Unusable(String),
+}
+
+/// Whether the server's schema `version` is one this svcflow reads and writes: the same
+/// major version as [`SCHEMA`]'s, and no older minor version (OVSDB schema versioning: a
+/// minor version adds, a major version changes).
+pub fn compatible(version: &str) -> Result<(), String> {
+    let ours = schema_version();
+    let parse = |v: &str| -> Option<(u64, u64)> {
+        let mut parts = v.split('.');
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    match (parse(version), parse(&ours)) {
+        (Some((major, minor)), Some((our_major, our_minor)))
+            if major == our_major && minor >= our_minor =>
+        {
+            Ok(())
+        }
+        _ => Err(format!(
+            "the cluster's {DB} schema is version {version}; this svcflow needs {ours} \
+             (convert it with `ovsdb-client convert` and deploy/svcflow.ovsschema)"
+        )),
+    }
+}
+
+/// The version of [`SCHEMA`].
+pub fn schema_version() -> String {
+    serde_json::from_str::<serde_json::Value>(SCHEMA)
+        .ok()
+        .and_then(|v| {
+            v.get("version")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// The REST state in a clustered OVSDB, for one replica.
+pub struct Replicated {
+    mirror: Arc<Mutex<Mirror>>,
+    client: Client,
+    status: watch::Receiver<Status>,
+    /// Bumped after each monitor update the mirror applied.
+    applied: watch::Receiver<u64>,
+    rules: Rules,
+    /// Serializes this replica's writes (validation uses the mirror, which a concurrent write
+    /// of this replica would make stale anyway).
+    writing: tokio::sync::Mutex<()>,
+    tokens: std::sync::atomic::AtomicU64,
+}
+
+impl Replicated {
+    /// Connects to the cluster (in the background) and mirrors it; `on_change` is called
+    /// after each update the mirror applied (the publisher's wake-up).
+    pub fn start(
+        remotes: &[String],
+        rules: Rules,
+        on_change: impl Fn() + Send + 'static,
+    ) -> Result<Self, String> {
+        let (client, mut events) = Client::connect_cluster(remotes, DB, ClientConfig::default())
+            .map_err(|e| e.to_string())?;
+        let mirror = Arc::new(Mutex::new(Mirror::default()));
+        let (status_tx, status) = watch::channel(Status::Searching);
+        let (applied_tx, applied) = watch::channel(0u64);
+        let task_mirror = mirror.clone();
+        let task_client = client.clone();
+        tokio::spawn(async move {
+            let mut replica: Option<ReplicaHandle> = None;
+            let mut member = String::new();
+            while let Some(event) = events.recv().await {
+                match event {
+                    ClientEvent::Member(m) => member = m,
+                    ClientEvent::Connected => {
+                        if replica.is_none() {
+                            let checked = match task_client.get_schema(DB).await {
+                                Ok(schema) => compatible(&schema.version),
+                                Err(e) => Err(format!(
+                                    "{member} has no usable {DB} database ({e}); create the \
+                                     cluster with deploy/svcflow.ovsschema (docs/store.md)"
+                                )),
+                            };
+                            if let Err(why) = checked {
+                                tracing::error!("OVSDB store: {why}");
+                                status_tx.send_replace(Status::Unusable(why));
+                                continue;
+                            }
+                        }
+                        status_tx.send_replace(Status::Leader(member.clone()));
+                        if replica.is_none() {
+                            let requests: BTreeMap<String, MonitorRequest> =
+                                ["Service", "Endpoints", "Pod", "Node", "Elan", "Revision"]
+                                    .into_iter()
+                                    .map(|t| (t.to_string(), MonitorRequest::all()))
+                                    .collect();
+                            let c = task_client.clone();
+                            // The monitor's first dump arrives as an event, applied below.
+                            match c.replica(DB, MONITOR, requests).await {
+                                Ok(r) => replica = Some(r),
+                                Err(e) => {
+                                    tracing::warn!("OVSDB store: monitoring {DB} failed: {e}")
+                                }
+                            }
+                            if let Some(r) = &replica {
+                                ensure_revision(&c, &task_mirror, r).await;
+                            }
+                        }
+                    }
+                    ClientEvent::Disconnected(e) => {
+                        tracing::warn!("OVSDB store: lost {member}: {e}; looking for the leader");
+                        status_tx.send_replace(Status::Searching);
+                    }
+                    ClientEvent::Update {
+                        monitor,
+                        kind,
+                        updates,
+                        ..
+                    } if monitor == MONITOR => {
+                        if let Some(r) = &replica {
+                            let reading = r.read();
+                            let mut m = task_mirror.lock().unwrap_or_else(PoisonError::into_inner);
+                            m.apply(kind, &updates, &reading);
+                            for bad in m.bad_rows.drain(..) {
+                                tracing::warn!("OVSDB store: skipped {bad}");
+                            }
+                        }
+                        applied_tx.send_modify(|n| *n += 1);
+                        on_change();
+                    }
+                    _ => {}
+                }
+            }
+        });
+        Ok(Self {
+            mirror,
+            client,
+            status,
+            applied,
+            rules,
+            writing: tokio::sync::Mutex::new(()),
+            tokens: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// The mirror.
+    pub fn mirror(&self) -> &Arc<Mutex<Mirror>> {
+        &self.mirror
+    }
+
+    /// Whether reads may be stale: no leader in use, or no state mirrored yet.
+    pub fn stale(&self) -> bool {
+        let synced = self
+            .mirror
+            .lock()
+            .map(|m| m.synced && m.has_revision)
+            .unwrap_or(false);
+        !synced || !matches!(*self.status.borrow(), Status::Leader(_))
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    fn token(&self) -> String {
+        let n = self
+            .tokens
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        format!("{}-{nanos:x}-{n}", std::process::id())
+    }
+
+    /// Validates `change` against the mirror and commits it; returns once the cluster
+    /// committed it and the mirror shows it.
+    pub async fn write(&self, change: Change) -> Result<(), WriteError> {
+        let _one = self.writing.lock().await;
+        let deadline = Instant::now() + WRITE_TIMEOUT;
+        let token = self.token();
+        loop {
+            self.ready(deadline).await?;
+            let (ops, revision) = {
+                let mut m = self.mirror.lock().unwrap_or_else(PoisonError::into_inner);
+                let revision = m.revision;
+                let before = m.store.elans.clone();
+                let applied = m
+                    .store
+                    .apply(change.clone(), &self.rules)
+                    .map_err(WriteError::Request)?;
+                let new_elans: BTreeMap<String, u32> = m
+                    .store
+                    .elans
+                    .iter()
+                    .filter(|(ns, _)| !before.contains_key(*ns))
+                    .map(|(ns, id)| (ns.clone(), *id))
+                    .collect();
+                let effects = applied.effects.clone();
+                m.store.revert(applied.undo);
+                let store = &m.store;
+                let ops = transaction(
+                    &effects,
+                    &|k, uid| store.contains(k, uid),
+                    &new_elans,
+                    revision,
+                    &token,
+                );
+                (ops, revision)
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let outcome = tokio::time::timeout(remaining, self.client.transact(DB, ops)).await;
+            match outcome {
+                Ok(Ok(_)) => {
+                    // Committed: the leader answers only then. Wait (briefly) for the mirror,
+                    // so that a read on this replica right after sees the write.
+                    let _ = self
+                        .wait_revision(revision + 1, Instant::now() + Duration::from_secs(2))
+                        .await;
+                    return Ok(());
+                }
+                // The wait failed: another replica wrote since; validate again.
+                Ok(Err(e))
+                    if matches!(
+                        e.transact(),
+                        Some(ovsdb::TransactError::Operation { index: 0, .. })
+                    ) =>
+                {
+                    self.wait_past(revision, deadline).await?;
+                }
+                Ok(Err(e)) if e.transact().is_some() => {
+                    return Err(WriteError::Failed(e.to_string()));
+                }
+                // The reply is lost (the member left or lost its quorum): did it commit?
+                lost => {
+                    let why = match lost {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!("no answer within {} s", WRITE_TIMEOUT.as_secs()),
+                    };
+                    tracing::info!(
+                        "OVSDB store: write at revision {revision}: {why}; checking its outcome"
+                    );
+                    match self.committed(revision, &token, deadline).await {
+                        Some(true) => return Ok(()),
+                        // Not committed, and it never will be: a new leader has it or not.
+                        Some(false) if Instant::now() < deadline => continue,
+                        Some(false) => {
+                            return Err(WriteError::Unavailable(format!(
+                                "the cluster did not commit the write within {} s",
+                                WRITE_TIMEOUT.as_secs()
+                            )));
+                        }
+                        None => {
+                            return Err(WriteError::Unknown(format!(
+                                "the write reached the cluster's leader, which lost its quorum \
+                                 before answering ({why}); it is committed if the quorum comes \
+                                 back with it, else not: read it back then"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a leader and a mirrored state.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), WriteError> {
+        self.ready(Instant::now() + timeout).await
+    }
+
+    /// Waits for a leader and a mirrored state.
+    async fn ready(&self, deadline: Instant) -> Result<(), WriteError> {
+        let mut applied = self.applied.clone();
+        loop {
+            if let Status::Unusable(why) = &*self.status.borrow() {
+                return Err(WriteError::Unavailable(why.clone()));
+            }
+            let ok = matches!(*self.status.borrow(), Status::Leader(_))
+                && self
+                    .mirror
+                    .lock()
+                    .map(|m| m.synced && m.has_revision)
+                    .unwrap_or(false);
+            if ok {
+                return Ok(());
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(WriteError::Unavailable(
+                    "no leader of the OVSDB cluster is reachable (no quorum?)".into(),
+                ));
+            }
+            let mut status = self.status.clone();
+            let _ = tokio::time::timeout(remaining.min(Duration::from_millis(100)), async {
+                tokio::select! {
+                    _ = status.changed() => {}
+                    _ = applied.changed() => {}
+                }
+            })
+            .await;
+        }
+    }
+
+    async fn wait_mirror(
+        &self,
+        deadline: Instant,
+        done: impl Fn(&Mirror) -> bool,
+    ) -> Result<(), WriteError> {
+        let mut applied = self.applied.clone();
+        loop {
+            if self.mirror.lock().map(|m| done(&m)).unwrap_or(false) {
+                return Ok(());
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(WriteError::Unavailable(
+                    "the write's outcome is not known: the cluster did not answer in time".into(),
+                ));
+            }
+            let _ =
+                tokio::time::timeout(remaining.min(Duration::from_millis(100)), applied.changed())
+                    .await;
+        }
+    }
+
+    async fn wait_revision(&self, revision: u64, deadline: Instant) -> Result<(), WriteError> {
+        self.wait_mirror(deadline, |m| m.revision >= revision).await
+    }
+
+    async fn wait_past(&self, revision: u64, deadline: Instant) -> Result<(), WriteError> {
+        self.wait_mirror(deadline, |m| m.revision > revision).await
+    }
+
+    /// After a lost reply: whether the write made revision `revision + 1`, read from a
+    /// leader (which holds every committed write). `None` when no leader answers before
+    /// `deadline`: the outcome is unknown.
+    async fn committed(&self, revision: u64, token: &str, deadline: Instant) -> Option<bool> {
+        loop {
+            self.ready(deadline).await.ok()?;
+            let read = vec![Operation::select("Revision", vec![])];
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, self.client.transact(DB, read)).await {
+                Ok(Ok(results)) => {
+                    let row = results.first()?.rows().first()?.clone();
+                    let now = row
+                        .get("revision")
+                        .and_then(Datum::as_integer)
+                        .and_then(|r| u64::try_from(r).ok())?;
+                    if now <= revision {
+                        return Some(false);
+                    }
+                    let made = match row.get("recent") {
+                        Some(Datum::Map(m)) => m.iter().any(|(k, v)| {
+                            k.as_integer() == i64::try_from(revision + 1).ok()
+                                && v.as_str() == Some(token)
+                        }),
+                        _ => false,
+                    };
+                    return Some(made);
+                }
+                Ok(Err(_)) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// Creates the `Revision` row of an empty database (one replica wins; the others' waits fail).
+async fn ensure_revision(client: &Client, mirror: &Arc<Mutex<Mirror>>, replica: &ReplicaHandle) {
+    let _ = replica
+        .wait_for(Duration::from_secs(5), |r| {
+            (r.generation() > 0).then_some(())
+        })
+        .await;
+    let empty = mirror.lock().map(|m| !m.has_revision).unwrap_or(false)
+        && replica.read().len("Revision") == 0;
+    if empty && let Err(e) = client.transact(DB, bootstrap()).await {
+        tracing::debug!("OVSDB store: creating the Revision row: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rest::parse;
+
+    fn svc(uid: &str, ns: &str) -> Item {
+        parse::item_body(
+            Kind::Service,
+            uid,
+            format!(
+                r#"{{"service:services":[{{"service:uid":"{uid}","service:name":"{uid}",
+                "service:network-NS":"{ns}","service:cluster-ip-address":"10.96.0.9",
+                "service:service-ports":[{{"service:port":80}}]}}]}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_write_waits_on_the_revision_and_records_its_token() {
+        let effects = vec![
+            Effect::Upsert(svc("new", "prod")),
+            Effect::Upsert(svc("old", "default")),
+            Effect::Remove(Kind::Pod, "p1".into()),
+        ];
+        let elans = BTreeMap::from([("prod".to_string(), 2)]);
+        let ops = transaction(&effects, &|_, uid| uid == "old", &elans, 70, "tok");
+        let json: Vec<serde_json::Value> = ops.iter().map(Operation::to_json).collect();
+        assert_eq!(json[0]["op"], "wait");
+        assert_eq!(json[0]["until"], "==");
+        assert_eq!(json[0]["rows"][0]["revision"], 70);
+        assert_eq!(json[1]["op"], "insert");
+        assert_eq!(json[1]["table"], "Service");
+        assert_eq!(json[2]["op"], "update");
+        assert_eq!(json[2]["where"][0], serde_json::json!(["uid", "==", "old"]));
+        assert_eq!(json[3]["op"], "delete");
+        assert_eq!(json[3]["table"], "Pod");
+        assert_eq!(json[4]["table"], "Elan");
+        assert_eq!(json[4]["row"]["elan_id"], 2);
+        assert_eq!(json[5]["row"]["revision"], 71);
+        // The token goes in at 71; the one 64 writes back leaves.
+        assert_eq!(
+            json[6]["mutations"],
+            serde_json::json!([
+                ["recent", "insert", ["map", [[71, "tok"]]]],
+                ["recent", "delete", 7]
+            ])
+        );
+    }
+
+    #[test]
+    fn a_replaced_list_inserts_again_what_it_cleared() {
+        let effects = vec![
+            Effect::Clear(Kind::Service),
+            Effect::Upsert(svc("old", "default")),
+        ];
+        let ops = transaction(&effects, &|_, _| true, &BTreeMap::new(), 0, "t");
+        let json: Vec<serde_json::Value> = ops.iter().map(Operation::to_json).collect();
+        assert_eq!(json[1]["op"], "delete");
+        assert_eq!(json[2]["op"], "insert", "the row was deleted just before");
+    }
+
+    #[test]
+    fn rows_hold_the_object_as_get_returns_it() {
+        let item = svc("web", "");
+        let row = item_row(&item);
+        assert_eq!(row["namespace"].as_str(), Some("default"));
+        assert_eq!(row["ports"].strings(), vec!["80/TCP".to_string()]);
+        assert_eq!(item_of(Kind::Service, &row).unwrap(), item);
+    }
+
+    #[test]
+    fn schema_versions_must_share_the_major_and_not_be_older() {
+        let ours = schema_version();
+        assert_eq!(ours, "1.0.0");
+        assert!(compatible("1.0.0").is_ok());
+        assert!(compatible("1.3.1").is_ok());
+        assert!(compatible("2.0.0").is_err());
+        assert!(compatible("0.9.0").is_err());
+        assert!(compatible("garbage").is_err());
+    }
+}

@@ -1,0 +1,487 @@
+//! The REST northbound on a replicated store (`--store ovsdb:`), against a real 3-member
+//! Raft-clustered `ovsdb-server` on loopback: two northbound replicas (the real `coe` code,
+//! in this process, each on its own HTTP port) share one state.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use coe::rest::operational::Unavailable;
+use coe::rest::{Northbound, RestConfig, StoreKind};
+use ovs_tests::http::{Http, Reply};
+use ovs_tests::raft::RaftCluster;
+
+const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
+const SERVICES: &str = "/restconf/config/service:service-information";
+
+/// One svcflow northbound replica on the cluster.
+struct Replica {
+    addr: SocketAddr,
+    revision: tokio::sync::watch::Receiver<Arc<coe::rest::Published>>,
+    _rt: tokio::runtime::Runtime,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed on drop.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn replica(cluster: &RaftCluster, n: usize) -> Replica {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("svcflow-replica-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut config = RestConfig::new(&dir);
+    config.store = StoreKind::Ovsdb(cluster.remotes());
+    let (addr, revision) = rt.block_on(async {
+        let nb = Northbound::open(&config, Arc::new(Unavailable)).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let models = nb.subscribe();
+        tokio::spawn(nb.serve_on(listener, std::future::pending()));
+        (addr, models)
+    });
+    Replica {
+        addr,
+        revision,
+        _rt: rt,
+        _dir: tempdir::Dir(dir),
+    }
+}
+
+fn http(r: &Replica) -> Http {
+    Http::new("", &r.addr.to_string()).with_read_timeout(Duration::from_secs(30))
+}
+
+fn service(uid: &str, ip: &str) -> String {
+    format!(
+        r#"{{"service:services":[{{"service:uid":"{uid}","service:name":"{uid}",
+        "service:network-NS":"default","service:cluster-ip-address":"{ip}",
+        "service:service-ports":[{{"service:name":"http","service:port":80,
+        "service:target-port":"8080"}}]}}]}}"#
+    )
+}
+
+fn put_service(h: &mut Http, uid: &str, ip: &str) -> Reply {
+    h.request(
+        "PUT",
+        &format!("{SERVICES}/services/{uid}"),
+        service(uid, ip).as_bytes(),
+    )
+    .unwrap()
+}
+
+fn has_service(h: &mut Http, uid: &str) -> bool {
+    let r = h
+        .request("GET", &format!("{SERVICES}/services/{uid}"), b"")
+        .unwrap();
+    match r.status {
+        200 => true,
+        404 => false,
+        s => panic!("GET {uid}: {s} {}", String::from_utf8_lossy(&r.body)),
+    }
+}
+
+/// Waits until the replica answers reads from a mirrored state (no `Warning: 110`).
+fn wait_ready(r: &Replica) {
+    let mut h = http(r);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(reply) = h.request("GET", SERVICES, b"")
+            && reply.status == 200
+            && reply.warning.is_none()
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica on {} did not mirror the cluster within 30 s",
+            r.addr
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (up to 10 s) until replica `r` has every item of `uids`.
+fn assert_all_present(r: &Replica, uids: &[String]) {
+    let mut h = http(r);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for uid in uids {
+        while !has_service(&mut h, uid) {
+            assert!(
+                Instant::now() < deadline,
+                "acknowledged {uid} is missing on replica {}",
+                r.addr
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Two replicas on `cluster`, once both mirror it.
+fn two_replicas(cluster: &RaftCluster) -> (Replica, Replica) {
+    let (a, b) = (replica(cluster, 1), replica(cluster, 2));
+    wait_ready(&a);
+    wait_ready(&b);
+    (a, b)
+}
+
+fn cluster() -> RaftCluster {
+    let cluster = RaftCluster::start(Path::new(SCHEMA), 3)
+        .unwrap_or_else(|e| panic!("cannot start the 3-member ovsdb-server cluster: {e}"));
+    cluster.wait_leader(Duration::from_secs(30)).unwrap();
+    cluster
+}
+
+#[test]
+fn a_write_to_one_replica_is_seen_by_the_other_and_conflicts_are_refused() {
+    let cluster = cluster();
+    let (a, b) = two_replicas(&cluster);
+    let (mut ha, mut hb) = (http(&a), http(&b));
+    let r = put_service(&mut ha, "web", "10.96.0.10");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // Acknowledged means committed by the cluster: the other replica sees it once its
+    // mirror catches up (a monitor update away).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !has_service(&mut hb, "web") {
+        assert!(Instant::now() < deadline, "replica 2 never saw the write");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its model too (what drives its switches).
+    let mut models = b.revision.clone();
+    b._rt
+        .block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                models.wait_for(|p| p.model.services.len() == 1),
+            )
+            .await
+        })
+        .unwrap()
+        .unwrap();
+    // Validation runs against the shared state: the other replica refuses a second service
+    // on the same address and port.
+    let r = put_service(&mut hb, "copy", "10.96.0.10");
+    assert!(
+        (400..500).contains(&r.status),
+        "a clash through the other replica: {} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    assert!(!has_service(&mut ha, "copy"));
+    // Concurrent writes of clashing services through both replicas: exactly one wins.
+    let ta = std::thread::spawn(move || put_service(&mut ha, "left", "10.96.0.20").status);
+    let tb = std::thread::spawn(move || put_service(&mut hb, "right", "10.96.0.20").status);
+    let (sa, sb) = (ta.join().unwrap(), tb.join().unwrap());
+    assert_eq!(
+        [sa, sb].iter().filter(|s| **s == 200).count(),
+        1,
+        "one of two clashing writes must win: {sa} {sb}"
+    );
+    let mut h = http(&a);
+    assert_eq!(
+        has_service(&mut h, "left") as u8 + has_service(&mut h, "right") as u8,
+        1
+    );
+}
+
+#[test]
+fn acknowledged_writes_survive_the_leader_dying_and_refused_ones_are_absent() {
+    let mut cluster = cluster();
+    let (a, b) = two_replicas(&cluster);
+    let mut clients = [http(&a), http(&b)];
+    let mut acked = Vec::new();
+    let mut refused = Vec::new();
+    let mut killed = None;
+    let started = Instant::now();
+    for i in 0..120u32 {
+        if i == 30 {
+            let leader = cluster.leader().unwrap();
+            cluster.kill(leader).unwrap();
+            killed = Some((leader, Instant::now()));
+        }
+        if i == 80
+            && let Some((k, _)) = killed
+        {
+            cluster.restart(k).unwrap();
+        }
+        let uid = format!("svc-{i}");
+        let ip = format!("10.96.{}.{}", 1 + i / 200, 1 + i % 200);
+        let r = put_service(&mut clients[i as usize % 2], &uid, &ip);
+        match r.status {
+            200 => acked.push(uid),
+            503 => refused.push(uid),
+            s => panic!("{uid}: {s} {}", String::from_utf8_lossy(&r.body)),
+        }
+    }
+    println!(
+        "{} writes acknowledged, {} refused (503) in {:.1} s; leader killed at write 30, \
+         restarted at write 80",
+        acked.len(),
+        refused.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        acked.len() >= 100,
+        "too few writes went through: {}",
+        acked.len()
+    );
+    cluster.wait_leader(Duration::from_secs(30)).unwrap();
+    for r in [&a, &b] {
+        assert_all_present(r, &acked);
+        let mut h = http(r);
+        for uid in &refused {
+            assert!(!has_service(&mut h, uid), "refused {uid} is present");
+        }
+    }
+}
+
+#[test]
+fn without_quorum_writes_get_503_and_reads_answer_marked_stale() {
+    let mut cluster = cluster();
+    let a = replica(&cluster, 1);
+    wait_ready(&a);
+    let mut h = http(&a);
+    assert_eq!(put_service(&mut h, "before", "10.96.0.30").status, 200);
+    let leader = cluster.leader().unwrap();
+    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    cluster.kill(leader).unwrap();
+    cluster.kill(others[0]).unwrap();
+    let t = Instant::now();
+    let r = put_service(&mut h, "during", "10.96.0.31");
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(
+        body["errors"]["error"][0]["error-tag"].is_string(),
+        "a RESTCONF error body: {body}"
+    );
+    println!("503 after {:.1} s", t.elapsed().as_secs_f64());
+    let read = h
+        .request("GET", &format!("{SERVICES}/services/before"), b"")
+        .unwrap();
+    assert_eq!(read.status, 200, "reads answer from the last state");
+    assert!(
+        read.warning
+            .as_deref()
+            .is_some_and(|w| w.starts_with("110")),
+        "a read without a leader says it may be stale: {:?}",
+        read.warning
+    );
+    cluster.restart(leader).unwrap();
+    cluster.restart(others[0]).unwrap();
+    cluster.wait_leader(Duration::from_secs(30)).unwrap();
+    wait_ready(&a);
+    assert!(
+        !has_service(&mut h, "during"),
+        "the refused write is absent"
+    );
+    assert_eq!(put_service(&mut h, "after", "10.96.0.32").status, 200);
+}
+
+/// The leader keeps running but loses both followers: a write reaches it and hangs (OVS
+/// appends it to the leader's log, which commits it only if a quorum comes back with it). The
+/// write is answered 504 (outcome unknown) or 503 (not committed, nothing changed), never 200,
+/// and a 503 write is absent afterwards.
+#[test]
+fn a_leader_without_followers_answers_unknown_or_unavailable_never_ok() {
+    let mut cluster = cluster();
+    let a = replica(&cluster, 1);
+    wait_ready(&a);
+    let mut h = http(&a);
+    assert_eq!(put_service(&mut h, "before", "10.96.0.40").status, 200);
+    let leader = cluster.leader().unwrap();
+    for i in (0..3).filter(|i| *i != leader) {
+        cluster.kill(i).unwrap();
+    }
+    let t = Instant::now();
+    let r = put_service(&mut h, "during", "10.96.0.41");
+    println!(
+        "write to a leader without followers: {} after {:.1} s: {}",
+        r.status,
+        t.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&r.body)
+    );
+    assert!(
+        r.status == 503 || r.status == 504,
+        "{} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    for i in (0..3).filter(|i| *i != leader) {
+        cluster.restart(i).unwrap();
+    }
+    cluster.wait_leader(Duration::from_secs(30)).unwrap();
+    wait_ready(&a);
+    if r.status == 503 {
+        assert!(!has_service(&mut h, "during"), "a 503 write must be absent");
+    }
+    assert_eq!(put_service(&mut h, "after", "10.96.0.42").status, 200);
+    assert!(has_service(&mut h, "before"));
+}
+
+/// Each member in turn is killed and restarted while writes go on: nothing acknowledged is
+/// lost, and the replicas follow every leader change.
+#[test]
+fn members_restarted_one_by_one_lose_nothing() {
+    let mut cluster = cluster();
+    let (a, b) = two_replicas(&cluster);
+    let mut clients = [http(&a), http(&b)];
+    let mut acked = Vec::new();
+    let mut n = 0u32;
+    for member in 0..3 {
+        cluster.kill(member).unwrap();
+        for _ in 0..15 {
+            let uid = format!("roll-{n}");
+            let r = put_service(
+                &mut clients[n as usize % 2],
+                &uid,
+                &format!("10.96.5.{}", n + 1),
+            );
+            assert!(
+                r.status == 200,
+                "{uid} with member {member} down: {} {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            );
+            acked.push(uid);
+            n += 1;
+        }
+        cluster.restart(member).unwrap();
+        cluster.wait_connected(3, Duration::from_secs(30)).unwrap();
+    }
+    for r in [&a, &b] {
+        assert_all_present(r, &acked);
+    }
+}
+
+/// `svcflow store export` and `import` move the state from a local store into the cluster
+/// and back, unchanged.
+#[test]
+fn the_state_moves_from_a_local_store_to_the_cluster_and_back() {
+    let cluster = cluster();
+    let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
+    let dir =
+        tempdir::Dir(std::env::temp_dir().join(format!("svcflow-move-{}", std::process::id())));
+    let (local, back) = (dir.0.join("local"), dir.0.join("back"));
+    std::fs::create_dir_all(&local).unwrap();
+    // A local store with a node, a service in a namespace and its endpoints.
+    {
+        use coe::rest::durable::DurableStore;
+        use coe::rest::parse;
+        use coe::rest::store::{Change, Rules};
+        use coe::rest::types::Kind;
+        let mut d = DurableStore::open(&local, Rules::default()).unwrap();
+        let node = r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"n1","k8s-node:host-name":"n1",
+            "k8s-node:internal-ip-address":"192.0.2.1"}]}"#;
+        let eps = r#"{"service:endpoints":[{"service:uid":"e1","service:name":"web",
+            "service:network-NS":"prod","service:endpoint-addresses":[{"service:ip-address":
+            "10.244.1.5"}],"service:endpoint-ports":[{"service:name":"http","service:port":8080}]}]}"#;
+        for (kind, body) in [
+            (Kind::Node, node.to_string()),
+            (
+                Kind::Service,
+                service("web", "10.96.0.50").replace("default", "prod"),
+            ),
+            (Kind::Endpoints, eps.to_string()),
+        ] {
+            let items = parse::container_body(kind, body.as_bytes()).unwrap();
+            d.apply(Change::Replace(kind, items)).unwrap();
+        }
+    }
+    let store = format!("ovsdb:{}", cluster.remote_list());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&bin)
+            .arg("store")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "svcflow store {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let file = |name: &str| dir.0.join(name).to_string_lossy().to_string();
+    let local_dir = local.to_string_lossy().to_string();
+    let back_dir = back.to_string_lossy().to_string();
+    run(&["export", &file("1.json"), "--state-dir", &local_dir]);
+    run(&["import", &file("1.json"), "--store", &store]);
+    run(&["export", &file("2.json"), "--store", &store]);
+    run(&["import", &file("2.json"), "--state-dir", &back_dir]);
+    run(&["export", &file("3.json"), "--state-dir", &back_dir]);
+    let read = |name: &str| {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(file(name)).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("revision");
+        v
+    };
+    let first = read("1.json");
+    assert_eq!(
+        first["service:service-information"]["services"][0]["uid"],
+        "web"
+    );
+    assert_eq!(
+        first,
+        read("2.json"),
+        "the cluster holds the local store's state"
+    );
+    assert_eq!(first, read("3.json"), "and gives it back");
+}
+
+/// A write to one replica reaches the switch another replica drives: `svcflow run --store
+/// ovsdb:` on a sandbox node (over the members' Unix sockets, from the node's namespace)
+/// installs the service that the in-process replica accepted.
+#[test]
+fn a_write_to_one_replica_reaches_the_switch_of_another() {
+    use ovs_tests::Sandbox;
+    use ovs_tests::svcflow::Daemon;
+    let cluster = cluster();
+    let a = replica(&cluster, 1);
+    wait_ready(&a);
+    let sb = Sandbox::start().unwrap();
+    let store = format!("ovsdb:{}", cluster.unix_remote_list());
+    let daemon = Daemon::start_with(&sb, 1, "info", &["--store", &store]).unwrap();
+    let mut h = http(&a);
+    let node = r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+        "k8s-node:internal-ip-address":"192.0.2.10","k8s-node:pod-cidr":"10.244.0.0/24"}]}"#;
+    let r = h
+        .request(
+            "PUT",
+            "/restconf/config/k8s-node:k8s-nodes-info/k8s-nodes/node-1",
+            node.as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(put_service(&mut h, "web", "10.96.0.60").status, 200);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let flows = sb.dump_flows("br-int").unwrap_or_default();
+        if flows.contains("nw_dst=10.96.0.60") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the service never reached the other replica's switch\nflows:\n{flows}\ndaemon log:\n{}",
+            daemon.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        daemon.log().contains("REST state loaded from ovsdb:"),
+        "{}",
+        daemon.log()
+    );
+}
