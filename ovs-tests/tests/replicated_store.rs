@@ -485,3 +485,42 @@ fn a_write_to_one_replica_reaches_the_switch_of_another() {
         daemon.log()
     );
 }
+
+/// After the leader dies the replica's monitor resumes on the new leader with
+/// `monitor_cond_since` from the last transaction it saw: the database is not read again.
+#[test]
+fn a_leader_change_resumes_the_monitor_without_reading_everything_again() {
+    use coe::rest::replicated::Replicated;
+    use coe::rest::store::{Change, Rules};
+    let mut cluster = cluster();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let r = Replicated::start(&cluster.remotes(), Rules::default(), || {}).unwrap();
+        r.wait_ready(Duration::from_secs(30)).await.unwrap();
+        let item = |uid: &str, ip: &str| {
+            coe::rest::parse::item_body(
+                coe::rest::types::Kind::Service,
+                uid,
+                service(uid, ip).as_bytes(),
+            )
+            .unwrap()
+        };
+        r.write(Change::Upsert(item("one", "10.96.7.1")))
+            .await
+            .unwrap();
+        let reads = r.mirror().lock().unwrap().full_reads;
+        assert_eq!(reads, 1, "the first dump");
+        let leader = cluster.leader().unwrap();
+        cluster.kill(leader).unwrap();
+        r.write(Change::Upsert(item("two", "10.96.7.2")))
+            .await
+            .unwrap();
+        let m = r.mirror().lock().unwrap();
+        assert!(m.store.contains(coe::rest::types::Kind::Service, "one"));
+        assert!(m.store.contains(coe::rest::types::Kind::Service, "two"));
+        assert_eq!(
+            m.full_reads, 1,
+            "the monitor resumed on the new leader instead of reading the database again"
+        );
+    });
+}

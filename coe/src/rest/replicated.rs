@@ -228,6 +228,9 @@ pub struct Mirror {
     pub synced: bool,
     /// Whether a `Revision` row exists.
     pub has_revision: bool,
+    /// How many times the monitor sent the whole database (its first dump, and after a
+    /// reconnect that `monitor_cond_since` could not resume).
+    pub full_reads: u64,
     items: HashMap<Uuid, (Kind, String)>,
     elans: HashMap<Uuid, String>,
     changed: Changed,
@@ -245,6 +248,7 @@ impl Mirror {
         replica: &ovsdb::Replica,
     ) {
         if kind == (UpdateKind::Initial { replace: true }) {
+            self.full_reads += 1;
             self.store = Store::default();
             self.items.clear();
             self.elans.clear();
