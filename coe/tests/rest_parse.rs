@@ -39,3 +39,35 @@ fn a_member_given_twice_is_refused_with_its_path() {
         assert!(text.contains(path), "{path}: {text}");
     }
 }
+
+/// Names that print like other names are refused: Unicode control and format characters
+/// (a right-to-left override, a zero-width space, a byte-order mark).
+#[test]
+fn names_with_invisible_characters_are_refused() {
+    for name in [
+        "web\u{202E}",
+        "w\u{200B}eb",
+        "\u{FEFF}web",
+        "web\u{7}",
+        "we\u{2066}b",
+    ] {
+        let body = serde_json::json!({"services": [{"uid": "u1", "name": name}]}).to_string();
+        let err = parse::container_body(Kind::Service, body.as_bytes()).unwrap_err();
+        assert_eq!(err.status(), 400, "{name:?}");
+        assert!(err.to_string().contains("not a valid name"), "{err}");
+    }
+    // Other scripts are names like any.
+    let body = r#"{"services":[{"uid":"u1","name":"сервис-名前"}]}"#;
+    assert!(parse::container_body(Kind::Service, body.as_bytes()).is_ok());
+}
+
+/// An error quotes a short excerpt of the value it refuses, never the whole of it.
+#[test]
+fn errors_quote_an_excerpt_of_a_huge_value() {
+    let huge = "x".repeat(1_000_000);
+    let body = format!(r#"{{"services":[{{"uid":"u1","cluster-ip-address":"{huge}"}}]}}"#);
+    let err = parse::container_body(Kind::Service, body.as_bytes()).unwrap_err();
+    let text = serde_json::to_string(&err.body()).unwrap();
+    assert!(text.len() < 1_000, "{} bytes of error", text.len());
+    assert!(text.contains("(1000000 bytes)"), "{text}");
+}

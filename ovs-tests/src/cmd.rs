@@ -130,6 +130,14 @@ fn require_program_in(
     }
 }
 
+/// A TCP port on loopback that nothing listened on a moment ago (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use crate::cmd::free_port;
 use crate::{Sandbox, SandboxError, cmd};
 
 /// Where `svcflow run` listens for switches, inside the node namespace.
@@ -75,6 +76,20 @@ impl Daemon {
         ];
         args.extend_from_slice(more);
         Self::spawn(sb, n, Some(sb.node_netns()), &args)
+    }
+
+    /// Starts the daemon in the test's own namespace, listening for node `ovsdb-server`s
+    /// pointed at it with `set-manager` (passive OVSDB), on free loopback ports. Returns it
+    /// with its OpenFlow and manager ports.
+    pub fn start_manager(sb: &Sandbox, n: u32) -> Result<(Daemon, u16, u16), SandboxError> {
+        let (openflow, rest, manager) = (free_port(), free_port(), free_port());
+        let args = [
+            format!("--openflow-listen=127.0.0.1:{openflow}"),
+            format!("--rest-listen=127.0.0.1:{rest}"),
+            format!("--ovsdb-manager-listen=127.0.0.1:{manager}"),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Ok((Self::spawn(sb, n, None, &args)?, openflow, manager))
     }
 
     /// Starts `svcflow run ARGS --state-dir <sandbox>/state` in `netns`, or in the test's own

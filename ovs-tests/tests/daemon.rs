@@ -273,14 +273,6 @@ fn the_daemon_serves_a_cluster_ip_survives_a_restart_and_stops_cleanly() {
     assert_spread(&counts, &daemon);
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Passive OVSDB: the node's ovsdb-server is pointed at svcflow with `set-manager`, and svcflow
 /// sets the node up over that connection, naming it by `external_ids:hostname`. (The daemon
 /// runs in the test's namespace here, where ovsdb-server can reach it; the switch, in the node
@@ -288,14 +280,7 @@ fn free_port() -> u16 {
 #[test]
 fn a_node_pointed_at_svcflow_with_set_manager_is_set_up() {
     let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
-    let (openflow, rest, manager) = (free_port(), free_port(), free_port());
-    let args = [
-        format!("--openflow-listen=127.0.0.1:{openflow}"),
-        format!("--rest-listen=127.0.0.1:{rest}"),
-        format!("--ovsdb-manager-listen=127.0.0.1:{manager}"),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let daemon = Daemon::spawn(&sb, 1, None, &args).unwrap();
+    let (daemon, openflow, manager) = Daemon::start_manager(&sb, 1).unwrap();
     sb.vsctl(&["set", "Open_vSwitch", ".", "external_ids:hostname=n1"])
         .unwrap();
     sb.vsctl(&["set-manager", &format!("tcp:127.0.0.1:{manager}")])

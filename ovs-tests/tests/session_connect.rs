@@ -357,12 +357,14 @@ async fn peer_answering_echo_stays_up() {
     assert!(echoer.await.unwrap() >= 4);
 }
 
+/// What cannot be framed closes the session with a typed error. (A whole message that does not
+/// decode does not: it is answered with an error and the session goes on; see
+/// `openflow`'s session tests and `tests/hostile.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_input_closes_with_a_typed_error() {
     for (garbage, check) in [
         (vec![4u8, 0, 0, 3, 0, 0, 0, 1], "bad message length 3"),
         (vec![1u8, 2, 0, 8, 0, 0, 0, 1], "version 0x01"),
-        (vec![4u8, 12, 0, 9, 0, 0, 0, 1, 0], "undecodable"),
         (vec![4u8, 2, 0, 200, 0, 0], "inside a message"),
     ] {
         let (sw, mut peer) = fake_session(Config::default()).await;

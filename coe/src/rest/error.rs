@@ -101,3 +101,16 @@ pub fn error_body(tag: &str, path: Option<&str>, message: &str) -> serde_json::V
     }
     json!({ "errors": { "error": [error] } })
 }
+
+/// How much of an offending value an error message quotes.
+pub const EXCERPT_CHARS: usize = 64;
+
+/// `value` as an error message quotes it: whole when short, else its first
+/// [`EXCERPT_CHARS`] characters and how long it was, so that an answer never echoes a huge
+/// input back.
+pub fn excerpt(value: &str) -> String {
+    match value.char_indices().nth(EXCERPT_CHARS) {
+        None => value.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &value[..cut], value.len()),
+    }
+}

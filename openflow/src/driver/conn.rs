@@ -20,12 +20,18 @@ use crate::session::{Event, Reply, SendError, Session, Token};
 
 /// How long a closed session may spend flushing what it queued (e.g. HELLO_FAILED).
 const FLUSH_GRACE: Duration = Duration::from_secs(1);
-/// Read buffer size.
+/// Read buffer size once the switch is connected.
 const READ_CHUNK: usize = 256 * 1024;
+/// Read buffer size during the handshake: a peer that has not sent FEATURES costs little.
+const HANDSHAKE_CHUNK: usize = 4 * 1024;
 
 /// Channels shared between the task and its handles.
 pub(crate) struct Shared {
-    pub(crate) events: broadcast::Sender<SwitchEvent>,
+    /// The event stream: made once the handshake completes (its buffer is the biggest thing a
+    /// connection holds), and handed to [`super::handle::start`] through `events_out`.
+    pub(crate) events: Option<broadcast::Sender<SwitchEvent>>,
+    pub(crate) event_queue: usize,
+    pub(crate) events_out: Option<oneshot::Sender<broadcast::Sender<SwitchEvent>>>,
     pub(crate) state: watch::Sender<ConnState>,
 }
 
@@ -36,13 +42,13 @@ pub(crate) async fn run<S>(
     stream: S,
     mut session: Session,
     mut cmds: mpsc::Receiver<Command>,
-    shared: Shared,
+    mut shared: Shared,
     config: DriverConfig,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin,
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
-    let mut rbuf = vec![0u8; READ_CHUNK];
+    let mut rbuf = vec![0u8; HANDSHAKE_CHUNK];
     let mut wbuf: Vec<u8> = Vec::new();
     let mut woff = 0usize;
     let mut waiters: HashMap<Token, Responder> = HashMap::new();
@@ -61,7 +67,10 @@ pub(crate) async fn run<S>(
             woff = 0;
         }
         while let Some(ev) = session.poll_event() {
-            dispatch(ev, &mut waiters, &shared);
+            if matches!(ev, Event::Connected(_)) && rbuf.len() < READ_CHUNK {
+                rbuf.resize(READ_CHUNK, 0);
+            }
+            dispatch(ev, &mut waiters, &mut shared);
         }
         let closed = session.is_closed();
         let unwritten = wbuf.len() - woff;
@@ -82,8 +91,12 @@ pub(crate) async fn run<S>(
         let accept = cmds_open && !closed && unwritten < config.high_water;
         let timer = session.poll_timeout();
         let flush = flush_deadline;
+        // Nothing more is read while the peer does not read what it made us write (echo
+        // replies, answers): memory stays bounded and the peer's own sends block. A peer that
+        // never reads again is closed by the write stall.
+        let read = !closed && unwritten < config.high_water;
         tokio::select! {
-            r = rd.read(&mut rbuf), if !closed => match r {
+            r = rd.read(&mut rbuf), if read => match r {
                 Ok(0) => session.handle_eof(),
                 Ok(n) => session.handle_bytes(&rbuf[..n], Instant::now()),
                 Err(e) => session.handle_io_error(e.to_string()),
@@ -111,7 +124,9 @@ pub(crate) async fn run<S>(
                     session.close();
                 }
             },
-            () = sleep_until(timer) => session.handle_timeout(Instant::now()),
+            // While reads are held the peer's silence is ours: the write stall below is what
+            // ends a peer that does not read.
+            () = sleep_until(timer), if read || closed => session.handle_timeout(Instant::now()),
             () = sleep_until_tokio(flush) => {}
             () = sleep_until_tokio(stall_at) => {
                 session.handle_io_error(format!("peer read nothing for {stall_limit:?}"));
@@ -120,7 +135,7 @@ pub(crate) async fn run<S>(
     }
     // Drain what is left: the session's events, then commands that raced with the close.
     while let Some(ev) = session.poll_event() {
-        dispatch(ev, &mut waiters, &shared);
+        dispatch(ev, &mut waiters, &mut shared);
     }
     let reason = match session.phase() {
         crate::session::Phase::Closed(e) => e.clone(),
@@ -200,43 +215,56 @@ fn refuse(cmd: Command, reason: &crate::session::SessionError) {
 }
 
 /// Routes one session event to a waiting caller, the event stream or the state.
-fn dispatch(ev: Event, waiters: &mut HashMap<Token, Responder>, shared: &Shared) {
+fn dispatch(ev: Event, waiters: &mut HashMap<Token, Responder>, shared: &mut Shared) {
     // A broadcast without subscribers is fine: nobody asked for events.
+    let send = |shared: &Shared, e: SwitchEvent| {
+        if let Some(events) = &shared.events {
+            let _ = events.send(e);
+        }
+    };
     match ev {
         Event::Connected(f) => {
+            let (events, _) = broadcast::channel(shared.event_queue.max(1));
+            if let Some(out) = shared.events_out.take() {
+                let _ = out.send(events.clone());
+            }
+            shared.events = Some(events);
             shared.state.send_replace(ConnState::Connected(f));
-            let _ = shared.events.send(SwitchEvent::Connected {
-                datapath_id: f.datapath_id,
-            });
+            send(
+                shared,
+                SwitchEvent::Connected {
+                    datapath_id: f.datapath_id,
+                },
+            );
         }
         Event::Done { token, result } => {
             if let Some(done) = waiters.remove(&token) {
                 let _ = done.send(result.map_err(Error::Request));
             }
         }
-        Event::PacketIn(p) => {
-            let _ = shared.events.send(SwitchEvent::PacketIn(p));
-        }
-        Event::PortStatus(p) => {
-            let _ = shared.events.send(SwitchEvent::PortStatus(p));
-        }
-        Event::FlowRemoved(f) => {
-            let _ = shared.events.send(SwitchEvent::FlowRemoved(f));
-        }
-        Event::RoleStatus(r) => {
-            let _ = shared.events.send(SwitchEvent::RoleStatus(r));
-        }
-        Event::Error { xid, error } => {
-            let _ = shared.events.send(SwitchEvent::Error { xid, error });
-        }
-        Event::Message(m) => {
-            let _ = shared.events.send(SwitchEvent::Message(m));
-        }
+        Event::PacketIn(p) => send(shared, SwitchEvent::PacketIn(p)),
+        Event::PortStatus(p) => send(shared, SwitchEvent::PortStatus(p)),
+        Event::FlowRemoved(f) => send(shared, SwitchEvent::FlowRemoved(f)),
+        Event::RoleStatus(r) => send(shared, SwitchEvent::RoleStatus(r)),
+        Event::Error { xid, error } => send(shared, SwitchEvent::Error { xid, error }),
+        Event::Message(m) => send(shared, SwitchEvent::Message(m)),
+        Event::Discarded {
+            msg_type,
+            xid,
+            error,
+        } => send(
+            shared,
+            SwitchEvent::Discarded {
+                msg_type,
+                xid,
+                error,
+            },
+        ),
         Event::Closed(e) => {
             shared
                 .state
                 .send_replace(ConnState::Disconnected(e.clone()));
-            let _ = shared.events.send(SwitchEvent::Disconnected(e));
+            send(shared, SwitchEvent::Disconnected(e));
         }
     }
 }

@@ -71,6 +71,16 @@ pub enum SwitchEvent {
     },
     /// Any other unsolicited message.
     Message(Message),
+    /// An unsolicited message that did not decode: answered with an `OFPT_ERROR`, dropped,
+    /// and the connection kept.
+    Discarded {
+        /// Its `ofp_type`.
+        msg_type: u8,
+        /// Its xid.
+        xid: u32,
+        /// Why it did not decode.
+        error: crate::error::DecodeError,
+    },
 }
 
 /// Which flows [`SwitchHandle::dump_flows`] returns (OF1.3 §7.3.5.2).
@@ -111,10 +121,12 @@ where
 {
     let session = Session::new(config.session.clone(), std::time::Instant::now());
     let (cmd_tx, cmd_rx) = mpsc::channel(config.command_queue.max(1));
-    let (events, _) = broadcast::channel(config.event_queue.max(1));
+    let (events_out, events_in) = oneshot::channel();
     let (state_tx, mut state) = watch::channel(ConnState::Connecting);
     let shared = Shared {
-        events: events.clone(),
+        events: None,
+        event_queue: config.event_queue,
+        events_out: Some(events_out),
         state: state_tx,
     };
     tokio::spawn(conn::run(stream, session, cmd_rx, shared, config));
@@ -128,6 +140,10 @@ where
             return Err(Error::Closed(SessionError::Local));
         }
     };
+    // Sent just before the state says Connected.
+    let events = events_in
+        .await
+        .map_err(|_| Error::Closed(SessionError::Local))?;
     Ok(SwitchHandle {
         inner: Arc::new(Inner {
             cmds: cmd_tx,

@@ -3,8 +3,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use super::handle::{SwitchHandle, start};
@@ -13,7 +16,10 @@ use super::{DriverConfig, Error};
 
 /// Listens on `ptcp:` or `punix:` and hands out each switch once its handshake completed, so
 /// switches are known by datapath id from the start. Handshakes run concurrently: a slow or
-/// silent peer delays nobody and is dropped when its handshake times out.
+/// silent peer delays nobody and is dropped when its handshake times out. At most
+/// [`MAX_HANDSHAKES`] run at once (a connection before FEATURES costs a few KiB); more wait in
+/// the kernel's backlog. An accept error (out of file descriptors, …) is retried with backoff:
+/// the listener only stops when it is dropped.
 #[derive(Debug)]
 pub struct Listener {
     switches: mpsc::Receiver<SwitchHandle>,
@@ -21,6 +27,12 @@ pub struct Listener {
     local_addr: Option<SocketAddr>,
     unix_path: Option<PathBuf>,
 }
+
+/// Handshakes in progress at once, per listener.
+pub const MAX_HANDSHAKES: usize = 256;
+
+/// The longest pause after a failed accept.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 impl Listener {
     /// Binds `target` (`ptcp:PORT[:IP]` or `punix:PATH`; a stale unix socket is replaced).
@@ -30,12 +42,19 @@ impl Listener {
             ListenTarget::Tcp(addr) => {
                 let l = TcpListener::bind(addr).await?;
                 let local_addr = Some(l.local_addr()?);
-                let task = tokio::spawn(async move {
-                    while let Ok((stream, _)) = l.accept().await {
-                        let _ = stream.set_nodelay(true);
-                        handshake(stream, config.clone(), tx.clone());
-                    }
-                });
+                let l = Arc::new(l);
+                let task = tokio::spawn(serve(
+                    move || {
+                        let l = l.clone();
+                        async move {
+                            let (stream, _) = l.accept().await?;
+                            let _ = stream.set_nodelay(true);
+                            Ok(stream)
+                        }
+                    },
+                    config,
+                    tx,
+                ));
                 Ok(Listener {
                     switches,
                     task,
@@ -45,12 +64,15 @@ impl Listener {
             }
             ListenTarget::Unix(path) => {
                 let _ = std::fs::remove_file(&path);
-                let l = UnixListener::bind(&path)?;
-                let task = tokio::spawn(async move {
-                    while let Ok((stream, _)) = l.accept().await {
-                        handshake(stream, config.clone(), tx.clone());
-                    }
-                });
+                let l = Arc::new(UnixListener::bind(&path)?);
+                let task = tokio::spawn(serve(
+                    move || {
+                        let l = l.clone();
+                        async move { Ok(l.accept().await?.0) }
+                    },
+                    config,
+                    tx,
+                ));
                 Ok(Listener {
                     switches,
                     task,
@@ -75,16 +97,64 @@ impl Listener {
     }
 }
 
-fn handshake<S>(stream: S, config: DriverConfig, tx: mpsc::Sender<SwitchHandle>)
+/// Accepts with `accept` until the listener is dropped, running each handshake on its own.
+async fn serve<S, F, Fut>(mut accept: F, config: DriverConfig, tx: mpsc::Sender<SwitchHandle>)
 where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<S>>,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let slots = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let mut backoff = Backoff::default();
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        match accept().await {
+            Ok(stream) => {
+                backoff.reset();
+                handshake(stream, config.clone(), tx.clone(), slot);
+            }
+            Err(e) => backoff.wait(&e).await,
+        }
+    }
+}
+
+fn handshake<S>(
+    stream: S,
+    config: DriverConfig,
+    tx: mpsc::Sender<SwitchHandle>,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     tokio::spawn(async move {
         // A failed handshake only ends that connection.
-        if let Ok(handle) = start(stream, config).await {
+        let started = start(stream, config).await;
+        drop(slot);
+        if let Ok(handle) = started {
             let _ = tx.send(handle).await;
         }
     });
+}
+
+/// Pauses after failed accepts, from 10 ms doubling to [`ACCEPT_BACKOFF_MAX`].
+#[derive(Default)]
+struct Backoff {
+    next: Option<Duration>,
+}
+
+impl Backoff {
+    fn reset(&mut self) {
+        self.next = None;
+    }
+
+    async fn wait(&mut self, e: &std::io::Error) {
+        let pause = self.next.unwrap_or(Duration::from_millis(10));
+        tracing::warn!("OpenFlow listener: accept failed ({e}); retrying in {pause:?}");
+        tokio::time::sleep(pause).await;
+        self.next = Some((pause * 2).min(ACCEPT_BACKOFF_MAX));
+    }
 }
 
 impl Drop for Listener {

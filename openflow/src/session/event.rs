@@ -61,6 +61,16 @@ pub enum Event {
     },
     /// Any other message nobody waits for.
     Message(Message),
+    /// An unsolicited message that did not decode. The peer was sent an `OFPT_ERROR`
+    /// (`OFPET_BAD_REQUEST`, with the message's first 64 bytes) and the session goes on.
+    Discarded {
+        /// Its `ofp_type`.
+        msg_type: u8,
+        /// Its xid.
+        xid: u32,
+        /// Why it did not decode.
+        error: crate::error::DecodeError,
+    },
     /// The session is over; nothing more will happen except flushing queued output.
     Closed(SessionError),
 }

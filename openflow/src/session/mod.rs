@@ -13,8 +13,9 @@
 //! before them, bundles (see `bundle.rs`), role status and everything else by request.
 //! Messages are pipelined: nothing waits for a reply before the next message is queued.
 //!
-//! Malformed input never panics: a header that cannot be framed, a wrong version, or an
-//! unsolicited message that does not decode closes the session with a [`SessionError`]. A reply
+//! Malformed input never panics: a header that cannot be framed or a wrong version closes the
+//! session with a [`SessionError`]. An unsolicited message that does not decode is answered with
+//! an `OFPT_ERROR` quoting it and reported as [`Event::Discarded`]; the session goes on. A reply
 //! that does not decode fails only its request.
 
 mod bundle;

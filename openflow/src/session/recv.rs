@@ -13,6 +13,13 @@ use super::{
 use crate::error::DecodeError;
 use crate::msg::{Body, ErrorMsg, Message, OFP13_VERSION, ONF_EXPERIMENTER, ofpt};
 
+/// `OFPET_BAD_REQUEST` (OF1.3 §7.4.4.2).
+const OFPET_BAD_REQUEST: u16 = 1;
+/// `OFPBRC_BAD_LEN`: wrong length for the type.
+const OFPBRC_BAD_LEN: u16 = 6;
+/// `OFPBRC_EPERM`: not processed (here: a field or value the codec does not know).
+const OFPBRC_EPERM: u16 = 5;
+
 impl Session {
     /// Handles one whole message. `frame` comes from the framer, so it holds at least the
     /// 8-byte header and exactly the length the header states.
@@ -32,7 +39,7 @@ impl Session {
                 .is_some_and(|f| u16::from_be_bytes([f[0], f[1]]) & OFPMPF_REPLY_MORE != 0);
         match Message::decode(frame) {
             Ok(msg) => self.on_message(msg, more),
-            Err(error) => self.on_undecodable(msg_type, xid, error, more),
+            Err(error) => self.on_undecodable(frame, msg_type, xid, error, more),
         }
     }
 
@@ -84,13 +91,36 @@ impl Session {
         }
     }
 
-    fn on_undecodable(&mut self, msg_type: u8, xid: u32, error: DecodeError, more: bool) {
+    fn on_undecodable(
+        &mut self,
+        frame: &[u8],
+        msg_type: u8,
+        xid: u32,
+        error: DecodeError,
+        more: bool,
+    ) {
         let Some(p) = self.requests.get_mut(&xid) else {
-            return self.close_with(SessionError::Decode {
+            // Unsolicited: one bad message does not end the connection (OF1.3 §6.4: answer
+            // what cannot be processed with an error that quotes it, at least 64 bytes).
+            let code = match error {
+                DecodeError::Truncated { .. }
+                | DecodeError::TrailingData(_)
+                | DecodeError::BadLength { .. } => OFPBRC_BAD_LEN,
+                _ => OFPBRC_EPERM,
+            };
+            let reply = ErrorMsg {
+                err_type: OFPET_BAD_REQUEST,
+                code,
+                experimenter: None,
+                data: frame[..frame.len().min(64)].to_vec(),
+            };
+            self.write_internal(xid, Body::Error(reply));
+            self.events.push_back(Event::Discarded {
                 msg_type,
                 xid,
                 error,
             });
+            return;
         };
         p.broken.get_or_insert(error);
         if !more {

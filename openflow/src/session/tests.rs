@@ -660,23 +660,50 @@ fn wrong_version_after_handshake_closes() {
 }
 
 #[test]
-fn undecodable_unsolicited_message_closes() {
+fn an_undecodable_unsolicited_message_is_answered_and_the_session_goes_on() {
     let t0 = Instant::now();
     let mut s = connected(t0);
     // A PORT_STATUS whose body is 3 bytes long.
-    s.handle_bytes(&[4, ofpt::PORT_STATUS, 0, 11, 0, 0, 0, 5, 1, 2, 3], t0);
+    let bad = [4, ofpt::PORT_STATUS, 0, 11, 0, 0, 0, 5, 1, 2, 3];
+    s.handle_bytes(&bad, t0);
     let ev = events(&mut s);
     assert!(
         matches!(
             &ev[..],
-            [Event::Closed(SessionError::Decode {
+            [Event::Discarded {
                 msg_type: ofpt::PORT_STATUS,
                 xid: 5,
                 ..
-            })]
+            }]
         ),
         "{ev:?}"
     );
+    assert!(!s.is_closed());
+    // The peer hears OFPET_BAD_REQUEST / OFPBRC_BAD_LEN quoting the message, under its xid.
+    let out = sent(&mut s);
+    match &out[..] {
+        [
+            Message {
+                xid: 5,
+                body: Body::Error(e),
+                ..
+            },
+        ] => {
+            assert_eq!((e.err_type, e.code), (1, 6));
+            assert_eq!(e.data, bad.to_vec());
+        }
+        other => panic!("{other:?}"),
+    }
+    // And the session still works.
+    feed(&mut s, 9, Body::EchoRequest(vec![7]), t0);
+    assert!(matches!(
+        &sent(&mut s)[..],
+        [Message {
+            xid: 9,
+            body: Body::EchoReply(_),
+            ..
+        }]
+    ));
 }
 
 #[test]

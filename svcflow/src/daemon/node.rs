@@ -228,6 +228,10 @@ pub(crate) async fn listen(
         }
     };
     tracing::info!("listening for node OVSDB servers (set-manager tcp:{addr})");
+    // The node each live connection serves: a second server claiming a node that already has
+    // one is refused until the first is gone (its connection closed or stopped answering the
+    // client's probes), so it can neither replace the node's bindings nor orphan them.
+    let serving: Arc<std::sync::Mutex<BTreeMap<String, std::net::SocketAddr>>> = Arc::default();
     loop {
         let accepted = tokio::select! {
             _ = stopped(shutdown.clone()) => return,
@@ -243,6 +247,7 @@ pub(crate) async fn listen(
         };
         let base = base.clone();
         let changes = changes.clone();
+        let serving = serving.clone();
         tokio::spawn(async move {
             let vs = match VSwitch::new(client).await {
                 Ok(vs) => vs,
@@ -266,6 +271,17 @@ pub(crate) async fn listen(
                 );
                 return;
             };
+            {
+                let mut serving = serving.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(first) = serving.get(&node) {
+                    tracing::warn!(
+                        "node {node}: an OVSDB server at {peer} claims it while the one at \
+                         {first} is connected; refusing it"
+                    );
+                    return;
+                }
+                serving.insert(node.clone(), peer);
+            }
             tracing::info!("node {node}: its OVSDB server connected from {peer}");
             let setup = NodeSetup {
                 datapath_id: datapath_id(&node),
@@ -283,6 +299,10 @@ pub(crate) async fn listen(
                     tracing::info!("node {node}: its OVSDB server disconnected");
                 }
             }
+            serving
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&node);
         });
     }
 }

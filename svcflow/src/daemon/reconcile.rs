@@ -21,7 +21,22 @@ use netvirt::shards::Renders;
 
 struct Running {
     connection: u64,
+    switch: SwitchHandle,
     task: JoinHandle<()>,
+}
+
+/// How long the switch a node already has may take to answer before a second connection that
+/// claims its datapath id replaces it.
+const INCUMBENT_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The outcome of a probe of the switch a node already has, when another connection claims
+/// the same datapath id.
+struct Contest {
+    node: String,
+    connection: u64,
+    switch: SwitchHandle,
+    incumbent: u64,
+    incumbent_alive: bool,
 }
 
 struct Dispatcher {
@@ -38,6 +53,10 @@ struct Dispatcher {
     idle: BTreeMap<u64, SwitchHandle>,
     /// Where switches coming and going are told (unreachable-node detection), if on.
     links: Option<mpsc::UnboundedSender<Link>>,
+    /// Connections that claim a node's datapath id while the node's switch is connected,
+    /// waiting for the probe of that switch.
+    contested: BTreeMap<u64, String>,
+    contests: mpsc::UnboundedSender<Contest>,
     /// The services' rendered flows and groups, shared by every node that renders them
     /// alike, so a central controller holds them once and not once per node.
     renders: Renders,
@@ -73,7 +92,7 @@ impl Dispatcher {
     fn switch_up(&mut self, connection: u64, switch: SwitchHandle) {
         let dpid = switch.datapath_id();
         match self.node_of(dpid) {
-            Some(node) => self.adopt(node, connection, switch),
+            Some(node) => self.claim(node, connection, switch),
             None => {
                 tracing::warn!(
                     "switch with datapath id {dpid:016x} (connection {connection}) is no known \
@@ -84,13 +103,73 @@ impl Dispatcher {
         }
     }
 
+    /// A connection claims `node`. If the node's switch is already connected, the newcomer is
+    /// held until that switch has been probed: it replaces it only if it does not answer (a
+    /// switch that restarted, or a connection that died unseen), and is refused otherwise, so
+    /// a second peer with a node's datapath id can neither take the node over nor orphan its
+    /// real connection.
+    fn claim(&mut self, node: String, connection: u64, switch: SwitchHandle) {
+        let Some(running) = self.agents.get(&node) else {
+            return self.adopt(node, connection, switch);
+        };
+        if running.switch.is_closed() {
+            return self.adopt(node, connection, switch);
+        }
+        let incumbent = running.switch.clone();
+        let incumbent_id = running.connection;
+        self.contested.insert(connection, node.clone());
+        let tx = self.contests.clone();
+        tokio::spawn(async move {
+            let alive = matches!(
+                tokio::time::timeout(INCUMBENT_PROBE, incumbent.barrier()).await,
+                Ok(Ok(()))
+            );
+            let _ = tx.send(Contest {
+                node,
+                connection,
+                switch,
+                incumbent: incumbent_id,
+                incumbent_alive: alive,
+            });
+        });
+    }
+
+    fn contest(&mut self, c: Contest) {
+        if self.contested.remove(&c.connection).is_none() {
+            return; // it went away meanwhile
+        }
+        let current = self.agents.get(&c.node).map(|r| r.connection);
+        if c.incumbent_alive && current == Some(c.incumbent) {
+            tracing::warn!(
+                "node {}: connection {} claims datapath id {:016x}, which connection {} has and \
+                 answers on; refusing the newcomer",
+                c.node,
+                c.connection,
+                c.switch.datapath_id(),
+                c.incumbent
+            );
+            tokio::spawn(async move { c.switch.close().await });
+            return;
+        }
+        if current == Some(c.incumbent) {
+            tracing::warn!(
+                "node {}: connection {} did not answer within {:?}; connection {} replaces it",
+                c.node,
+                c.incumbent,
+                INCUMBENT_PROBE,
+                c.connection
+            );
+        }
+        self.adopt(c.node, c.connection, c.switch);
+    }
+
     fn adopt(&mut self, node: String, connection: u64, switch: SwitchHandle) {
         // A new task reads the switch on its first sync, so a reconnect starts from truth.
         self.stop(&node);
         let params = AgentParams {
             node: node.clone(),
             connection,
-            switch,
+            switch: switch.clone(),
             config: self.config.clone(),
             host: self.host_node.as_deref() == Some(node.as_str()),
             models: self.models.clone(),
@@ -100,7 +179,14 @@ impl Dispatcher {
         };
         let task = tokio::spawn(agent::run(params, self.shutdown.clone()));
         self.link(Link::Up(node.clone()));
-        self.agents.insert(node, Running { connection, task });
+        self.agents.insert(
+            node,
+            Running {
+                connection,
+                switch,
+                task,
+            },
+        );
     }
 
     /// Stops a node's task and takes it out of the operational view.
@@ -120,6 +206,7 @@ impl Dispatcher {
 
     fn switch_down(&mut self, connection: u64) {
         self.idle.remove(&connection);
+        self.contested.remove(&connection);
         let gone: Vec<String> = self
             .agents
             .iter()
@@ -137,7 +224,7 @@ impl Dispatcher {
         let idle = std::mem::take(&mut self.idle);
         for (connection, switch) in idle {
             match self.node_of(switch.datapath_id()) {
-                Some(node) => self.adopt(node, connection, switch),
+                Some(node) => self.claim(node, connection, switch),
                 None => {
                     self.idle.insert(connection, switch);
                 }
@@ -173,6 +260,7 @@ pub(crate) async fn run(
     shutdown: Shutdown,
 ) {
     let mut watch_models = models.clone();
+    let (contests, mut contest_results) = mpsc::unbounded_channel();
     let mut d = Dispatcher {
         config,
         host_node,
@@ -184,6 +272,8 @@ pub(crate) async fn run(
         renders: Renders::new(),
         idle: BTreeMap::new(),
         links,
+        contested: BTreeMap::new(),
+        contests,
     };
     loop {
         tokio::select! {
@@ -192,6 +282,7 @@ pub(crate) async fn run(
                 Some(change) => d.apply(change),
                 None => break,
             },
+            Some(contest) = contest_results.recv() => d.contest(contest),
             // A switch that connected before its node was known may be known now.
             changed = watch_models.changed(), if !d.idle.is_empty() => {
                 if changed.is_err() {

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use serde_json::{Map, Value};
 
-use super::error::RequestError;
+use super::error::{RequestError, excerpt};
 
 mod stream;
 use super::types::{
@@ -138,7 +138,7 @@ fn item_value(
         Some(url) if uid != url => {
             return Err(RequestError::invalid(
                 kind.item_name(url) + ".uid",
-                format!("`{uid}` differs from the key in the URL"),
+                format!("`{}` differs from the key in the URL", excerpt(&uid)),
             ));
         }
         _ => {}
@@ -167,7 +167,10 @@ pub fn check_uid(uid: &str, path: &str) -> Result<(), RequestError> {
     } else {
         Err(RequestError::invalid(
             path,
-            format!("`{uid}` is not a valid key: expected 1 to 253 of A-Z a-z 0-9 . _ -"),
+            format!(
+                "`{}` is not a valid key: expected 1 to 253 of A-Z a-z 0-9 . _ -",
+                excerpt(uid)
+            ),
         ))
     }
 }
@@ -210,7 +213,7 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
             other => {
                 return Err(RequestError::invalid(
                     f.at("external-traffic-policy"),
-                    format!("`{other}`: expected Cluster or Local"),
+                    format!("`{}`: expected Cluster or Local", excerpt(other)),
                 ));
             }
         },
@@ -243,7 +246,7 @@ fn service_port(f: &Fields<'_>) -> Result<ServicePort, RequestError> {
             if !ok {
                 return Err(RequestError::invalid(
                     f.at("target-port"),
-                    format!("`{s}` is neither a port number nor a port name"),
+                    format!("`{}` is neither a port number nor a port name", excerpt(s)),
                 ));
             }
             s.clone()
@@ -332,7 +335,7 @@ fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
                 _ => {
                     return Err(RequestError::invalid(
                         x.at("network-type"),
-                        format!("`{s}`: expected FLAT, VLAN, VXLAN or GRE"),
+                        format!("`{}`: expected FLAT, VLAN, VXLAN or GRE", excerpt(&s)),
                     ));
                 }
             }),
@@ -376,7 +379,7 @@ fn node(f: &Fields<'_>, uid: String) -> Result<K8sNode, RequestError> {
         s => Some(s.parse().map_err(|_| {
             RequestError::invalid(
                 f.at("pod-cidr"),
-                format!("`{s}` is not a CIDR like 10.244.1.0/24"),
+                format!("`{}` is not a CIDR like 10.244.1.0/24", excerpt(&s)),
             )
         })?),
     };
@@ -453,16 +456,18 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// A Kubernetes-style name: at most 253 printable characters without `/`.
+    /// A Kubernetes-style name: at most 253 printable characters without `/`: no control
+    /// (Unicode Cc) or format (Cf: bidirectional overrides, zero-width characters, the BOM)
+    /// character, which would make two names that print alike differ.
     fn name(&self, key: &str) -> Result<String, RequestError> {
         let s = self.string(key)?;
         if s.len() > 253
             || s.chars()
-                .any(|c| c == '/' || c.is_control() || c.is_whitespace())
+                .any(|c| c == '/' || c.is_control() || c.is_whitespace() || is_format(c))
         {
             return Err(RequestError::invalid(
                 self.at(key),
-                format!("`{s}` is not a valid name"),
+                format!("`{}` is not a valid name", excerpt(&s)),
             ));
         }
         Ok(s)
@@ -483,7 +488,10 @@ impl<'a> Fields<'a> {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if s.is_empty() => Ok(None),
             Some(Value::String(s)) => s.parse().map(Some).map_err(|_| {
-                RequestError::invalid(self.at(key), format!("`{s}` is not an IP address"))
+                RequestError::invalid(
+                    self.at(key),
+                    format!("`{}` is not an IP address", excerpt(s)),
+                )
             }),
             Some(_) => Err(RequestError::invalid(
                 self.at(key),
@@ -512,7 +520,10 @@ impl<'a> Fields<'a> {
                 Value::String(s) if s.is_empty() => {}
                 Value::String(s) => {
                     let ip = s.parse().map_err(|_| {
-                        RequestError::invalid(at(), format!("`{s}` is not an IP address"))
+                        RequestError::invalid(
+                            at(),
+                            format!("`{}` is not an IP address", excerpt(s)),
+                        )
                     })?;
                     if !ips.contains(&ip) {
                         ips.push(ip);
@@ -556,9 +567,40 @@ impl<'a> Fields<'a> {
             s => s.parse().map(Some).map_err(|_| {
                 RequestError::invalid(
                     self.at(key),
-                    format!("unknown protocol `{s}`: expected TCP, UDP or SCTP"),
+                    format!(
+                        "unknown protocol `{}`: expected TCP, UDP or SCTP",
+                        excerpt(&s)
+                    ),
                 )
             }),
         }
     }
+}
+
+/// Whether `c` is a Unicode format character (general category Cf), per Unicode 15.1.
+pub(crate) fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{0600}'..='\u{0605}'
+            | '\u{061C}'
+            | '\u{06DD}'
+            | '\u{070F}'
+            | '\u{0890}'..='\u{0891}'
+            | '\u{08E2}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{110BD}'
+            | '\u{110CD}'
+            | '\u{13430}'..='\u{1343F}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0001}'
+            | '\u{E0020}'..='\u{E007F}'
+    )
 }
