@@ -262,7 +262,11 @@ fn a_message_that_does_not_decode_is_answered_and_the_connection_stays() {
             break;
         }
     }
-    drop(daemon);
+    assert!(
+        daemon.log().contains("sent a message that does not decode"),
+        "{}",
+        daemon.log()
+    );
 }
 
 #[test]

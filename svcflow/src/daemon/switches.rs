@@ -1,6 +1,6 @@
 //! The OpenFlow side: accept switches and tell the reconcile task when each comes and goes.
 
-use openflow::driver::Listener;
+use openflow::driver::{Listener, SwitchEvent, SwitchHandle};
 use tokio::sync::mpsc;
 
 use super::{Change, Shutdown, stopped};
@@ -37,6 +37,7 @@ pub(crate) async fn accept(
         tokio::spawn(async move {
             tokio::select! {
                 _ = stopped(shutdown) => {}
+                _ = log_discarded(&watcher, id) => {}
                 why = watcher.closed() => {
                     tracing::info!(
                         "switch disconnected: datapath id {:016x} (connection {id}): {why}",
@@ -48,6 +49,37 @@ pub(crate) async fn accept(
         });
         if changes.send(Change::SwitchUp(id, switch)).is_err() {
             return;
+        }
+    }
+}
+
+/// Logs the messages from the switch that did not decode (answered with an error and dropped
+/// by the session): the first ten, then every thousandth, so that a peer sending garbage
+/// cannot flood the log. Never returns while the connection lasts.
+async fn log_discarded(switch: &SwitchHandle, connection: u64) {
+    let mut events = switch.events();
+    let mut count = 0u64;
+    loop {
+        match events.recv().await {
+            Ok(SwitchEvent::Discarded {
+                msg_type,
+                xid,
+                error,
+            }) => {
+                count += 1;
+                if count <= 10 || count % 1000 == 0 {
+                    tracing::warn!(
+                        "switch {:016x} (connection {connection}) sent a message that does not \
+                         decode (type {msg_type}, xid {xid}): {error}; answered with an error \
+                         and dropped ({count} so far)",
+                        switch.datapath_id()
+                    );
+                }
+            }
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                std::future::pending::<()>().await;
+            }
         }
     }
 }
