@@ -159,6 +159,14 @@ pub struct RunArgs {
     /// Address of the REST northbound [default: 127.0.0.1:8181].
     #[arg(long, value_name = "ADDR")]
     pub rest_listen: Option<SocketAddr>,
+    /// Address of the Prometheus `/metrics` endpoint [default: 127.0.0.1:10249, as
+    /// kube-proxy].
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Address of `/healthz` and `/livez`, with kube-proxy's semantics [default:
+    /// 127.0.0.1:10256].
+    #[arg(long, value_name = "ADDR")]
+    pub healthz_listen: Option<SocketAddr>,
     /// File of REST credentials (`basic USER PASSWORD` or `bearer TOKEN` lines). Without it auth
     /// is off, which is allowed only when the REST address is loopback.
     #[arg(long, value_name = "FILE")]
@@ -300,6 +308,14 @@ impl RunArgs {
             ovsdb_remotes,
             ovsdb_manager_listen: self.ovsdb_manager_listen.or(file.ovsdb_manager_listen),
             rest_listen,
+            metrics_listen: self
+                .metrics_listen
+                .or(file.metrics_listen)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 10249))),
+            healthz_listen: self
+                .healthz_listen
+                .or(file.healthz_listen)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 10256))),
             auth_file,
             pipeline,
             state_dir: self

@@ -23,6 +23,10 @@ pub struct RunConfig {
     pub ovsdb_manager_listen: Option<SocketAddr>,
     /// The REST northbound.
     pub rest_listen: SocketAddr,
+    /// Where `/metrics` is served.
+    pub metrics_listen: SocketAddr,
+    /// Where `/healthz` and `/livez` are served.
+    pub healthz_listen: SocketAddr,
     /// The file holding REST credentials, if auth is on.
     pub auth_file: Option<PathBuf>,
     /// Pipeline settings.
@@ -70,6 +74,10 @@ pub struct FileConfig {
     pub ovsdb_manager_listen: Option<SocketAddr>,
     /// See [`RunConfig::rest_listen`].
     pub rest_listen: Option<SocketAddr>,
+    /// See [`RunConfig::metrics_listen`].
+    pub metrics_listen: Option<SocketAddr>,
+    /// See [`RunConfig::healthz_listen`].
+    pub healthz_listen: Option<SocketAddr>,
     /// See [`RunConfig::auth_file`].
     pub auth_file: Option<PathBuf>,
     /// Service CIDR.

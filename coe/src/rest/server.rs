@@ -137,7 +137,12 @@ struct Shared {
     models: watch::Receiver<Arc<Published>>,
     credentials: Option<Credentials>,
     operational: Arc<dyn OperationalSource>,
+    /// Told each response's status (the daemon's metrics).
+    observer: Option<Observer>,
 }
+
+/// A callback told each REST response's HTTP status.
+pub type Observer = Arc<dyn Fn(u16) + Send + Sync>;
 
 /// The REST northbound: open it, mount or serve its router, and subscribe to its models.
 pub struct Northbound {
@@ -236,10 +241,20 @@ impl Northbound {
                 models,
                 credentials,
                 operational,
+                observer: None,
             }),
             listen: config.listen,
             max_body_bytes: config.max_body_bytes,
         })
+    }
+
+    /// Tells `observer` the status of every response from now on (set it before mounting or
+    /// serving the router).
+    pub fn observe(mut self, observer: Observer) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.observer = Some(observer);
+        }
+        self
     }
 
     /// A receiver of the models; it starts with the model replayed from disk. A burst of
@@ -425,6 +440,10 @@ fn router(shared: AppState, max_body: usize) -> Router {
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::map_response(restconf_bodies))
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
+        .layer(middleware::map_response_with_state(
+            shared.clone(),
+            observed,
+        ))
         .with_state(shared)
 }
 
@@ -666,6 +685,14 @@ async fn authenticate(State(s): State<AppState>, req: Request, next: Next) -> Re
         }
     }
     next.run(req).await
+}
+
+/// Tells the observer, if any, the response's status.
+async fn observed(State(s): State<AppState>, resp: Response) -> Response {
+    if let Some(observer) = &s.observer {
+        observer(resp.status().as_u16());
+    }
+    resp
 }
 
 /// Gives the errors axum produces itself (405, 413) a RESTCONF body too.

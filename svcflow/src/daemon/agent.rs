@@ -53,6 +53,7 @@ pub(crate) struct AgentParams {
     pub installed: Installed,
     /// Service renders shared with the other nodes' tasks.
     pub renders: netvirt::shards::Renders,
+    pub metrics: Arc<super::metrics::Metrics>,
 }
 
 /// Runs the node's sync loop until shutdown or until the task is aborted (its switch left).
@@ -62,6 +63,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let rejects = tokio::spawn(serve_rejects(p.switch.clone()));
     let (query_tx, mut queries) = mpsc::channel::<Query>(16);
     let mut engine = Engine::sharing(p.switch.clone(), &p.renders);
+    p.metrics.switch(&node, true);
     let mut host_applied: Option<Vec<Vec<String>>> = None;
     let mut last_bundle: Option<Instant> = None;
     let mut retry_at: Option<Instant> = None;
@@ -117,6 +119,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 Err(Skip::NotReady) => {}
                 Err(Skip::Failed(e)) => {
                     tracing::warn!("node {node}: sync failed: {e}; retrying");
+                    p.metrics.sync_failed(&node);
                     retry_at = Some(Instant::now() + RETRY);
                 }
             }
@@ -234,6 +237,7 @@ async fn sync(
             *host_applied = Some(commands);
         }
     }
+    let started = Instant::now();
     let sync = engine.sync(node, &model.model, &p.config, bindings);
     let report = match tokio::time::timeout(SYNC_TIMEOUT, sync).await {
         Ok(Ok(report)) => report,
@@ -241,6 +245,13 @@ async fn sync(
         Err(_) => return Err(Skip::Failed(format!("no answer within {SYNC_TIMEOUT:?}"))),
     };
     let (flows, groups) = engine.shards().len();
+    p.metrics.synced(
+        name,
+        model.revision,
+        started.elapsed(),
+        &report,
+        (flows, groups),
+    );
     if !report.is_empty() {
         for conflict in engine.shards().recent_conflicts() {
             tracing::warn!("node {name}: {conflict}");

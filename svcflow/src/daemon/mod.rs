@@ -15,6 +15,7 @@ mod agent;
 mod health;
 mod kubernetes;
 mod liveness;
+mod metrics;
 mod node;
 mod operational;
 mod reconcile;
@@ -26,7 +27,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use coe::rest::{Northbound, RestConfig};
+use coe::rest::{Northbound, Published, RestConfig};
 use netvirt::desired::NodeBindings;
 use netvirt::node_setup::NodeSetup;
 use openflow::driver::{DriverConfig, Listener, SwitchHandle};
@@ -125,6 +126,11 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("opening the REST northbound: {e}"))?
         .map_err(|e| format!("opening the REST northbound: {e}"))?;
+    let metrics = metrics::Metrics::new();
+    let nb = nb.observe({
+        let metrics = metrics.clone();
+        Arc::new(move |status| metrics.rest(status))
+    });
     let models = nb.subscribe();
     tracing::info!(
         revision = models.borrow().revision,
@@ -181,6 +187,24 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     }
 
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
+    tracing::info!(
+        "metrics on http://{}/metrics, health on http://{}/healthz",
+        config.metrics_listen,
+        config.healthz_listen
+    );
+    let metrics_tasks = [
+        tokio::spawn(metrics::serve(
+            config.metrics_listen,
+            metrics::Endpoint::Metrics,
+            metrics.clone(),
+        )),
+        tokio::spawn(metrics::serve(
+            config.healthz_listen,
+            metrics::Endpoint::Health,
+            metrics.clone(),
+        )),
+        tokio::spawn(count_changes(models.clone(), metrics.clone())),
+    ];
 
     let rest_task = tokio::spawn({
         let shutdown = shutdown.clone();
@@ -209,6 +233,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         models.clone(),
         changes_tx,
         shutdown.clone(),
+        metrics.clone(),
     ));
     // The host node's healthCheckNodePort answers (externalTrafficPolicy Local).
     let health_task = config.host_node.clone().map(|node| {
@@ -243,6 +268,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         links,
         changes_rx,
         shutdown.clone(),
+        metrics.clone(),
     ));
 
     let mut failure = None;
@@ -261,6 +287,9 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         }
     }
     let _ = stop_tx.send(true);
+    for task in metrics_tasks {
+        task.abort();
+    }
     let wait = async {
         let _ = accept_task.await;
         let _ = nodes_task.await;
@@ -290,6 +319,22 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             tracing::info!("stopped");
             Ok(())
         }
+    }
+}
+
+/// Counts the services and endpoints each published model revision changes, for the
+/// metrics, by diffing it with the previous one (persistent maps: the cost is the change's).
+async fn count_changes(
+    mut models: watch::Receiver<Arc<Published>>,
+    metrics: Arc<metrics::Metrics>,
+) {
+    let mut last = models.borrow_and_update().clone();
+    while models.changed().await.is_ok() {
+        let now = models.borrow_and_update().clone();
+        let services = last.model.services.diff(&now.model.services).count() as u64;
+        let endpoints = last.model.endpoints.diff(&now.model.endpoints).count() as u64;
+        metrics.published(now.revision, services, endpoints);
+        last = now;
     }
 }
 

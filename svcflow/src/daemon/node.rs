@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::metrics::Metrics;
+
 use coe::rest::Published;
 use netvirt::desired::NodeBindings;
 use netvirt::node_setup::{NodeSetup, bindings, datapath_id, setup_ops};
@@ -33,6 +35,7 @@ pub(crate) async fn manage(
     mut models: watch::Receiver<Arc<Published>>,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
+    metrics: Arc<Metrics>,
 ) {
     let mut running: BTreeMap<String, (String, JoinHandle<()>)> = BTreeMap::new();
     loop {
@@ -43,6 +46,7 @@ pub(crate) async fn manage(
             }
             tracing::info!("node {node}: no longer dialling OVSDB at {remote}");
             task.abort();
+            metrics.ovsdb(node, false);
             let _ = changes.send(Change::NodeGone(node.clone()));
             false
         });
@@ -60,6 +64,7 @@ pub(crate) async fn manage(
                 setup,
                 changes.clone(),
                 shutdown.clone(),
+                metrics.clone(),
             ));
             running.insert(node, (remote, task));
         }
@@ -86,10 +91,11 @@ async fn run_node(
     setup: NodeSetup,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
+    metrics: Arc<Metrics>,
 ) {
     tokio::select! {
         _ = stopped(shutdown) => {}
-        _ = converge(&node, &remote, &setup, &changes) => {}
+        _ = converge(&node, &remote, &setup, &changes, &metrics) => {}
     }
 }
 
@@ -100,6 +106,7 @@ async fn converge(
     remote: &str,
     setup: &NodeSetup,
     changes: &mpsc::UnboundedSender<Change>,
+    metrics: &Arc<Metrics>,
 ) {
     let mut backoff = Duration::from_secs(1);
     let vs = loop {
@@ -112,18 +119,23 @@ async fn converge(
                 );
                 // Log connection changes; the client reconnects by itself.
                 let name = node.to_string();
+                metrics.ovsdb(node, true);
+                let metrics = metrics.clone();
                 tokio::spawn(async move {
                     while let Some(event) = events.recv().await {
                         match event {
                             // Our own close, at shutdown or when the node leaves.
                             ovsdb::ClientEvent::Disconnected(ovsdb::SessionError::Local) => {
-                                tracing::debug!("node {name}: OVSDB connection closed")
+                                tracing::debug!("node {name}: OVSDB connection closed");
+                                metrics.ovsdb(&name, false);
                             }
                             ovsdb::ClientEvent::Disconnected(e) => {
-                                tracing::warn!("node {name}: OVSDB connection lost: {e}")
+                                tracing::warn!("node {name}: OVSDB connection lost: {e}");
+                                metrics.ovsdb(&name, false);
                             }
                             ovsdb::ClientEvent::Resynced => {
-                                tracing::info!("node {name}: OVSDB reconnected")
+                                tracing::info!("node {name}: OVSDB reconnected");
+                                metrics.ovsdb(&name, true);
                             }
                             _ => {}
                         }

@@ -60,6 +60,7 @@ struct Dispatcher {
     /// The services' rendered flows and groups, shared by every node that renders them
     /// alike, so a central controller holds them once and not once per node.
     renders: Renders,
+    metrics: Arc<super::metrics::Metrics>,
 }
 
 impl Dispatcher {
@@ -176,6 +177,7 @@ impl Dispatcher {
             bindings: self.bindings_of(&node).subscribe(),
             installed: self.installed.clone(),
             renders: self.renders.clone(),
+            metrics: self.metrics.clone(),
         };
         let task = tokio::spawn(agent::run(params, self.shutdown.clone()));
         self.link(Link::Up(node.clone()));
@@ -193,6 +195,7 @@ impl Dispatcher {
     fn stop(&mut self, node: &str) {
         if let Some(running) = self.agents.remove(node) {
             running.task.abort();
+            self.metrics.switch(node, false);
             self.link(Link::Down(node.to_string()));
             if let Ok(mut installed) = self.installed.write()
                 && installed
@@ -250,6 +253,8 @@ impl Dispatcher {
 
 /// Runs until shutdown. The node tasks follow `models`; `links` hears each switch come and
 /// go, if unreachable-node detection is on.
+// The daemon's wiring: each argument is a channel or a handle the tasks share.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     config: Config,
     host_node: Option<String>,
@@ -258,6 +263,7 @@ pub(crate) async fn run(
     links: Option<mpsc::UnboundedSender<Link>>,
     mut changes: mpsc::UnboundedReceiver<Change>,
     shutdown: Shutdown,
+    metrics: Arc<super::metrics::Metrics>,
 ) {
     let mut watch_models = models.clone();
     let (contests, mut contest_results) = mpsc::unbounded_channel();
@@ -270,6 +276,7 @@ pub(crate) async fn run(
         bindings: BTreeMap::new(),
         agents: BTreeMap::new(),
         renders: Renders::new(),
+        metrics,
         idle: BTreeMap::new(),
         links,
         contested: BTreeMap::new(),

@@ -1,0 +1,128 @@
+//! The daemon's `/metrics`, `/healthz` and `/livez`, scraped from a real `svcflow run` on a
+//! sandbox node while it syncs a real switch: the counters and histograms must move with the
+//! syncs they describe.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::time::{Duration, Instant};
+
+use ovs_tests::Sandbox;
+use ovs_tests::svcflow::{Daemon, rest};
+
+/// The value of the sample `name` (with its labels, as printed) in a scrape.
+fn sample(scrape: &str, name: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+fn scrape(sb: &Sandbox) -> String {
+    sb.node(&["curl", "-sS", "-f", "http://127.0.0.1:10249/metrics"])
+        .unwrap()
+}
+
+fn wait_until(what: &str, daemon: &Daemon, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}:\n{}", daemon.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn metrics_and_health_follow_real_syncs() {
+    let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let daemon = Daemon::start(&sb, 1, "info").unwrap();
+    let node = r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+        "k8s-node:internal-ip-address":"192.168.50.10","k8s-node:pod-cidr":"10.244.0.0/24"}]}"#;
+    wait_until("the REST northbound answers", &daemon, || {
+        rest(&sb, "PUT", "k8s-node:k8s-nodes-info/k8s-nodes/node-1", node).is_ok()
+    });
+    wait_until("n1 synced", &daemon, || {
+        daemon.log().contains("node n1: synced model revision")
+    });
+    let first = scrape(&sb);
+    assert_eq!(
+        sample(&first, "svcflow_switch_connected{node=\"n1\"}"),
+        Some(1.0),
+        "{first}"
+    );
+    assert!(sample(&first, "svcflow_flows{node=\"n1\"}").unwrap() > 0.0);
+    assert_eq!(
+        sample(&first, "svcflow_ovsdb_connected{node=\"n1\"}"),
+        Some(1.0)
+    );
+    let syncs = sample(&first, "kubeproxy_sync_proxy_rules_duration_seconds_count").unwrap();
+    assert!(syncs >= 1.0, "{first}");
+    assert!(sample(&first, "kubeproxy_sync_proxy_rules_last_timestamp_seconds").unwrap() > 1.7e9);
+    let programmed = sample(
+        &first,
+        "kubeproxy_network_programming_duration_seconds_count",
+    )
+    .unwrap_or(0.0);
+    let services = sample(&first, "kubeproxy_sync_proxy_rules_service_changes_total").unwrap();
+    let ok_requests = sample(&first, "svcflow_rest_requests_total{code=\"200\"}").unwrap();
+
+    // One service: one more service change, a sync, its programming latency, a REST 200.
+    rest(
+        &sb,
+        "PUT",
+        "service:service-information/services/svc-m",
+        r#"{"service:services":[{"service:uid":"svc-m","service:name":"m",
+        "service:network-NS":"default","service:cluster-ip-address":"10.96.0.88",
+        "service:service-ports":[{"service:name":"http","service:port":80,
+        "service:target-port":"8080"}]}]}"#,
+    )
+    .unwrap();
+    wait_until("the service synced", &daemon, || {
+        sb.dump_flows("br-int")
+            .unwrap()
+            .contains("nw_dst=10.96.0.88")
+    });
+    let mut then = String::new();
+    wait_until("the metrics moved", &daemon, || {
+        then = scrape(&sb);
+        sample(
+            &then,
+            "kubeproxy_network_programming_duration_seconds_count",
+        )
+        .is_some_and(|n| n > programmed)
+    });
+    assert_eq!(
+        sample(&then, "kubeproxy_sync_proxy_rules_service_changes_total"),
+        Some(services + 1.0),
+        "{then}"
+    );
+    assert!(sample(&then, "kubeproxy_sync_proxy_rules_duration_seconds_count").unwrap() > syncs);
+    assert_eq!(
+        sample(&then, "svcflow_rest_requests_total{code=\"200\"}"),
+        Some(ok_requests + 1.0)
+    );
+    assert_eq!(
+        sample(&then, "kubeproxy_sync_proxy_rules_service_changes_pending"),
+        Some(0.0)
+    );
+    // A 404 is counted by its status.
+    let _ = rest(&sb, "GET", "service:service-information/services/nope", "");
+    let after = scrape(&sb);
+    assert_eq!(
+        sample(&after, "svcflow_rest_requests_total{code=\"404\"}"),
+        Some(1.0),
+        "{after}"
+    );
+
+    // Health: 200 with kube-proxy's body, on both paths.
+    for path in ["/healthz", "/livez"] {
+        let body = sb
+            .node(&[
+                "curl",
+                "-sS",
+                "-f",
+                &format!("http://127.0.0.1:10256{path}"),
+            ])
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(v["lastUpdated"].as_str().unwrap().ends_with('Z'), "{body}");
+        assert!(v["currentTime"].as_str().unwrap().ends_with('Z'), "{body}");
+    }
+}
