@@ -316,3 +316,86 @@ async fn a_real_listener_serves_the_watcher() {
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 }
+
+/// A client that connects and sends nothing is cut off after the idle timeout, and a request
+/// that arrives first is still served on its connection.
+#[tokio::test]
+async fn an_idle_connection_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = RestConfig::new(dir.path().join("state"));
+    config.idle_timeout = std::time::Duration::from_millis(300);
+    let nb = Northbound::open(&config, Arc::new(Unavailable)).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(nb.serve_on(listener, std::future::pending()));
+    let closed_after = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 16];
+        let n = s.read(&mut buf).unwrap_or(0);
+        (n, started.elapsed())
+    })
+    .await
+    .unwrap();
+    assert_eq!(closed_after.0, 0, "the server closed the connection");
+    assert!(
+        closed_after.1 >= std::time::Duration::from_millis(250)
+            && closed_after.1 < std::time::Duration::from_secs(5),
+        "{:?}",
+        closed_after.1
+    );
+    server.abort();
+}
+
+/// Request bodies share a budget: while one client holds it (a body announced but not sent),
+/// another write is answered 503 at once, and goes through once the first is done.
+#[tokio::test]
+async fn request_bodies_share_a_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = RestConfig::new(dir.path().join("state"));
+    config.body_budget_bytes = 1 << 20;
+    let nb = Northbound::open(&config, Arc::new(Unavailable)).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(nb.serve_on(listener, std::future::pending()));
+    let path = item(Kind::Service, "s1");
+    let body = wrapped(Kind::Service, watcher_service("s1", "web", "10.96.0.1", 80)).to_string();
+    let (path2, body2) = (path.clone(), body.clone());
+    let statuses = tokio::task::spawn_blocking(move || {
+        let status = |s: &mut std::net::TcpStream| {
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            out.split_whitespace().nth(1).unwrap_or("").to_string()
+        };
+        // Announces a 1 MiB body and sends none of it: the budget is taken.
+        let mut hog = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            hog,
+            "PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            1 << 20
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let put = |body: &str| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            write!(
+                s,
+                "PUT {path2} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            status(&mut s)
+        };
+        let refused = put(&body2);
+        drop(hog);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let accepted = put(&body2);
+        (refused, accepted)
+    })
+    .await
+    .unwrap();
+    assert_eq!(statuses, ("503".to_string(), "200".to_string()));
+    server.abort();
+}

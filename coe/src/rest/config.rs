@@ -22,6 +22,11 @@ pub struct RestConfig {
     pub ovsdb_remotes: BTreeMap<String, String>,
     /// The largest request body accepted. Default 64 MiB.
     pub max_body_bytes: usize,
+    /// How long a client connection may send nothing before it is closed. Default 60 s.
+    pub idle_timeout: std::time::Duration,
+    /// The bytes request bodies may hold together; a request beyond it gets 503. Default
+    /// 256 MiB.
+    pub body_budget_bytes: usize,
     /// Where the state is kept: the local write-ahead log in `state_dir` (the default), or a
     /// (clustered) OVSDB database shared by every replica.
     pub store: StoreKind,
@@ -71,6 +76,8 @@ impl RestConfig {
             ovsdb_remotes: BTreeMap::new(),
             max_body_bytes: 64 << 20,
             store: StoreKind::Local,
+            idle_timeout: super::limits::IDLE_TIMEOUT,
+            body_budget_bytes: super::limits::BODY_BUDGET_BYTES,
         }
     }
 

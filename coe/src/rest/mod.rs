@@ -6,7 +6,8 @@
 //! by key after each write).
 //! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
 //! [`replicated`] (the store in a Raft-clustered ovsdb-server, `--store ovsdb:`),
-//! [`auth`] (credentials) and [`server`] (the axum router and listener).
+//! [`auth`] (credentials), [`limits`] (idle connections and the body budget) and [`server`]
+//! (the axum router and listener).
 //!
 //! The daemon calls [`Northbound::open`] with a [`RestConfig`] and an
 //! [`operational::OperationalSource`], subscribes to the [`Published`] models, and serves
@@ -20,6 +21,7 @@ pub mod auth;
 pub mod config;
 pub mod durable;
 pub mod error;
+pub mod limits;
 pub mod openapi;
 pub mod operational;
 pub mod parse;

@@ -43,6 +43,7 @@ use super::config::StoreKind;
 use super::config::{ConfigError, RestConfig};
 use super::durable::{ApplyError, Changed, DurableStore, OpenError};
 use super::error::{RequestError, error_body};
+use super::limits::{BodyBudget, IdleListener};
 use super::operational::OperationalSource;
 use super::replicated::{Mirror, Replicated, WriteError};
 use super::store::{Change, Rules, Store};
@@ -139,6 +140,8 @@ struct Shared {
     operational: Arc<dyn OperationalSource>,
     /// Told each response's status (the daemon's metrics).
     observer: Option<Observer>,
+    /// What request bodies may hold together.
+    budget: BodyBudget,
 }
 
 /// A callback told each REST response's HTTP status.
@@ -149,6 +152,7 @@ pub struct Northbound {
     shared: Arc<Shared>,
     listen: SocketAddr,
     max_body_bytes: usize,
+    idle_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for Northbound {
@@ -242,9 +246,11 @@ impl Northbound {
                 credentials,
                 operational,
                 observer: None,
+                budget: BodyBudget::new(config.body_budget_bytes, config.max_body_bytes),
             }),
             listen: config.listen,
             max_body_bytes: config.max_body_bytes,
+            idle_timeout: config.idle_timeout,
         })
     }
 
@@ -324,7 +330,8 @@ impl Northbound {
         if self.shared.credentials.is_none() && !addr.ip().is_loopback() {
             return Err(ConfigError::AuthRequired(addr).into());
         }
-        axum::serve(listener, self.router())
+        let idle = self.idle_timeout;
+        axum::serve(IdleListener::new(listener, idle), self.router())
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| StartError::Listen { addr, source })
@@ -438,6 +445,7 @@ fn router(shared: AppState, max_body: usize) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(shared.clone(), budgeted))
         .layer(middleware::map_response(restconf_bodies))
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
         .layer(middleware::map_response_with_state(
@@ -685,6 +693,28 @@ async fn authenticate(State(s): State<AppState>, req: Request, next: Next) -> Re
         }
     }
     next.run(req).await
+}
+
+/// Reserves room for the request's body in the shared budget, holding it until the answer;
+/// 503 at once when the budget is spent.
+async fn budgeted(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if !matches!(req.method().as_str(), "PUT" | "POST" | "PATCH") {
+        return next.run(req).await;
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    match s.budget.reserve(declared) {
+        Some(_room) => next.run(req).await,
+        None => restconf_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "resource-denied",
+            None,
+            "too many request bodies are being read at once; retry",
+        ),
+    }
 }
 
 /// Tells the observer, if any, the response's status.
