@@ -91,6 +91,41 @@ const VECTORS: &[(&str, &str)] = &[
         "OFPST_METER_FEATURES request - OF1.3 (kept raw)",
         "0412001000000002000b000000000000",
     ),
+    // Roles and asynchronous configuration (ofp-print.at; the OF1.2 role vectors have the
+    // OF1.3 layout).
+    (
+        "OFPT_SET_ASYNC - OF1.3 (bit 12 set: kept, not printed)",
+        "04 1c 00 20 00 00 00 00 00 00 10 05 00 00 10 07 00 00 00 03 00 00 00 07 00 00 00 00 00 00 00 03",
+    ),
+    (
+        "OFPT_GET_ASYNC_REPLY - OF1.3 (the SET_ASYNC vector's body)",
+        "04 1b 00 20 00 00 00 05 00 00 10 05 00 00 10 07 00 00 00 03 00 00 00 07 00 00 00 00 00 00 00 03",
+    ),
+    ("OFPT_GET_ASYNC_REQUEST - OF1.3", "04 1a 00 08 00 00 00 04"),
+    (
+        "OFPT_ROLE_REQUEST - OF1.2 layout",
+        "04 18 00 18 00 00 00 02 00 00 00 02 00 00 00 00 00 00 00 00 00 00 00 03",
+    ),
+    (
+        "OFPT_ROLE_REQUEST - nochange - OF1.2 layout",
+        "04 18 00 18 00 00 00 02 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00",
+    ),
+    (
+        "OFPT_ROLE_REPLY - OF1.2 layout",
+        "04 19 00 18 00 00 00 02 00 00 00 03 00 00 00 00 12 34 56 78 ab cd ef 90",
+    ),
+    (
+        "ONFT_ROLE_STATUS - primary, experimenter - OF1.3",
+        "04 04 00 20 00 00 00 0a 4f 4e 46 00 00 00 07 77 00 00 00 02 02 00 00 00 ff ff ff ff ff ff ff ff",
+    ),
+    (
+        "ONFT_ROLE_STATUS - primary, config - OF1.3",
+        "04 04 00 20 00 00 00 0a 4f 4e 46 00 00 00 07 77 00 00 00 02 01 00 00 00 ff ff ff ff ff ff ff ff",
+    ),
+    (
+        "ONFT_ROLE_STATUS - primary, config, generation - OF1.3",
+        "04 04 00 20 00 00 00 0a 4f 4e 46 00 00 00 07 77 00 00 00 02 01 00 00 00 00 00 00 00 00 00 00 10",
+    ),
 ];
 
 #[test]

@@ -737,14 +737,12 @@ impl fmt::Display for AsyncConfig {
             "meter_delete",
             "eviction",
         ];
-        let line = |name: &str, mask: u32, names: &[&str]| {
-            let v: Vec<String> = (0..32)
+        // OF1.3 defines 3 packet-in, 3 port-status and 4 flow-removed reasons; `ovs-ofctl`
+        // ignores the other bits (they are kept, and re-encoded as they came).
+        let line = |name: &str, mask: u32, names: &[&str], defined: usize| {
+            let v: Vec<String> = (0..defined)
                 .filter(|b| mask & (1 << b) != 0)
-                .map(|b| {
-                    names
-                        .get(b)
-                        .map_or_else(|| format!("{b}"), |s| s.to_string())
-                })
+                .filter_map(|b| names.get(b).map(|s| s.to_string()))
                 .collect();
             format!(
                 "{name:>16}: {}\n",
@@ -758,12 +756,12 @@ impl fmt::Display for AsyncConfig {
         let mut s = String::new();
         for (i, role) in ["primary", "secondary"].iter().enumerate() {
             let _ = write!(s, "\n {role}:\n");
-            s.push_str(&line("PACKET_IN", self.packet_in_mask[i], PI));
-            s.push_str(&line("PORT_STATUS", self.port_status_mask[i], PS));
-            s.push_str(&line("FLOW_REMOVED", self.flow_removed_mask[i], FR));
-            s.push_str(&line("ROLE_STATUS", 0, &[]));
-            s.push_str(&line("TABLE_STATUS", 0, &[]));
-            s.push_str(&line("REQUESTFORWARD", 0, &[]));
+            s.push_str(&line("PACKET_IN", self.packet_in_mask[i], PI, 3));
+            s.push_str(&line("PORT_STATUS", self.port_status_mask[i], PS, 3));
+            s.push_str(&line("FLOW_REMOVED", self.flow_removed_mask[i], FR, 4));
+            s.push_str(&line("ROLE_STATUS", 0, &[], 0));
+            s.push_str(&line("TABLE_STATUS", 0, &[], 0));
+            s.push_str(&line("REQUESTFORWARD", 0, &[], 0));
         }
         f.write_str(s.trim_end())
     }

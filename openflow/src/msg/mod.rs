@@ -81,6 +81,8 @@ mod exp {
     pub const NXT_CT_FLUSH: u32 = 32;
     pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
     pub const ONFT_BUNDLE_ADD_MESSAGE: u32 = 2301;
+    /// `ONFT_ROLE_STATUS` (OF1.4's `ofp_role_status` in OF1.3 experimenter form).
+    pub const ONFT_ROLE_STATUS: u32 = 1911;
 }
 
 /// The `ovs-ofctl` name of a message type code (multipart and experimenter
@@ -545,11 +547,46 @@ impl Message {
             Body::BundleAdd(_) => "ONFT_BUNDLE_ADD_MESSAGE",
             Body::CtFlushZone(_) => "NXT_CT_FLUSH_ZONE",
             Body::CtFlush(_) => "NXT_CT_FLUSH",
+            Body::Experimenter {
+                experimenter: ONF_EXPERIMENTER,
+                exp_type: exp::ONFT_ROLE_STATUS,
+                data,
+            } if role_status_text(data).is_some() => "ONFT_ROLE_STATUS",
             Body::Experimenter { .. } => "OFPT_EXPERIMENTER",
             Body::Unknown { msg_type, .. } => return format!("OFPT_UNKNOWN({msg_type})"),
         };
         n.to_string()
     }
+}
+
+/// An `ONFT_ROLE_STATUS` body (`ofp14_role_status` after the experimenter header: role,
+/// reason, 3 pad bytes, generation id) as `ovs-ofctl` prints it, or `None` if it is not one
+/// (it then prints as any experimenter message).
+fn role_status_text(data: &[u8]) -> Option<String> {
+    if data.len() != 16 || data.get(5..8) != Some(&[0, 0, 0]) {
+        return None;
+    }
+    let role = u32::from_be_bytes(data.get(0..4)?.try_into().ok()?);
+    let role = match role {
+        0 => "nochange",
+        1 => "equal",
+        2 => "primary",
+        3 => "secondary",
+        _ => return None,
+    };
+    let reason = match data.get(4)? {
+        0 => "primary_request",
+        1 => "configuration_changed",
+        2 => "experimenter_data_changed",
+        _ => "(unknown)",
+    };
+    let generation = u64::from_be_bytes(data.get(8..16)?.try_into().ok()?);
+    let mut s = format!(" role={role}");
+    if generation != u64::MAX {
+        s.push_str(&format!(" generation_id={generation}"));
+    }
+    s.push_str(&format!(" reason={reason}"));
+    Some(s)
 }
 
 impl fmt::Display for Message {
@@ -608,12 +645,21 @@ impl fmt::Display for Message {
             Body::TableMod(t) => write!(f, "{t}"),
             Body::MultipartRequest(m) => write!(f, "{m}"),
             Body::MultipartReply(m) => write!(f, "{m}"),
+            // A request's generation id means nothing with `nochange` (`lib/ofp-connection.c`).
+            Body::RoleRequest(r) if r.role == 0 => f.write_str(" role=nochange"),
             Body::RoleRequest(r) | Body::RoleReply(r) => write!(f, "{r}"),
             Body::GetAsyncReply(a) | Body::SetAsync(a) => write!(f, "{a}"),
             Body::BundleControl(b) => write!(f, "{b}"),
             Body::BundleAdd(b) => write!(f, "{b}"),
             Body::CtFlushZone(z) => write!(f, " zone_id={z}"),
             Body::CtFlush(c) => write!(f, "{c}"),
+            Body::Experimenter {
+                experimenter: ONF_EXPERIMENTER,
+                exp_type: exp::ONFT_ROLE_STATUS,
+                data,
+            } if role_status_text(data).is_some() => {
+                f.write_str(&role_status_text(data).unwrap_or_default())
+            }
             Body::Experimenter {
                 experimenter,
                 exp_type,
