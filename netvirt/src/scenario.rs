@@ -375,3 +375,39 @@ impl Scenario {
         })
     }
 }
+
+/// What a scenario renders to: its node's flows as `ovs-ofctl dump-flows --no-stats` prints
+/// them and its groups as `ovs-ofctl -O OpenFlow13 dump-groups` prints them (one per line,
+/// in svcflow's order), and the inputs that could not all be honoured.
+pub struct Rendered {
+    /// The flows' lines.
+    pub flows: String,
+    /// The groups' lines.
+    pub groups: String,
+    /// Conflicts (two services on one address and port, …).
+    pub conflicts: Vec<String>,
+}
+
+impl Scenario {
+    /// Renders the scenario's node (pure: the same file always gives the same text).
+    pub fn render(&self) -> Rendered {
+        let out = crate::desired::desired(&self.node, &self.model, &self.config, &self.bindings);
+        let flows = out
+            .state
+            .flows
+            .iter()
+            .map(|(k, v)| format!("{}\n", crate::flow::DumpFlow(k, v)))
+            .collect();
+        let groups = out
+            .state
+            .groups
+            .iter()
+            .map(|(id, g)| format!("{}\n", crate::flow::DumpGroup(*id, g)))
+            .collect();
+        Rendered {
+            flows,
+            groups,
+            conflicts: out.conflicts,
+        }
+    }
+}

@@ -7,31 +7,17 @@
 
 use std::path::Path;
 
-use netvirt::desired::desired;
-use netvirt::flow::{DumpFlow, DumpGroup};
 use netvirt::scenario::Scenario;
 
 fn render(dir: &Path) -> (String, String) {
     let text = std::fs::read_to_string(dir.join("input.toml")).unwrap();
     let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let out = desired(&s.node, &s.model, &s.config, &s.bindings);
+    let out = s.render();
     assert!(out.conflicts.is_empty(), "{:?}", out.conflicts);
-    let flows: String = out
-        .state
-        .flows
-        .iter()
-        .map(|(k, v)| format!("{}\n", DumpFlow(k, v)))
-        .collect();
-    let groups: String = out
-        .state
-        .groups
-        .iter()
-        .map(|(id, g)| format!("{}\n", DumpGroup(*id, g)))
-        .collect();
     // Determinism: a second run gives the same bytes.
-    let again = desired(&s.node, &s.model, &s.config, &s.bindings);
-    assert_eq!(again, out);
-    (flows, groups)
+    let again = s.render();
+    assert_eq!((&again.flows, &again.groups), (&out.flows, &out.groups));
+    (out.flows, out.groups)
 }
 
 #[test]

@@ -36,6 +36,24 @@ pub enum Command {
     /// the OVSDB schema.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Print the flows and groups svcflow would install for a model file (the golden
+    /// scenarios' TOML format), offline, as `ovs-ofctl dump-flows --no-stats` and
+    /// `dump-groups` print them.
+    Render(RenderArgs),
+}
+
+/// `svcflow render` arguments.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The model file (see netvirt/tests/scenarios/*/input.toml).
+    #[arg(value_name = "MODEL.toml")]
+    pub file: PathBuf,
+    /// Print only the flows.
+    #[arg(long, conflicts_with = "groups")]
+    pub flows: bool,
+    /// Print only the groups.
+    #[arg(long)]
+    pub groups: bool,
 }
 
 /// `svcflow store` subcommands.
@@ -346,7 +364,7 @@ mod tests {
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
             Command::Run(args) => args,
-            Command::Ofp(_) | Command::NodeSetup(_) | Command::Store(_) => {
+            Command::Ofp(_) | Command::NodeSetup(_) | Command::Store(_) | Command::Render(_) => {
                 unreachable!("svcflow run")
             }
         }

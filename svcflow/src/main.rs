@@ -64,6 +64,34 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        cli::Command::Render(args) => {
+            let text = match std::fs::read_to_string(&args.file) {
+                Ok(text) => text,
+                Err(e) => {
+                    eprintln!("svcflow render: {}: {e}", args.file.display());
+                    return ExitCode::FAILURE;
+                }
+            };
+            let scenario = match netvirt::scenario::Scenario::parse(&text) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("svcflow render: {}: {e}", args.file.display());
+                    return ExitCode::FAILURE;
+                }
+            };
+            let out = scenario.render();
+            for conflict in &out.conflicts {
+                eprintln!("svcflow render: {conflict}");
+            }
+            let mut stdout = std::io::stdout().lock();
+            if !args.groups {
+                let _ = stdout.write_all(out.flows.as_bytes());
+            }
+            if !args.flows {
+                let _ = stdout.write_all(out.groups.as_bytes());
+            }
+            ExitCode::SUCCESS
+        }
         cli::Command::NodeSetup(args) => match node_setup::script(&args) {
             Ok(text) => {
                 let _ = write!(std::io::stdout(), "{text}");
