@@ -1,0 +1,282 @@
+//! The daemon driven by Kubernetes, end to end: `svcflow run --kubeconfig` (release build) on a
+//! sandbox node, watching the in-process fake API server (`coe::k8s::fake`, real list/watch
+//! JSON, so the real kube-rs code runs) bound in the node's namespace.
+//!
+//! 1. Full load from the initial list: S ClusterIP Services and their EndpointSlices (E
+//!    endpoints each) are in the API server before the daemon starts; timed from the daemon's
+//!    start to its first sync line holding every flow and group (this includes the daemon's
+//!    own start: creating `br-int` over OVSDB and the switch connecting, shown apart as the
+//!    time to the first sync of an empty cluster, measured first in the same run).
+//! 2. One endpoint change: `SVCFLOW_E2E_UPDATES` EndpointSlice updates (one endpoint's address
+//!    changes), each timed from the API server's write to the daemon's next sync line, each
+//!    `SVCFLOW_E2E_GAP_MS` after the previous one was confirmed.
+//! 3. The daemon's peak RSS.
+//!
+//! The `ovs-ofctl --bundle` anchor for the same flows and groups is in the REST bench
+//! (`benches/e2e.rs`), whose state at equal S and E is the same.
+//!
+//! ```sh
+//! cargo build --release -p svcflow
+//! SVCFLOW_E2E_S=30000 SVCFLOW_E2E_E=2 cargo bench -p ovs-tests --bench e2e_kube
+//! ```
+
+#![allow(clippy::unwrap_used)] // a benchmark that cannot run should stop loudly
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use coe::k8s::fake::FakeApiServer;
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use ovs_tests::Sandbox;
+use ovs_tests::bench::{command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon};
+use ovs_tests::kube::{from, in_netns};
+use ovs_tests::svcflow::{Daemon, LogLines, OPENFLOW, REST, SyncLine};
+use serde_json::json;
+
+fn vip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(0x0a60_0001 + i as u32)
+}
+
+fn endpoint_ip(i: usize, j: usize, flip: bool) -> Ipv4Addr {
+    // 16 addresses per service in 10.128.0.0/9; a flipped endpoint takes the upper half.
+    Ipv4Addr::from(0x0a80_0000 + (i as u32) * 16 + j as u32 + if flip { 8 } else { 0 })
+}
+
+fn service(i: usize) -> Service {
+    from(json!({
+        "metadata": {"namespace": "bench", "name": format!("s{i}")},
+        "spec": {"type": "ClusterIP", "clusterIP": vip(i).to_string(),
+                 "clusterIPs": [vip(i).to_string()],
+                 "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080}]},
+    }))
+}
+
+fn slice(i: usize, e: usize, flipped: Option<usize>) -> EndpointSlice {
+    let endpoints: Vec<_> = (0..e)
+        .map(|j| {
+            json!({"addresses": [endpoint_ip(i, j, flipped == Some(j)).to_string()],
+                   "conditions": {"ready": true, "serving": true, "terminating": false}})
+        })
+        .collect();
+    from(json!({
+        "metadata": {"namespace": "bench", "name": format!("s{i}-x"),
+                     "labels": {"kubernetes.io/service-name": format!("s{i}")}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+        "endpoints": endpoints,
+    }))
+}
+
+/// Follows the daemon's sync lines.
+struct Syncs {
+    log: LogLines,
+    seen: Vec<(Instant, SyncLine)>,
+}
+
+impl Syncs {
+    fn poll(&mut self) {
+        let now = Instant::now();
+        for line in self.log.poll().unwrap() {
+            if let Some(s) = SyncLine::parse(&line) {
+                self.seen.push((now, s));
+            }
+        }
+    }
+
+    /// Waits for a sync line after the first `after` that satisfies `ok`.
+    fn wait(
+        &mut self,
+        after: usize,
+        timeout: Duration,
+        daemon: &Daemon,
+        ok: impl Fn(&SyncLine) -> bool,
+    ) -> (usize, Instant) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.poll();
+            if let Some((k, (at, _))) = self
+                .seen
+                .iter()
+                .enumerate()
+                .skip(after)
+                .find(|(_, (_, s))| ok(s))
+            {
+                return (k, *at);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no such sync within {timeout:?}; log tail:\n{}",
+                daemon
+                    .log()
+                    .lines()
+                    .rev()
+                    .take(20)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+struct Row {
+    services: usize,
+    endpoints: usize,
+    flows: u64,
+    empty_start: Duration,
+    full_load: Duration,
+    change: (Duration, Duration),
+    rss_mib: u64,
+}
+
+/// Starts a sandbox, the fake API server (holding `objects` services) and the daemon; returns
+/// them once the first sync holding `flows` flows has come, with the time it took.
+fn start(
+    rt: &tokio::runtime::Runtime,
+    s: usize,
+    e: usize,
+) -> (Sandbox, FakeApiServer, Daemon, Syncs, Duration, u64) {
+    let sb = Sandbox::start().unwrap();
+    let api = {
+        let handle = rt.handle().clone();
+        in_netns(sb.node_netns(), move || {
+            handle.block_on(FakeApiServer::start_new()).unwrap()
+        })
+    };
+    api.apply(&from::<Namespace>(json!({"metadata": {"name": "bench"}})))
+        .unwrap();
+    api.apply(&from::<Node>(json!({
+        "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+        "spec": {"podCIDR": "10.244.0.0/24", "podCIDRs": ["10.244.0.0/24"]},
+        "status": {"addresses": [{"type": "InternalIP", "address": "192.168.50.10"}]},
+    })))
+    .unwrap();
+    for i in 0..s {
+        api.apply(&service(i)).unwrap();
+        api.apply(&slice(i, e, None)).unwrap();
+    }
+    let kubeconfig = sb.dir().join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig()).unwrap();
+    let kubeconfig = kubeconfig.to_string_lossy().to_string();
+    let remote = format!("n1={}", sb.db_remote());
+    let started = Instant::now();
+    let daemon = Daemon::spawn(
+        &sb,
+        1,
+        Some(sb.node_netns()),
+        &[
+            "--openflow-listen",
+            OPENFLOW,
+            "--rest-listen",
+            REST,
+            "--ovsdb-remote",
+            &remote,
+            "--kubeconfig",
+            &kubeconfig,
+            "--encap",
+            "none",
+        ],
+    )
+    .unwrap();
+    let mut syncs = Syncs {
+        log: LogLines::open(sb.dir().join("svcflow-1.log")).unwrap(),
+        seen: Vec::new(),
+    };
+    let groups = s as u64;
+    let timeout = Duration::from_secs(120) + Duration::from_millis((s * e) as u64);
+    let (_, at) = syncs.wait(0, timeout, &daemon, |l| l.groups == groups && l.flows > 0);
+    let flows = syncs.seen.last().map(|(_, l)| l.flows).unwrap_or(0);
+    (sb, api, daemon, syncs, at - started, flows)
+}
+
+fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration) -> Row {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    println!("S={s} E={e}: loading the API server and starting the daemon");
+    let (sb, api, daemon, mut syncs, full_load, flows) = start(&rt, s, e);
+    println!(
+        "S={s} E={e}: full load from the initial list {:.3} s ({flows} flows)",
+        full_load.as_secs_f64()
+    );
+    let mut times = Vec::with_capacity(updates);
+    let mut flipped = vec![false; s];
+    for k in 0..updates {
+        std::thread::sleep(gap);
+        let i = k * 7919 % s;
+        flipped[i] = !flipped[i];
+        let after = syncs.seen.len();
+        syncs.poll();
+        let after = after.max(syncs.seen.len());
+        let t = Instant::now();
+        api.apply(&slice(i, e, flipped[i].then_some(0))).unwrap();
+        let (_, at) = syncs.wait(after, Duration::from_secs(30), &daemon, |l| {
+            l.groups_changed >= 1
+        });
+        times.push(at - t);
+    }
+    let rss_mib = peak_rss_kib(daemon.pid().unwrap()) / 1024;
+    drop(daemon);
+    drop(api);
+    drop(sb);
+    Row {
+        services: s,
+        endpoints: e,
+        flows,
+        empty_start,
+        full_load,
+        change: percentiles(&mut times),
+        rss_mib,
+    }
+}
+
+fn main() {
+    let _ = release_daemon("e2e_kube");
+    let sizes = env_list("SVCFLOW_E2E_S", &[1_000, 10_000, 30_000]);
+    let per_service = env_list("SVCFLOW_E2E_E", &[2, 10]);
+    let updates = env_list("SVCFLOW_E2E_UPDATES", &[200])[0].max(1);
+    let gap = Duration::from_millis(env_list("SVCFLOW_E2E_GAP_MS", &[100])[0] as u64);
+    let date = command_output(&["date", "-u", "+%Y-%m-%d %H:%M:%S UTC"]);
+    let nproc = command_output(&["nproc"]);
+    // The daemon's own start, with one service: the part of a full load that is not the load.
+    let empty_start = {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (_sb, _api, _daemon, _syncs, took, _) = start(&rt, 1, 1);
+        took
+    };
+    println!(
+        "svcflow e2e (Kubernetes), {date}, nproc {nproc}; the daemon's start to its first sync \
+         with one service: {:.3} s",
+        empty_start.as_secs_f64()
+    );
+    let mut rows = Vec::new();
+    for &s in &sizes {
+        for &e in &per_service {
+            rows.push(run(s, e, updates, gap, empty_start));
+        }
+    }
+    println!();
+    println!(
+        "svcflow e2e through the fake API server, {date}, nproc {nproc}, {updates} EndpointSlice \
+         updates, {} ms before each",
+        gap.as_millis()
+    );
+    println!();
+    println!(
+        "| S | E | flows | start with 1 service (s) | full load from the initial list (s) | \
+         endpoint change p50 / p99 (ms) | peak RSS (MiB) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.3} | {:.3} | {:.2} / {:.2} | {} |",
+            r.services,
+            r.endpoints,
+            r.flows,
+            r.empty_start.as_secs_f64(),
+            r.full_load.as_secs_f64(),
+            ms(r.change.0),
+            ms(r.change.1),
+            r.rss_mib
+        );
+    }
+}
