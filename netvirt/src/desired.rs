@@ -126,6 +126,12 @@ pub(crate) fn render_base(
     let gateway_ip = virtual_gateway_ip(node);
     let elans = elan_ids(model);
     b.pods(node, model, bindings, &elans);
+    for ip in node.ips.iter().filter(|ip| ip.is_ipv6()) {
+        b.out.conflicts.push(format!(
+            "node {}: IPv6 address {ip} gets no node ports (svcflow programs IPv4 only for now)",
+            node.name
+        ));
+    }
     b.node_ports(node, bindings, gateway_ip);
     b.tunnel(node, model, bindings);
     b.out
@@ -316,6 +322,13 @@ impl Builder<'_> {
             };
             let c = cookie::make(cookie::POD, ofport);
             members.entry(elan).or_default().insert(ofport);
+            for ip in pod.ips.iter().filter(|ip| ip.is_ipv6()) {
+                self.out.conflicts.push(format!(
+                    "pod {}/{}: IPv6 address {ip} is not routed (svcflow programs IPv4 only \
+                     for now)",
+                    pod.namespace, pod.name
+                ));
+            }
             self.flow(
                 table::CLASSIFIER,
                 100,
@@ -684,6 +697,7 @@ impl Builder<'_> {
         bindings: &NodeBindings,
     ) {
         let config = self.config;
+        self.ipv6_not_served(service, &plans);
         let mut endpoints: BTreeSet<(Protocol, Ipv4Addr, u16)> = BTreeSet::new();
         // The actions of each port's cluster scope, for in-cluster traffic to its external
         // addresses (below).
@@ -881,6 +895,35 @@ impl Builder<'_> {
                     Some(dnat),
                 )]),
             );
+        }
+    }
+
+    /// Says which of the service's IPv6 addresses and endpoints get no flows: svcflow programs
+    /// IPv4 only for now, and an address it skips must not be skipped silently.
+    fn ipv6_not_served(&mut self, service: &Service, plans: &[PortPlan]) {
+        let addresses: BTreeSet<&IpAddr> = service
+            .cluster_ips
+            .iter()
+            .chain(&service.external_ips)
+            .chain(&service.lb_ingress_ips)
+            .filter(|ip| ip.is_ipv6())
+            .collect();
+        for ip in addresses {
+            self.out.conflicts.push(format!(
+                "{}: IPv6 address {ip} is not served (svcflow programs IPv4 only for now)",
+                service.key
+            ));
+        }
+        let endpoints: BTreeSet<IpAddr> = plans
+            .iter()
+            .flat_map(|p| p.found.iter().map(|b| b.ip))
+            .filter(IpAddr::is_ipv6)
+            .collect();
+        for ip in endpoints {
+            self.out.conflicts.push(format!(
+                "{}: IPv6 endpoint {ip} is not used (svcflow programs IPv4 only for now)",
+                service.key
+            ));
         }
     }
 

@@ -326,3 +326,43 @@ fn recent_conflicts_are_those_of_the_last_update() {
     shards.refresh(&s.node, &s.model, &s.config, &s.bindings);
     assert_eq!(shards.recent_conflicts(), shards.conflicts());
 }
+
+/// IPv6 addresses svcflow does not program are said, not skipped silently: a dual-stack
+/// service's IPv6 cluster IP and an IPv6 endpoint each get a conflict, and the IPv4 part is
+/// rendered as before.
+#[test]
+fn ipv6_addresses_that_get_no_flows_are_reported() {
+    let mut s = base();
+    let key = nth_key(&s, 0).unwrap();
+    let before = desired(&s.node, &s.model, &s.config, &s.bindings);
+    s.model
+        .services
+        .get_mut(&key)
+        .unwrap()
+        .cluster_ips
+        .push("fd00:10:96::10".parse().unwrap());
+    if let Some(eps) = s.model.endpoints.get_mut(&key) {
+        let mut v6 = eps[0].clone();
+        v6.address = "fd00:10:244::11".parse().unwrap();
+        eps.push(v6);
+    }
+    let after = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(after.state, before.state, "the IPv4 part is unchanged");
+    let notes: Vec<&String> = after
+        .conflicts
+        .iter()
+        .filter(|c| c.contains("IPv6"))
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|c| c.contains("fd00:10:96::10") && c.contains(&key.to_string())),
+        "{notes:?}"
+    );
+    if s.model.endpoints.contains_key(&key) {
+        assert!(
+            notes.iter().any(|c| c.contains("fd00:10:244::11")),
+            "{notes:?}"
+        );
+    }
+}
