@@ -93,8 +93,11 @@ pub(crate) async fn run<S>(
         let flush = flush_deadline;
         // Nothing more is read while the peer does not read what it made us write (echo
         // replies, answers): memory stays bounded and the peer's own sends block. A peer that
-        // never reads again is closed by the write stall.
-        let read = !closed && unwritten < config.high_water;
+        // never reads again is closed by the write stall. Our own commands stop at
+        // `high_water`, so only what the peer makes us answer goes past it: reads stop at
+        // twice that, never in normal operation (a switch that stops reading us while it
+        // has replies queued for us must still be read, or neither side would move).
+        let read = !closed && unwritten < config.high_water.saturating_mul(2);
         tokio::select! {
             r = rd.read(&mut rbuf), if read => match r {
                 Ok(0) => session.handle_eof(),
