@@ -31,7 +31,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use ovs_tests::Sandbox;
 use ovs_tests::bench::{command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon};
 use ovs_tests::kube::{from, in_netns};
-use ovs_tests::svcflow::{Daemon, LogLines, OPENFLOW, REST, SyncLine};
+use ovs_tests::svcflow::{Daemon, LogLines, SyncLine};
 use serde_json::json;
 
 fn vip(i: usize) -> Ipv4Addr {
@@ -156,29 +156,8 @@ fn start(
         api.apply(&service(i)).unwrap();
         api.apply(&slice(i, e, None)).unwrap();
     }
-    let kubeconfig = sb.dir().join("kubeconfig");
-    std::fs::write(&kubeconfig, api.kubeconfig()).unwrap();
-    let kubeconfig = kubeconfig.to_string_lossy().to_string();
-    let remote = format!("n1={}", sb.db_remote());
     let started = Instant::now();
-    let daemon = Daemon::spawn(
-        &sb,
-        1,
-        Some(sb.node_netns()),
-        &[
-            "--openflow-listen",
-            OPENFLOW,
-            "--rest-listen",
-            REST,
-            "--ovsdb-remote",
-            &remote,
-            "--kubeconfig",
-            &kubeconfig,
-            "--encap",
-            "none",
-        ],
-    )
-    .unwrap();
+    let daemon = Daemon::start_kube(&sb, 1, &api.kubeconfig(), &[]).unwrap();
     let mut syncs = Syncs {
         log: LogLines::open(sb.dir().join("svcflow-1.log")).unwrap(),
         seen: Vec::new(),

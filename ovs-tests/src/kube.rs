@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::{Value, json};
 
-use crate::svcflow::{Daemon, OPENFLOW, REST};
+use crate::svcflow::Daemon;
 use crate::{Attempt, Host, HostSpec, Sandbox, wait_for};
 
 /// The bridge the daemon creates.
@@ -177,30 +177,13 @@ impl KubeNode {
                     .unwrap_or_else(|e| panic!("cannot start the fake API server: {e}"))
             })
         };
-        let kubeconfig = sb.dir().join("kubeconfig");
-        std::fs::write(&kubeconfig, api.kubeconfig())
-            .unwrap_or_else(|e| panic!("cannot write {}: {e}", kubeconfig.display()));
-        let remote = format!("{NODE}={}", sb.db_remote());
-        let kubeconfig = kubeconfig.to_string_lossy().to_string();
-        let args = [
-            "--openflow-listen",
-            OPENFLOW,
-            "--rest-listen",
-            REST,
-            "--ovsdb-remote",
-            &remote,
-            "--kubeconfig",
-            &kubeconfig,
-            "--host-node",
-            NODE,
-            "--log-level",
-            "debug",
-            // Other nodes sit behind the uplink's routed next hop: no overlay.
-            "--encap",
-            "none",
-        ];
-        let daemon = Daemon::spawn(&sb, 1, Some(sb.node_netns()), &args)
-            .unwrap_or_else(|e| panic!("cannot start svcflow: {e}"));
+        let daemon = Daemon::start_kube(
+            &sb,
+            1,
+            &api.kubeconfig(),
+            &["--host-node", NODE, "--log-level", "debug"],
+        )
+        .unwrap_or_else(|e| panic!("cannot start svcflow: {e}"));
         // The daemon creates br-int (with its gateway port) before hosts can be attached.
         let ready = wait_for("br-int and svc-gw", Duration::from_secs(30), || {
             sb.vsctl(&["get", "interface", "svc-gw", "ofport"])

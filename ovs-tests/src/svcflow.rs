@@ -92,6 +92,36 @@ impl Daemon {
         Ok((Self::spawn(sb, n, None, &args)?, openflow, manager))
     }
 
+    /// Starts the daemon in the node's namespace watching Kubernetes through `kubeconfig`
+    /// (written into the sandbox's directory from `kubeconfig_text`), for node `n1` on the
+    /// sandbox's OVSDB, with no overlay (other nodes sit behind the uplink's routed next hop),
+    /// and `more` flags.
+    pub fn start_kube(
+        sb: &Sandbox,
+        n: u32,
+        kubeconfig_text: &str,
+        more: &[&str],
+    ) -> Result<Daemon, SandboxError> {
+        let kubeconfig = sb.dir().join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text)?;
+        let kubeconfig = kubeconfig.to_string_lossy().to_string();
+        let remote = format!("n1={}", sb.db_remote());
+        let mut args = vec![
+            "--openflow-listen",
+            OPENFLOW,
+            "--rest-listen",
+            REST,
+            "--ovsdb-remote",
+            &remote,
+            "--kubeconfig",
+            &kubeconfig,
+            "--encap",
+            "none",
+        ];
+        args.extend_from_slice(more);
+        Self::spawn(sb, n, Some(sb.node_netns()), &args)
+    }
+
     /// Starts `svcflow run ARGS --state-dir <sandbox>/state` in `netns`, or in the test's own
     /// network namespace when `None`.
     pub fn spawn(

@@ -17,7 +17,7 @@ use coe::k8s::fake::FakeApiServer;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use ovs_tests::kube::{from, in_netns};
-use ovs_tests::svcflow::{Daemon, OPENFLOW, REST};
+use ovs_tests::svcflow::Daemon;
 use ovs_tests::{Host, HostSpec, Sandbox, tally, wait_for};
 use serde_json::json;
 
@@ -95,27 +95,8 @@ fn services_from_kubernetes_carry_traffic() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
     let mut server = fake_server_in(&rt, sb.node_netns());
-    let kubeconfig = sb.dir().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
-
-    let remote = format!("n1={}", sb.db_remote());
-    let kubeconfig = kubeconfig.to_string_lossy().to_string();
-    let args = [
-        "--openflow-listen",
-        OPENFLOW,
-        "--rest-listen",
-        REST,
-        "--ovsdb-remote",
-        &remote,
-        "--kubeconfig",
-        &kubeconfig,
-        "--log-level",
-        "debug",
-        // Other nodes sit behind the uplink's routed next hop: no overlay.
-        "--encap",
-        "none",
-    ];
-    let daemon = Daemon::spawn(&sb, 1, Some(sb.node_netns()), &args).unwrap();
+    let daemon =
+        Daemon::start_kube(&sb, 1, &server.kubeconfig(), &["--log-level", "debug"]).unwrap();
     let fail = |e: &dyn std::fmt::Display| -> ! {
         panic!("{e}\ndaemon log:\n{}", daemon.log());
     };

@@ -18,7 +18,7 @@ use coe::k8s::fake::FakeApiServer;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use ovs_tests::kube::{from, in_netns};
-use ovs_tests::svcflow::{Daemon, OPENFLOW, REST};
+use ovs_tests::svcflow::Daemon;
 use ovs_tests::{Host, HostSpec, Sandbox, tally, wait_for};
 use serde_json::json;
 
@@ -80,28 +80,13 @@ fn affinity_source_ranges_health_checks_and_topology_from_kubernetes() {
             handle.block_on(FakeApiServer::start_new()).unwrap()
         })
     };
-    let kubeconfig = sb.dir().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
-    let remote = format!("n1={}", sb.db_remote());
-    let kubeconfig = kubeconfig.to_string_lossy().to_string();
-    let args = [
-        "--openflow-listen",
-        OPENFLOW,
-        "--rest-listen",
-        REST,
-        "--ovsdb-remote",
-        &remote,
-        "--kubeconfig",
-        &kubeconfig,
-        "--host-node",
-        "n1",
-        "--log-level",
-        "debug",
-        // Other nodes sit behind the uplink's routed next hop: no overlay.
-        "--encap",
-        "none",
-    ];
-    let daemon = Daemon::spawn(&sb, 1, Some(sb.node_netns()), &args).unwrap();
+    let daemon = Daemon::start_kube(
+        &sb,
+        1,
+        &server.kubeconfig(),
+        &["--host-node", "n1", "--log-level", "debug"],
+    )
+    .unwrap();
     let fail = |e: &dyn std::fmt::Display| -> ! {
         panic!("{e}\ndaemon log:\n{}", daemon.log());
     };
