@@ -1,7 +1,15 @@
 //! Services to desired OpenFlow state: model, desired flows and groups, plan and apply.
 //!
-//! `model` is plain data fed by the inputs; `desired` and `plan` are pure functions. Nothing
-//! here touches a socket or reads the clock.
+//! Pure (no socket, no clock, deterministic): `model` (plain data fed by the inputs),
+//! `desired`, `resolve`, `chain`, `ids`, `shards` (the incremental desired state, and the
+//! renders nodes share), `plan`, `apply` (steps as OpenFlow messages), `flow`, `pipeline`,
+//! `reject`, `health`, `node_setup` (what a node must hold, as OVSDB operations and host
+//! commands, computed, not run), `config` and `scenario`.
+//!
+//! I/O, through an [`openflow::driver::SwitchHandle`] the caller owns: `engine` (sends a
+//! node's steps and reads its switch back after a connect) and `agent` (`read_state`, and
+//! `serve_rejects`, which answers the refusal packet-ins). Neither opens a socket or reads the
+//! clock itself; the daemon's tasks drive them.
 
 pub mod agent;
 pub mod apply;

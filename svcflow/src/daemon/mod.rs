@@ -7,7 +7,8 @@
 //! - the OpenFlow listener accepts switches, known by datapath id ([`switches`]);
 //! - the dispatcher ([`reconcile`]) runs one task per connected switch ([`agent`]), which
 //!   keeps that switch equal to its node's desired state on its own schedule: a slow or hung
-//!   switch delays no other.
+//!   switch delays no other; the services they render alike are held once for all of them;
+//! - [`metrics`] serves `/metrics`, `/healthz` and `/livez` from what the tasks report.
 //!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
