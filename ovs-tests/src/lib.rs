@@ -15,6 +15,7 @@
 pub mod bench;
 mod cmd;
 mod error;
+pub mod fuzz;
 mod host;
 pub mod http;
 pub mod kube;

@@ -7,6 +7,7 @@
 
 mod basic;
 mod ext;
+mod fixed;
 mod flow;
 mod group;
 mod multipart;
@@ -18,6 +19,7 @@ pub use basic::{
     TableMod, error_name, ofperr_name,
 };
 pub use ext::{BundleAdd, BundleControl, CtFlush, CtTuple, RawProperty};
+pub use fixed::FixedStr;
 pub use flow::{FlowMod, FlowModCommand, FlowRemoved};
 pub use group::{Bucket, GroupMod, GroupModCommand, GroupType};
 pub use multipart::{

@@ -5,6 +5,7 @@
 
 use std::fmt::{self, Write as _};
 
+use super::fixed::FixedStr;
 use super::flow::duration;
 use super::group::{Bucket, GroupType, format_group};
 use super::port::PortDesc;
@@ -36,15 +37,15 @@ mod ofpmp {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SwitchDesc {
     /// Manufacturer.
-    pub mfr_desc: String,
+    pub mfr_desc: FixedStr,
     /// Hardware.
-    pub hw_desc: String,
+    pub hw_desc: FixedStr,
     /// Software.
-    pub sw_desc: String,
+    pub sw_desc: FixedStr,
     /// Serial number.
-    pub serial_num: String,
+    pub serial_num: FixedStr,
     /// Datapath description.
-    pub dp_desc: String,
+    pub dp_desc: FixedStr,
 }
 
 /// `struct ofp_flow_stats_request` / `struct ofp_aggregate_stats_request`.
@@ -251,22 +252,6 @@ pub struct MultipartReply {
     pub flags: u16,
     /// Body.
     pub body: MultipartBody,
-}
-
-/// A fixed-size `char[n]` field: the string, then zeros. A string of `n`
-/// bytes fills the field without a terminating NUL, as a switch may send it
-/// (`ovs-ofctl` prints such fields whole), so such replies re-encode exactly.
-fn put_str(w: &mut Writer, s: &str, n: usize) {
-    let b = s.as_bytes();
-    let k = b.len().min(n);
-    w.bytes(&b[..k]);
-    w.zeros(n - k);
-}
-
-fn get_str(r: &mut Reader<'_>, n: usize) -> Result<String, DecodeError> {
-    let b = r.take(n)?;
-    let end = b.iter().position(|&x| x == 0).unwrap_or(n);
-    Ok(String::from_utf8_lossy(&b[..end]).into_owned())
 }
 
 impl FlowStatsRequest {
@@ -481,11 +466,11 @@ impl MultipartBody {
             DescRequest | TableRequest | PortDescRequest | GroupDescRequest
             | GroupFeaturesRequest => {}
             Desc(d) => {
-                put_str(w, &d.mfr_desc, 256);
-                put_str(w, &d.hw_desc, 256);
-                put_str(w, &d.sw_desc, 256);
-                put_str(w, &d.serial_num, 32);
-                put_str(w, &d.dp_desc, 256);
+                d.mfr_desc.write(w, 256);
+                d.hw_desc.write(w, 256);
+                d.sw_desc.write(w, 256);
+                d.serial_num.write(w, 32);
+                d.dp_desc.write(w, 256);
             }
             FlowRequest(r) | AggregateRequest(r) => r.encode(w),
             Flow(v) => v.iter().for_each(|s| s.encode(w)),
@@ -578,11 +563,11 @@ impl MultipartBody {
                 }
             }
             (ofpmp::DESC, true) => Desc(SwitchDesc {
-                mfr_desc: get_str(r, 256)?,
-                hw_desc: get_str(r, 256)?,
-                sw_desc: get_str(r, 256)?,
-                serial_num: get_str(r, 32)?,
-                dp_desc: get_str(r, 256)?,
+                mfr_desc: FixedStr::read(r, 256)?,
+                hw_desc: FixedStr::read(r, 256)?,
+                sw_desc: FixedStr::read(r, 256)?,
+                serial_num: FixedStr::read(r, 32)?,
+                dp_desc: FixedStr::read(r, 256)?,
             }),
             (ofpmp::FLOW, true) => {
                 // `ofp_flow_stats` starts with its 16-bit length; 56 bytes at least.

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::fixed::FixedStr;
 use crate::error::DecodeError;
 use crate::text;
 use crate::wire::{Reader, Writer};
@@ -15,7 +16,7 @@ pub struct PortDesc {
     /// Hardware address.
     pub hw_addr: [u8; 6],
     /// Name (up to 16 bytes, NUL padded).
-    pub name: String,
+    pub name: FixedStr,
     /// `OFPPC_*`.
     pub config: u32,
     /// `OFPPS_*`.
@@ -40,11 +41,7 @@ impl PortDesc {
         w.zeros(4);
         w.bytes(&self.hw_addr);
         w.zeros(2);
-        let mut name = [0u8; 16];
-        for (d, s) in name.iter_mut().zip(self.name.bytes().take(15)) {
-            *d = s;
-        }
-        w.bytes(&name);
+        self.name.write(w, 16);
         for v in [
             self.config,
             self.state,
@@ -64,9 +61,7 @@ impl PortDesc {
         r.pad(4, "ofp_port")?;
         let hw_addr = r.array()?;
         r.pad(2, "ofp_port")?;
-        let raw: [u8; 16] = r.array()?;
-        let end = raw.iter().position(|&b| b == 0).unwrap_or(16);
-        let name = String::from_utf8_lossy(&raw[..end]).into_owned();
+        let name = FixedStr::read(r, 16)?;
         Ok(PortDesc {
             port_no,
             hw_addr,
