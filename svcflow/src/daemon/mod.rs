@@ -143,6 +143,12 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             coe::rest::StoreKind::Ovsdb(remotes) => format!("ovsdb:{}", remotes.join(",")),
         }
     );
+    if matches!(config.store, coe::rest::StoreKind::Ovsdb(_)) {
+        tracing::warn!(
+            "the REST state is shared with other replicas, but svcflow has no master election \
+             per switch yet: only one daemon may drive the nodes (docs/store.md)"
+        );
+    }
 
     // Kubernetes, if on: its model merged with REST's feeds the same channel.
     let (models, kube_task) = match &config.kubernetes {
