@@ -83,6 +83,20 @@ fn put_service(h: &mut Http, uid: &str, ip: &str) -> Reply {
     .unwrap()
 }
 
+/// Node n1 (192.168.50.10, pod CIDR 10.244.0.0/24), through `h`.
+fn put_node(h: &mut Http) {
+    let node = r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+        "k8s-node:internal-ip-address":"192.168.50.10","k8s-node:pod-cidr":"10.244.0.0/24"}]}"#;
+    let r = h
+        .request(
+            "PUT",
+            "/restconf/config/k8s-node:k8s-nodes-info/k8s-nodes/node-1",
+            node.as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
 fn has_service(h: &mut Http, uid: &str) -> bool {
     let r = h
         .request("GET", &format!("{SERVICES}/services/{uid}"), b"")
@@ -455,16 +469,7 @@ fn a_write_to_one_replica_reaches_the_switch_of_another() {
     let store = format!("ovsdb:{}", cluster.unix_remote_list());
     let daemon = Daemon::start_with(&sb, 1, "info", &["--store", &store]).unwrap();
     let mut h = http(&a);
-    let node = r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
-        "k8s-node:internal-ip-address":"192.0.2.10","k8s-node:pod-cidr":"10.244.0.0/24"}]}"#;
-    let r = h
-        .request(
-            "PUT",
-            "/restconf/config/k8s-node:k8s-nodes-info/k8s-nodes/node-1",
-            node.as_bytes(),
-        )
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    put_node(&mut h);
     assert_eq!(put_service(&mut h, "web", "10.96.0.60").status, 200);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -523,4 +528,95 @@ fn a_leader_change_resumes_the_monitor_without_reading_everything_again() {
             "the monitor resumed on the new leader instead of reading the database again"
         );
     });
+}
+
+/// Two `svcflow run` daemons (each on its own sandbox node) share the cluster: a write loop
+/// through both daemons' REST servers while the Raft leader is killed and restarted; every
+/// acknowledged write is present on both afterwards, and each daemon's switch has the last
+/// service.
+#[test]
+fn two_daemons_take_a_write_loop_through_a_leader_change() {
+    use ovs_tests::Sandbox;
+    use ovs_tests::svcflow::{Daemon, REST};
+    let mut cluster = cluster();
+    let store = format!("ovsdb:{}", cluster.unix_remote_list());
+    let sandboxes = [Sandbox::start().unwrap(), Sandbox::start().unwrap()];
+    let daemons: Vec<Daemon> = sandboxes
+        .iter()
+        .map(|sb| Daemon::start_with(sb, 1, "info", &["--store", &store]).unwrap())
+        .collect();
+    let mut clients: Vec<Http> = sandboxes
+        .iter()
+        .map(|sb| Http::new(sb.node_netns(), REST).with_read_timeout(Duration::from_secs(30)))
+        .collect();
+    // Both mirror the cluster: reads answer without a staleness warning.
+    for (h, d) in clients.iter_mut().zip(&daemons) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !h
+            .request("GET", SERVICES, b"")
+            .is_ok_and(|r| r.status == 200 && r.warning.is_none())
+        {
+            assert!(Instant::now() < deadline, "never ready:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    put_node(&mut clients[0]);
+    let (mut acked, mut refused) = (Vec::new(), Vec::new());
+    for i in 0..60u32 {
+        if i == 20 {
+            let leader = cluster.leader().unwrap();
+            cluster.kill(leader).unwrap();
+        }
+        if i == 40 {
+            let down = (0..3).find(|m| !cluster.is_running(*m)).unwrap();
+            cluster.restart(down).unwrap();
+        }
+        let uid = format!("d-{i}");
+        let r = put_service(
+            &mut clients[i as usize % 2],
+            &uid,
+            &format!("10.96.9.{}", i + 1),
+        );
+        match r.status {
+            200 => acked.push(uid),
+            503 | 504 => refused.push((uid, r.status)),
+            s => panic!("{uid}: {s} {}", String::from_utf8_lossy(&r.body)),
+        }
+    }
+    println!("{} acknowledged, refused: {refused:?}", acked.len());
+    assert!(acked.len() >= 55, "{} acknowledged", acked.len());
+    cluster.wait_leader(Duration::from_secs(30)).unwrap();
+    for h in clients.iter_mut() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for uid in &acked {
+            while !has_service(h, uid) {
+                assert!(Instant::now() < deadline, "{uid} missing");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        for (uid, status) in &refused {
+            if *status == 503 {
+                assert!(!has_service(h, uid), "refused {uid} is present");
+            }
+        }
+    }
+    // Each daemon's switch has the last acknowledged service.
+    let last = acked
+        .last()
+        .unwrap()
+        .trim_start_matches("d-")
+        .parse::<u32>()
+        .unwrap();
+    let vip = format!("nw_dst=10.96.9.{}", last + 1);
+    for (sb, d) in sandboxes.iter().zip(&daemons) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !sb.dump_flows("br-int").unwrap_or_default().contains(&vip) {
+            assert!(
+                Instant::now() < deadline,
+                "{vip} never reached the switch:\n{}",
+                d.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
