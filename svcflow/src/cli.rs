@@ -36,10 +36,38 @@ pub enum Command {
     /// the OVSDB schema.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Print what the daemon installed, from its REST operational view: `services [NAME]`.
+    #[command(subcommand)]
+    Get(GetCommand),
     /// Print the flows and groups svcflow would install for a model file (the golden
     /// scenarios' TOML format), offline, as `ovs-ofctl dump-flows --no-stats` and
     /// `dump-groups` print them.
     Render(RenderArgs),
+}
+
+/// `svcflow get` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum GetCommand {
+    /// Services as installed: per node, the group, its endpoints with their bucket's packet
+    /// count, and the counters.
+    Services(GetArgs),
+}
+
+/// `svcflow get` arguments.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// One service: `NAMESPACE/NAME` or its uid.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The daemon's REST northbound.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8181")]
+    pub rest: String,
+    /// An `Authorization` header value (`Basic …` or `Bearer …`), or `SVCFLOW_AUTH`.
+    #[arg(long, env = "SVCFLOW_AUTH", value_name = "VALUE")]
+    pub auth: Option<String>,
+    /// `table` (the default) or `json`.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "table")]
+    pub output: String,
 }
 
 /// `svcflow render` arguments.
@@ -364,7 +392,11 @@ mod tests {
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
             Command::Run(args) => args,
-            Command::Ofp(_) | Command::NodeSetup(_) | Command::Store(_) | Command::Render(_) => {
+            Command::Ofp(_)
+            | Command::NodeSetup(_)
+            | Command::Store(_)
+            | Command::Render(_)
+            | Command::Get(_) => {
                 unreachable!("svcflow run")
             }
         }

@@ -4,6 +4,7 @@ mod cli;
 mod config;
 mod daemon;
 mod dump;
+mod get;
 mod node_setup;
 mod ofp;
 mod store;
@@ -64,6 +65,26 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        cli::Command::Get(cli::GetCommand::Services(args)) => {
+            let json = match args.output.as_str() {
+                "json" => true,
+                "table" => false,
+                other => {
+                    eprintln!("svcflow get: -o {other}: expected table or json");
+                    return ExitCode::from(2);
+                }
+            };
+            match get::services(&args.rest, args.auth.as_deref(), args.name.as_deref(), json) {
+                Ok(text) => {
+                    let _ = write!(std::io::stdout(), "{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("svcflow get: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         cli::Command::Render(args) => {
             let text = match std::fs::read_to_string(&args.file) {
                 Ok(text) => text,

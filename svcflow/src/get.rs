@@ -1,0 +1,220 @@
+//! `svcflow get services [NAME]`: the operational view over REST, as a table (like `kubectl
+//! get`) or as JSON. A minimal HTTP/1.1 client: one request, `Connection: close`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const OPERATIONAL: &str = "/restconf/operational/service:service-information";
+
+/// The services (one, when `name` is `NAMESPACE/NAME` or a uid) as a table, or as the JSON
+/// the northbound answered with `json`.
+pub fn services(
+    rest: &str,
+    auth: Option<&str>,
+    name: Option<&str>,
+    json: bool,
+) -> Result<String, String> {
+    let body = get(rest, OPERATIONAL, auth)?;
+    let value: Value =
+        serde_json::from_slice(&body).map_err(|e| format!("{rest}{OPERATIONAL}: not JSON: {e}"))?;
+    let all = value["service:service-information"]["services"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let chosen: Vec<Value> = all
+        .into_iter()
+        .filter(|s| match name {
+            None => true,
+            Some(n) => {
+                let full = format!(
+                    "{}/{}",
+                    s["network-NS"].as_str().unwrap_or(""),
+                    s["name"].as_str().unwrap_or("")
+                );
+                n == full || Some(n) == s["uid"].as_str()
+            }
+        })
+        .collect();
+    if let Some(n) = name
+        && chosen.is_empty()
+    {
+        return Err(format!("no service {n} in the operational view"));
+    }
+    if json {
+        return serde_json::to_string_pretty(&chosen)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string());
+    }
+    Ok(table(&chosen))
+}
+
+/// One row per service and node: its group, endpoints (with bucket packet counts) and
+/// counters.
+fn table(services: &[Value]) -> String {
+    let mut rows = vec![[
+        "NAMESPACE".to_string(),
+        "NAME".to_string(),
+        "NODE".to_string(),
+        "GROUP".to_string(),
+        "ENDPOINTS (PACKETS)".to_string(),
+        "PACKETS".to_string(),
+        "BYTES".to_string(),
+    ]];
+    for s in services {
+        let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+        let groups = s["groups"].as_array().cloned().unwrap_or_default();
+        if groups.is_empty() {
+            rows.push([
+                text(&s["network-NS"]),
+                text(&s["name"]),
+                "-".into(),
+                "-".into(),
+                "(none: refused)".into(),
+                "0".into(),
+                "0".into(),
+            ]);
+        }
+        for g in groups {
+            let endpoints: Vec<String> = g["buckets"]
+                .as_array()
+                .map(|b| {
+                    b.iter()
+                        .map(|b| {
+                            format!(
+                                "{} ({})",
+                                b["endpoint"].as_str().unwrap_or("?"),
+                                b["packet-count"].as_u64().unwrap_or(0)
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            rows.push([
+                text(&s["network-NS"]),
+                text(&s["name"]),
+                text(&g["node"]),
+                g["group-id"].as_u64().map_or("-".into(), |g| g.to_string()),
+                endpoints.join(", "),
+                g["packet-count"].as_u64().unwrap_or(0).to_string(),
+                g["byte-count"].as_u64().unwrap_or(0).to_string(),
+            ]);
+        }
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// GET `path` from `rest` (`http://HOST:PORT`); the body of a 200, else the answer's error.
+fn get(rest: &str, path: &str, auth: Option<&str>) -> Result<Vec<u8>, String> {
+    let host = rest
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{rest}: expected http://HOST:PORT"))?
+        .trim_end_matches('/');
+    let mut stream = TcpStream::connect(host).map_err(|e| format!("connecting to {host}: {e}"))?;
+    let timeout = Some(Duration::from_secs(30));
+    let _ = stream.set_read_timeout(timeout);
+    let auth = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Accept: application/json\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("{host}: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("{host}: {e}"))?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("{host}: not an HTTP answer"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        let why = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v["errors"]["error"][0]["error-message"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_string());
+        return Err(format!("{rest}{path}: {status}: {why}"));
+    }
+    Ok(body)
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = std::str::from_utf8(&b[..eol])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok())
+            .unwrap_or(0);
+        if size == 0 || b.len() < eol + 2 + size {
+            return out;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
+        b = &b[(eol + 4 + size).min(b.len())..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_has_a_row_per_service_and_node() {
+        let services: Vec<Value> = serde_json::from_str(
+            r#"[{"uid":"s1","network-NS":"default","name":"web","packet-count":5,"byte-count":300,
+               "groups":[{"node":"n1","group-id":7,"buckets":[{"endpoint":"10.244.0.11:8080",
+               "packet-count":3},{"endpoint":"10.244.0.12:8080","packet-count":2}],
+               "packet-count":5,"byte-count":300}],"flows":[]},
+              {"uid":"s2","network-NS":"default","name":"none","groups":[],"flows":[]}]"#,
+        )
+        .unwrap();
+        let t = table(&services);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("NAMESPACE   NAME"), "{t}");
+        assert!(
+            lines[1].contains("10.244.0.11:8080 (3), 10.244.0.12:8080 (2)"),
+            "{t}"
+        );
+        assert!(
+            lines[1].contains("  7  ") || lines[1].contains(" 7 "),
+            "{t}"
+        );
+        assert!(lines[2].contains("(none: refused)"), "{t}");
+    }
+
+    #[test]
+    fn chunked_bodies_are_joined() {
+        assert_eq!(dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"), b"abcde");
+    }
+}
