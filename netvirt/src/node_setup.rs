@@ -77,6 +77,11 @@ impl Default for NodeSetup {
     }
 }
 
+/// Packet-ins per second a node's switch sends svcflow (`controller_rate_limit`).
+pub const PACKET_IN_RATE: i64 = 1000;
+/// Packet-ins above the rate it may send in a burst (`controller_burst_limit`).
+pub const PACKET_IN_BURST: i64 = 250;
+
 /// Operations that make the bridge, its controller and the gateway port as `setup` says;
 /// empty when they already are.
 pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>, HelperError> {
@@ -93,6 +98,11 @@ pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>,
     let controller = ControllerSpec {
         target: setup.controller.clone(),
         connection_mode: Some("out-of-band".into()),
+        // Refusals of services without endpoints reach svcflow as packet-ins: the switch
+        // sends at most this many per second, queueing a burst and dropping the rest, so a
+        // flood of connection attempts cannot take svcflow's CPU.
+        rate_limit: Some(PACKET_IN_RATE),
+        burst_limit: Some(PACKET_IN_BURST),
     };
     ops.extend(set_controllers_ops(replica, &setup.bridge, &[controller])?);
     let mut gw = PortSpec::new(&setup.gateway_port, InterfaceType::Internal);

@@ -357,3 +357,96 @@ fn an_ovsdb_server_claiming_a_connected_node_is_refused() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(set_up(&sb), "n1 lost its setup");
 }
+
+/// A flood of datagrams to a service without endpoints: every one would reach svcflow as a
+/// packet-in to be refused, but the switch sends svcflow at most its controller rate limit
+/// (1,000 a second and a burst of 250), so the refusals are bounded and REST keeps answering.
+#[test]
+fn a_flood_to_a_service_without_endpoints_is_rate_limited() {
+    use ovs_tests::svcflow::fixture::{add_pod, pod_body};
+    let mut sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let daemon = started(&sb);
+    let pod = add_pod(&mut sb, "pa", "10.244.0.11", "0a:58:0a:f4:00:0b", 11);
+    ovs_tests::svcflow::rest(
+        &sb,
+        "PUT",
+        "pod:coe/pods/pa",
+        &pod_body("pa", pod.ip(), pod.mac()),
+    )
+    .unwrap();
+    ovs_tests::svcflow::rest(
+        &sb,
+        "PUT",
+        "service:service-information/services/svc-empty",
+        r#"{"service:services":[{"service:uid":"svc-empty","service:name":"empty",
+        "service:network-NS":"default","service:cluster-ip-address":"10.96.0.99",
+        "service:service-ports":[{"service:name":"dns","service:port":53,
+        "service:protocol":"UDP"}]}]}"#,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !sb.dump_flows(BR).unwrap().contains("nw_dst=10.96.0.99") {
+        assert!(Instant::now() < deadline, "no flow:\n{}", daemon.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // 3 s of datagrams from the pod; a connected UDP socket hears each refusal (ICMP port
+    // unreachable) as ECONNREFUSED on a later send.
+    let script = r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("10.96.0.99", 53))
+s.setblocking(False)
+sent = refused = 0
+end = time.time() + 3
+while time.time() < end:
+    try:
+        s.send(b"x" * 32)
+        sent += 1
+    except ConnectionRefusedError:
+        refused += 1
+    except BlockingIOError:
+        pass
+print(sent, refused)
+"#;
+    let before = std::time::Instant::now();
+    let flood = std::thread::spawn({
+        let pod = pod.clone();
+        move || pod.run(&["python3", "-c", script]).unwrap()
+    });
+    // REST answers during the flood.
+    let mut slowest = Duration::ZERO;
+    while !flood.is_finished() {
+        let t = Instant::now();
+        ovs_tests::svcflow::rest(
+            &sb,
+            "GET",
+            "service:service-information/services/svc-empty",
+            "",
+        )
+        .unwrap();
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = flood.join().unwrap();
+    let mut counts = out.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    let (sent, refused) = (counts.next().unwrap(), counts.next().unwrap());
+    println!(
+        "flood: {sent} datagrams in {:.1} s, {refused} refused; slowest REST read during it {:?}",
+        before.elapsed().as_secs_f64(),
+        slowest
+    );
+    assert!(
+        sent > 10_000,
+        "the flood was too slow to test anything: {sent}"
+    );
+    assert!(refused > 0, "nothing was refused at all");
+    // 3 s at 1,000 a second, a burst of 250, and slack for timing.
+    assert!(
+        refused <= 4_500,
+        "{refused} refusals for {sent} datagrams: no rate limit"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "REST took {slowest:?} during the flood"
+    );
+}

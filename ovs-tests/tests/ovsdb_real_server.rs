@@ -122,9 +122,14 @@ async fn bridge_with_internal_port_and_external_ids() {
     let ctl = vec![ControllerSpec {
         target: "tcp:127.0.0.1:6653".into(),
         connection_mode: Some("out-of-band".into()),
+        rate_limit: Some(1000),
+        burst_limit: Some(250),
     }];
     assert!(vs.set_controllers("br-test", &ctl).await.unwrap() > 0);
     assert_eq!(vs.set_controllers("br-test", &ctl).await.unwrap(), 0);
+    // The real server took the packet-in limits (its schema checks them).
+    let c = vs.replica.read().controllers();
+    assert_eq!((c[0].rate_limit, c[0].burst_limit), (Some(1000), Some(250)));
 
     // Own writes are visible in the replica as soon as the transaction returns.
     assert_eq!(vs.replica.read().bridge_ports("br-test").len(), 2);

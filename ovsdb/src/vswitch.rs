@@ -91,6 +91,10 @@ pub struct Controller {
     pub uuid: Uuid,
     pub target: String,
     pub connection_mode: Option<String>,
+    /// Packet-ins per second the switch sends this controller (`controller_rate_limit`).
+    pub rate_limit: Option<i64>,
+    /// Packet-ins it may send in a burst above the rate (`controller_burst_limit`).
+    pub burst_limit: Option<i64>,
     pub is_connected: bool,
 }
 
@@ -165,6 +169,8 @@ impl Controller {
             uuid,
             target: string(r, "target").unwrap_or_default(),
             connection_mode: string(r, "connection_mode"),
+            rate_limit: r.get("controller_rate_limit").and_then(Datum::as_integer),
+            burst_limit: r.get("controller_burst_limit").and_then(Datum::as_integer),
             is_connected: r
                 .get("is_connected")
                 .and_then(Datum::as_bool)
@@ -295,7 +301,13 @@ pub fn monitor_requests() -> BTreeMap<String, MonitorRequest> {
         ),
         (
             "Controller",
-            t(&["target", "connection_mode", "is_connected"]),
+            t(&[
+                "target",
+                "connection_mode",
+                "controller_rate_limit",
+                "controller_burst_limit",
+                "is_connected",
+            ]),
         ),
         ("Manager", t(&["target", "is_connected"])),
     ]
@@ -476,11 +488,28 @@ pub fn ensure_bridge_ops(r: &Replica, spec: &BridgeSpec) -> Vec<Operation> {
     ops
 }
 
-/// A controller target and its `connection_mode` (`in-band` / `out-of-band`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// A controller target, its `connection_mode` (`in-band` / `out-of-band`), and the limits on
+/// the packet-ins the switch sends it (`controller_rate_limit`, at least 100 per second, and
+/// `controller_burst_limit`, at least 25; none: unlimited).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct ControllerSpec {
     pub target: String,
     pub connection_mode: Option<String>,
+    pub rate_limit: Option<i64>,
+    pub burst_limit: Option<i64>,
+}
+
+impl ControllerSpec {
+    /// The columns this spec sets on a Controller row.
+    fn columns(&self) -> Row {
+        let opt_str = |v: &Option<String>| v.as_deref().map(Datum::string).unwrap_or_default();
+        let opt_int = |v: Option<i64>| v.map(Datum::integer).unwrap_or_default();
+        row(vec![
+            ("connection_mode", opt_str(&self.connection_mode)),
+            ("controller_rate_limit", opt_int(self.rate_limit)),
+            ("controller_burst_limit", opt_int(self.burst_limit)),
+        ])
+    }
 }
 
 /// Why a helper cannot build a transaction.
@@ -519,26 +548,21 @@ pub fn set_controllers_ops(
         match have.iter().find(|c| c.target == w.target) {
             Some(c) => {
                 refs.push(crate::datum::Atom::Uuid(c.uuid));
-                if c.connection_mode != w.connection_mode {
-                    let mode = w
-                        .connection_mode
-                        .as_deref()
-                        .map(Datum::string)
-                        .unwrap_or_default();
+                if (&c.connection_mode, c.rate_limit, c.burst_limit)
+                    != (&w.connection_mode, w.rate_limit, w.burst_limit)
+                {
                     ops.push(Operation::update(
                         "Controller",
                         vec![Condition::uuid(c.uuid)],
-                        row(vec![("connection_mode", mode)]),
+                        w.columns(),
                     ));
                 }
             }
             None => {
                 changed = true;
                 let name = format!("ctl{i}");
-                let mut cr = row(vec![("target", Datum::string(&w.target))]);
-                if let Some(m) = &w.connection_mode {
-                    cr.insert("connection_mode".into(), Datum::string(m));
-                }
+                let mut cr = w.columns();
+                cr.insert("target".into(), Datum::string(&w.target));
                 ops.push(Operation::insert_named("Controller", cr, &name));
                 refs.push(crate::datum::Atom::NamedUuid(name));
             }

@@ -225,6 +225,7 @@ fn controllers_and_external_ids() {
     let want = vec![ControllerSpec {
         target: "tcp:127.0.0.1:6653".into(),
         connection_mode: Some("out-of-band".into()),
+        ..ControllerSpec::default()
     }];
     let ops = set_controllers_ops(&r, "br0", &want).unwrap();
     assert_eq!(ops.len(), 2);
@@ -237,9 +238,28 @@ fn controllers_and_external_ids() {
     let want2 = vec![ControllerSpec {
         target: "tcp:127.0.0.1:6653".into(),
         connection_mode: None,
+        ..ControllerSpec::default()
     }];
     let ops = set_controllers_ops(&r, "br0", &want2).unwrap();
     assert_eq!(ops.len(), 1, "only the mode changes: {ops:?}");
+    // Packet-in limits are set in place too, and kept once set.
+    let limited = vec![ControllerSpec {
+        target: "tcp:127.0.0.1:6653".into(),
+        connection_mode: Some("out-of-band".into()),
+        rate_limit: Some(1000),
+        burst_limit: Some(250),
+    }];
+    let ops = set_controllers_ops(&r, "br0", &limited).unwrap();
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    apply_ops(&mut r, &ops);
+    assert_eq!(
+        (
+            r.controllers()[0].rate_limit,
+            r.controllers()[0].burst_limit
+        ),
+        (Some(1000), Some(250))
+    );
+    assert!(set_controllers_ops(&r, "br0", &limited).unwrap().is_empty());
 
     let set: BTreeMap<String, String> = [("a".to_owned(), "1".to_owned())].into();
     let ops = set_external_ids_ops(&r, NamedTable::Bridge, "br0", &set, &[]).unwrap();
