@@ -114,17 +114,19 @@ fn metrics_and_health_follow_real_syncs() {
     // `svcflow get services` reads the operational view over REST, in the node's namespace.
     let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
     let bin = bin.to_string_lossy().to_string();
-    let table = sb
-        .node(&[&bin, "get", "services", "default/m"])
-        .unwrap();
+    let table = sb.node(&[&bin, "get", "services", "default/m"]).unwrap();
     let row = table.lines().nth(1).unwrap_or_default();
     assert!(row.starts_with("default") && row.contains(" m "), "{table}");
-    let json = sb
-        .node(&[&bin, "get", "services", "-o", "json"])
-        .unwrap();
+    let json = sb.node(&[&bin, "get", "services", "-o", "json"]).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert!(v.as_array().unwrap().iter().any(|s| s["name"] == "m"), "{json}");
-    assert!(sb.node(&[&bin, "get", "services", "default/absent"]).is_err());
+    assert!(
+        v.as_array().unwrap().iter().any(|s| s["name"] == "m"),
+        "{json}"
+    );
+    assert!(
+        sb.node(&[&bin, "get", "services", "default/absent"])
+            .is_err()
+    );
 
     // Health: 200 with kube-proxy's body, on both paths.
     for path in ["/healthz", "/livez"] {
