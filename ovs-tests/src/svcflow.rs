@@ -58,6 +58,15 @@ impl Daemon {
         log_level: &str,
         more: &[&str],
     ) -> Result<Daemon, SandboxError> {
+        let mut args = vec!["--log-level", log_level, "--host-node", "n1"];
+        args.extend_from_slice(more);
+        Self::start_node(sb, n, &args)
+    }
+
+    /// Starts the daemon in the node's namespace for node `n1` on the sandbox's OVSDB, on the
+    /// usual OpenFlow and REST addresses, with no overlay (other nodes sit behind the uplink's
+    /// routed next hop), and `more` flags.
+    fn start_node(sb: &Sandbox, n: u32, more: &[&str]) -> Result<Daemon, SandboxError> {
         let remote = format!("n1={}", sb.db_remote());
         let mut args = vec![
             "--openflow-listen",
@@ -66,11 +75,6 @@ impl Daemon {
             REST,
             "--ovsdb-remote",
             &remote,
-            "--log-level",
-            log_level,
-            "--host-node",
-            "n1",
-            // Other nodes sit behind the uplink's routed next hop: no overlay.
             "--encap",
             "none",
         ];
@@ -93,9 +97,8 @@ impl Daemon {
     }
 
     /// Starts the daemon in the node's namespace watching Kubernetes through `kubeconfig`
-    /// (written into the sandbox's directory from `kubeconfig_text`), for node `n1` on the
-    /// sandbox's OVSDB, with no overlay (other nodes sit behind the uplink's routed next hop),
-    /// and `more` flags.
+    /// (written into the sandbox's directory from `kubeconfig_text`), as [`Daemon::start_node`]
+    /// does, with `more` flags.
     pub fn start_kube(
         sb: &Sandbox,
         n: u32,
@@ -105,21 +108,9 @@ impl Daemon {
         let kubeconfig = sb.dir().join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_text)?;
         let kubeconfig = kubeconfig.to_string_lossy().to_string();
-        let remote = format!("n1={}", sb.db_remote());
-        let mut args = vec![
-            "--openflow-listen",
-            OPENFLOW,
-            "--rest-listen",
-            REST,
-            "--ovsdb-remote",
-            &remote,
-            "--kubeconfig",
-            &kubeconfig,
-            "--encap",
-            "none",
-        ];
+        let mut args = vec!["--kubeconfig", &kubeconfig];
         args.extend_from_slice(more);
-        Self::spawn(sb, n, Some(sb.node_netns()), &args)
+        Self::start_node(sb, n, &args)
     }
 
     /// Starts `svcflow run ARGS --state-dir <sandbox>/state` in `netns`, or in the test's own
