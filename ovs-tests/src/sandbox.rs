@@ -246,7 +246,17 @@ impl Sandbox {
         // Wait until it has read the database and built every bridge it holds.
         // (Without --no-wait, ovs-vsctl returns once ovs-vswitchd has applied the change.)
         let mark = format!("external_ids:svcflow-sandbox={}", self.id);
-        self.vsctl(&["set", "Open_vSwitch", ".", &mark]).map(|_| ())
+        self.vsctl(&["set", "Open_vSwitch", ".", &mark])?;
+        // And until each bridge's management socket answers: it can lag the bridge itself
+        // (seen once: `ovs-ofctl dump-flows` refused right after a restart).
+        let bridges = self.vsctl(&["list-br"])?;
+        for bridge in bridges.lines().map(str::trim).filter(|b| !b.is_empty()) {
+            let bridge = bridge.to_string();
+            self.wait_daemon_ready("ovs-vswitchd", "log/ovs-vswitchd.log", |s| {
+                s.ofctl("show", &bridge, &[]).is_ok()
+            })?;
+        }
+        Ok(())
     }
 
     /// Stops `ovs-vswitchd`. `graceful` asks it to exit and clean up its datapath; otherwise it
