@@ -12,6 +12,8 @@ have ip || need+=(iproute2)
 have curl || need+=(curl)
 have ping || need+=(iputils-ping)
 have pgrep || need+=(procps)
+have python3 || need+=(python3-minimal) # the refusal-flood test's sender
+have prlimit || need+=(util-linux)      # the descriptor-exhaustion test
 
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

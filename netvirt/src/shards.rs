@@ -356,13 +356,6 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
 /// What an update touched, to send as steps ([`Shards::steps`]).
 pub struct Pending(Before);
 
-impl Pending {
-    /// Whether the update touched nothing.
-    pub fn is_empty(&self) -> bool {
-        self.0.flows.is_empty() && self.0.groups.is_empty()
-    }
-}
-
 /// The previous entries of the flows and groups an update touches, and the shards it
 /// rendered.
 #[derive(Default)]

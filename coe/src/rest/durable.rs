@@ -140,6 +140,11 @@ pub struct Changed {
 }
 
 impl Changed {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.items.is_empty()
+    }
+
     /// Adds what `effects` touch.
     pub fn record(&mut self, effects: &[Effect]) {
         for effect in effects {

@@ -234,7 +234,6 @@ pub struct Mirror {
     items: HashMap<Uuid, (Kind, String)>,
     elans: HashMap<Uuid, String>,
     changed: Changed,
-    publish: bool,
     /// Rows that could not be read, with why (reported once each).
     pub bad_rows: Vec<String>,
 }
@@ -325,19 +324,18 @@ impl Mirror {
             }
         }
         self.synced = true;
-        self.publish = true;
     }
 
     /// What changed since the last call, for the publisher.
     pub fn take_changed(&mut self) -> Changed {
-        self.publish = false;
         std::mem::take(&mut self.changed)
     }
 
-    /// Whether the mirror changed without a new revision (its first dump, a re-read): the
-    /// publisher publishes it anyway.
-    pub fn take_pending_publish(&mut self) -> bool {
-        self.publish
+    /// Whether items changed since the last [`Mirror::take_changed`] (a first dump, a
+    /// re-read, changes under the same revision): the publisher publishes them even when the
+    /// revision it published is current.
+    pub fn has_changes(&self) -> bool {
+        !self.changed.is_empty()
     }
 }
 

@@ -399,7 +399,7 @@ impl Publisher {
                         return;
                     };
                     let Ok(mut m) = mirror.lock() else { return };
-                    if m.revision == published && !m.take_pending_publish() {
+                    if m.revision == published && !m.has_changes() {
                         continue;
                     }
                     let changed = m.take_changed();
