@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use ovsdb::Operation;
 use ovsdb::Replica;
 use ovsdb::vswitch::{
-    BridgeSpec, ControllerSpec, FailMode, HelperError, InterfaceType, PortSpec, VSwitchQuery,
-    add_port_ops_named, ensure_bridge_ops, set_controllers_ops,
+    BridgeSpec, Controller, ControllerSpec, FailMode, HelperError, InterfaceType, PortSpec,
+    VSwitchQuery, add_controller_ops, add_port_ops_named, ensure_bridge_ops, set_controllers_ops,
 };
 
 use crate::desired::{GatewayPort, NodeBindings, Uplink};
@@ -55,6 +55,10 @@ pub struct NodeSetup {
     /// The encapsulation of pod traffic between nodes: with one, the bridge gets a
     /// flow-based tunnel port ([`TUNNEL_PORT`]).
     pub encap: crate::config::Encap,
+    /// Whether other svcflow replicas share the switch: then `controller` is added to the
+    /// bridge's controllers and the others' targets stay ([`add_controller_ops`]); otherwise
+    /// it is the bridge's only controller.
+    pub shared_controller: bool,
 }
 
 /// A node's datapath id: svcflow's mark `0x5356` over 48 bits of the node name's hash, so a
@@ -73,6 +77,7 @@ impl Default for NodeSetup {
             gateway_mac: MacAddr([0x0a, 0x58, 0xa9, 0xfe, 0x00, 0x01]),
             datapath_id: datapath_id(""),
             encap: crate::config::Encap::None,
+            shared_controller: false,
         }
     }
 }
@@ -104,7 +109,11 @@ pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>,
         rate_limit: Some(PACKET_IN_RATE),
         burst_limit: Some(PACKET_IN_BURST),
     };
-    ops.extend(set_controllers_ops(replica, &setup.bridge, &[controller])?);
+    if setup.shared_controller {
+        ops.extend(add_controller_ops(replica, &setup.bridge, &controller)?);
+    } else {
+        ops.extend(set_controllers_ops(replica, &setup.bridge, &[controller])?);
+    }
     let mut gw = PortSpec::new(&setup.gateway_port, InterfaceType::Internal);
     gw.iface_external_ids = BTreeMap::from([(ROLE_KEY.to_string(), ROLE_GATEWAY.to_string())]);
     gw.mac = Some(setup.gateway_mac.to_string());
@@ -127,6 +136,27 @@ pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>,
         ops.extend(add_port_ops_named(replica, &setup.bridge, &tun, "tun")?);
     }
     Ok(ops)
+}
+
+/// The targets of `bridge`'s controllers that its switch says it is connected to: the
+/// svcflow replicas the switch can reach, as ovs-vswitchd reports them (`is_connected`).
+pub fn connected_controllers(
+    replica: &Replica,
+    bridge: &str,
+) -> std::collections::BTreeSet<String> {
+    let Some(b) = replica.bridge(bridge) else {
+        return Default::default();
+    };
+    b.controllers
+        .iter()
+        .filter_map(|u| {
+            replica
+                .row("Controller", u)
+                .map(|row| Controller::from_row(*u, row))
+        })
+        .filter(|c| c.is_connected)
+        .map(|c| c.target)
+        .collect()
 }
 
 /// The bindings of `bridge`'s interfaces that have an OpenFlow port.

@@ -67,7 +67,17 @@ impl Daemon {
     /// usual OpenFlow and REST addresses, with no overlay (other nodes sit behind the uplink's
     /// routed next hop), and `more` flags.
     fn start_node(sb: &Sandbox, n: u32, more: &[&str]) -> Result<Daemon, SandboxError> {
-        let remote = format!("n1={}", sb.db_remote());
+        Self::start_as(sb, n, "n1", more)
+    }
+
+    /// As [`Daemon::start_node`], with the sandbox's switch as node `node`.
+    pub fn start_as(
+        sb: &Sandbox,
+        n: u32,
+        node: &str,
+        more: &[&str],
+    ) -> Result<Daemon, SandboxError> {
+        let remote = format!("{node}={}", sb.db_remote());
         let mut args = vec![
             "--openflow-listen",
             OPENFLOW,
@@ -318,6 +328,59 @@ pub mod fixture {
             r#"{{"service:endpoints":[{{"service:uid":"ep-web","service:name":"web","service:network-NS":"default","service:endpoint-addresses":[{}],"service:endpoint-ports":[{{"service:name":"http","service:port":8080}}]}}]}}"#,
             addresses.join(",")
         )
+    }
+
+    /// The REST body of a one-port ClusterIP service `uid` (named `uid`) on `ip`, port 80 to
+    /// 8080.
+    pub fn service_body(uid: &str, ip: &str) -> String {
+        format!(
+            r#"{{"service:services":[{{"service:uid":"{uid}","service:name":"{uid}",
+        "service:network-NS":"default","service:cluster-ip-address":"{ip}",
+        "service:service-ports":[{{"service:name":"http","service:port":80,
+        "service:target-port":"8080"}}]}}]}}"#
+        )
+    }
+
+    /// The pods of [`put_web`]: backends `pa` and `pb` (10.244.0.11 and .12, serving TCP 8080)
+    /// and client `pc` (10.244.0.13), as hosts on `br-int` ports 11 to 13. Returns the client
+    /// and the backends' servers.
+    pub fn web_pods(sb: &mut Sandbox) -> (Host, Vec<crate::Process>) {
+        let pa = add_pod(sb, "pa", "10.244.0.11", "0a:58:0a:f4:00:0b", 11);
+        let pb = add_pod(sb, "pb", "10.244.0.12", "0a:58:0a:f4:00:0c", 12);
+        let pc = add_pod(sb, "pc", "10.244.0.13", "0a:58:0a:f4:00:0d", 13);
+        let servers = vec![
+            pa.serve("pa", &["tcp:8080"])
+                .unwrap_or_else(|e| panic!("pa: {e}")),
+            pb.serve("pb", &["tcp:8080"])
+                .unwrap_or_else(|e| panic!("pb: {e}")),
+        ];
+        (pc, servers)
+    }
+
+    /// Puts, through `put(path, body)`, node n1, the pods of [`web_pods`], service `web`
+    /// (`svc-web`, 10.96.0.10:80 to 8080) and its endpoints on `pa` and `pb`.
+    pub fn put_web(put: &dyn Fn(&str, &str)) {
+        put(
+            "k8s-node:k8s-nodes-info/k8s-nodes/node-1",
+            &format!(
+                r#"{{"k8s-node:k8s-nodes":[{{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+                "k8s-node:internal-ip-address":"{NODE_IP}","k8s-node:pod-cidr":"10.244.0.0/24"}}]}}"#
+            ),
+        );
+        for (uid, ip, mac) in [
+            ("pa", "10.244.0.11", "0a:58:0a:f4:00:0b"),
+            ("pb", "10.244.0.12", "0a:58:0a:f4:00:0c"),
+            ("pc", "10.244.0.13", "0a:58:0a:f4:00:0d"),
+        ] {
+            put(&format!("pod:coe/pods/{uid}"), &pod_body(uid, ip, mac));
+        }
+        let web = service_body("svc-web", "10.96.0.10")
+            .replace(r#""service:name":"svc-web""#, r#""service:name":"web""#);
+        put("service:service-information/services/svc-web", &web);
+        put(
+            "service:endpoints-info/endpoints/ep-web",
+            &web_endpoints_body(&["10.244.0.11", "10.244.0.12"]),
+        );
     }
 
     /// Puts the endpoints of service `web`.

@@ -131,6 +131,20 @@ async fn bridge_with_internal_port_and_external_ids() {
     let c = vs.replica.read().controllers();
     assert_eq!((c[0].rate_limit, c[0].burst_limit), (Some(1000), Some(250)));
 
+    // Controllers sharing the switch each add their own target and keep the others'.
+    let other = ovsdb::vswitch::ControllerSpec {
+        target: "tcp:127.0.0.1:6654".into(),
+        ..ctl[0].clone()
+    };
+    assert_eq!(vs.add_controller("br-test", &other).await.unwrap(), 2);
+    assert_eq!(vs.add_controller("br-test", &other).await.unwrap(), 0);
+    assert_eq!(vs.add_controller("br-test", &ctl[0]).await.unwrap(), 0);
+    assert_eq!(
+        vsctl(&sb, &["get-controller", "br-test"]).trim(),
+        "tcp:127.0.0.1:6653\ntcp:127.0.0.1:6654"
+    );
+    assert!(vs.set_controllers("br-test", &ctl).await.unwrap() > 0);
+
     // Own writes are visible in the replica as soon as the transaction returns.
     assert_eq!(vs.replica.read().bridge_ports("br-test").len(), 2);
 

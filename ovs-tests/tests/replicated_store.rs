@@ -66,12 +66,7 @@ fn http(r: &Replica) -> Http {
 }
 
 fn service(uid: &str, ip: &str) -> String {
-    format!(
-        r#"{{"service:services":[{{"service:uid":"{uid}","service:name":"{uid}",
-        "service:network-NS":"default","service:cluster-ip-address":"{ip}",
-        "service:service-ports":[{{"service:name":"http","service:port":80,
-        "service:target-port":"8080"}}]}}]}}"#
-    )
+    ovs_tests::svcflow::fixture::service_body(uid, ip)
 }
 
 fn put_service(h: &mut Http, uid: &str, ip: &str) -> Reply {
@@ -530,7 +525,7 @@ fn a_leader_change_resumes_the_monitor_without_reading_everything_again() {
     });
 }
 
-/// Two `svcflow run` daemons (each on its own sandbox node) share the cluster: a write loop
+/// Two `svcflow run` daemons (each on its own sandbox node, n1 and n2) share the cluster: a write loop
 /// through both daemons' REST servers while the Raft leader is killed and restarted; every
 /// acknowledged write is present on both afterwards, and each daemon's switch has the last
 /// service.
@@ -541,9 +536,14 @@ fn two_daemons_take_a_write_loop_through_a_leader_change() {
     let mut cluster = cluster();
     let store = format!("ovsdb:{}", cluster.unix_remote_list());
     let sandboxes = [Sandbox::start().unwrap(), Sandbox::start().unwrap()];
+    // Node n1 on the first sandbox, n2 on the second: each daemon dials its own node, and
+    // the election gives it that node (a node has one master among the replicas).
     let daemons: Vec<Daemon> = sandboxes
         .iter()
-        .map(|sb| Daemon::start_with(sb, 1, "info", &["--store", &store]).unwrap())
+        .enumerate()
+        .map(|(i, sb)| {
+            Daemon::start_as(sb, 1, &format!("n{}", i + 1), &["--store", &store]).unwrap()
+        })
         .collect();
     let mut clients: Vec<Http> = sandboxes
         .iter()
@@ -561,6 +561,16 @@ fn two_daemons_take_a_write_loop_through_a_leader_change() {
         }
     }
     put_node(&mut clients[0]);
+    let n2 = r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"node-2","k8s-node:host-name":"n2",
+        "k8s-node:internal-ip-address":"192.168.50.11","k8s-node:pod-cidr":"10.244.1.0/24"}]}"#;
+    let r = clients[1]
+        .request(
+            "PUT",
+            "/restconf/config/k8s-node:k8s-nodes-info/k8s-nodes/node-2",
+            n2.as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let (mut acked, mut refused) = (Vec::new(), Vec::new());
     for i in 0..60u32 {
         if i == 20 {

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use ovs_tests::svcflow::fixture::{NODE_IP, add_pod, curl, pod_body, web_endpoints_body};
+use ovs_tests::svcflow::fixture::{curl, put_web, web_endpoints_body, web_pods};
 use ovs_tests::svcflow::{Daemon, NB, SyncLine};
 use ovs_tests::{Host, ProbeStream, Process, Sample, Sandbox, wait_for};
 
@@ -62,13 +62,7 @@ impl Cluster {
         if let Err(e) = ready {
             panic!("{e}\ndaemon log:\n{}", daemon.log());
         }
-        let pa = add_pod(&mut sb, "pa", "10.244.0.11", "0a:58:0a:f4:00:0b", 11);
-        let pb = add_pod(&mut sb, "pb", "10.244.0.12", "0a:58:0a:f4:00:0c", 12);
-        let pc = add_pod(&mut sb, "pc", "10.244.0.13", "0a:58:0a:f4:00:0d", 13);
-        let servers = vec![
-            pa.serve("pa", &["tcp:8080"]).unwrap(),
-            pb.serve("pb", &["tcp:8080"]).unwrap(),
-        ];
+        let (pc, servers) = web_pods(&mut sb);
         let up = wait_for("the REST northbound", Duration::from_secs(20), || {
             sb.node(&["curl", "-sf", &format!("{NB}/k8s-node:k8s-nodes-info")])
                 .ok()
@@ -76,42 +70,9 @@ impl Cluster {
         if let Err(e) = up {
             panic!("{e}\ndaemon log:\n{}", daemon.log());
         }
-        curl(
-            &sb,
-            "PUT",
-            "k8s-node:k8s-nodes-info/k8s-nodes/node-1",
-            &format!(
-                r#"{{"k8s-node:k8s-nodes":[{{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
-                "k8s-node:internal-ip-address":"{NODE_IP}","k8s-node:pod-cidr":"10.244.0.0/24"}}]}}"#
-            ),
-        );
-        for (uid, host) in [("pa", &pa), ("pb", &pb), ("pc", &pc)] {
-            curl(
-                &sb,
-                "PUT",
-                &format!("pod:coe/pods/{uid}"),
-                &pod_body(uid, host.ip(), host.mac()),
-            );
-        }
-        curl(
-            &sb,
-            "PUT",
-            "service:service-information/services/svc-web",
-            r#"{"service:services":[{"service:uid":"svc-web","service:name":"web",
-            "service:network-NS":"default","service:cluster-ip-address":"10.96.0.10",
-            "service:service-ports":[{"service:name":"http","service:port":80,
-            "service:target-port":"8080"}]}]}"#,
-        );
-        curl(
-            &sb,
-            "PUT",
-            "service:endpoints-info/endpoints/ep-web",
-            r#"{"service:endpoints":[{"service:uid":"ep-web","service:name":"web",
-            "service:network-NS":"default","service:endpoint-addresses":[
-            {"service:ip-address":"10.244.0.11","service:node-name":"n1"},
-            {"service:ip-address":"10.244.0.12","service:node-name":"n1"}],
-            "service:endpoint-ports":[{"service:name":"http","service:port":8080}]}]}"#,
-        );
+        put_web(&|path, body| {
+            curl(&sb, "PUT", path, body);
+        });
         let works = wait_for("the service to answer", Duration::from_secs(30), || {
             let attempt = pc.connect("tcp", VIP, 1, &["--timeout-ms", "1000"]).ok()?;
             attempt.first()?.as_ref().ok().cloned()

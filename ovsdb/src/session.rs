@@ -176,7 +176,7 @@ enum Pending {
         method: MonitorMethod,
     },
     MonitorCancel(RequestId),
-    Lock(Option<RequestId>, LockOp),
+    Lock(Option<RequestId>, LockOp, String),
     Echo(Option<RequestId>),
 }
 
@@ -529,7 +529,7 @@ impl Session {
             LockOp::Steal => "steal",
             LockOp::Unlock => "unlock",
         };
-        self.send_request(m, json!([name]), Pending::Lock(user, op));
+        self.send_request(m, json!([name]), Pending::Lock(user, op, name.to_owned()));
     }
 
     fn fail(&mut self, p: Pending) {
@@ -539,7 +539,7 @@ impl Session {
             | Pending::Transact(id, _)
             | Pending::MonitorCancel(id) => Some(id),
             Pending::Monitor { user, .. } => user,
-            Pending::Lock(user, _) | Pending::Echo(user) => user,
+            Pending::Lock(user, _, _) | Pending::Echo(user) => user,
         };
         if let Some(id) = id {
             self.events.push_back(Event::Reply {
@@ -653,8 +653,9 @@ impl Session {
                 if method == "locked" {
                     self.events.push_back(Event::Locked(name));
                 } else {
-                    // A stolen lock is gone for good (§4.1.9); do not re-request it on reset.
-                    self.locks.remove(&name);
+                    // The former owner stays queued for the lock (ovsdb-server keeps its
+                    // waiter, and answers a new `lock` with "must issue unlock"), so it is
+                    // re-requested on reset like any queued lock; `unlock` leaves the queue.
                     self.events.push_back(Event::Stolen(name));
                 }
             }
@@ -697,7 +698,7 @@ impl Session {
             Pending::Echo(Some(id)) => {
                 push(self, id, res.map(Reply::Echo).map_err(RequestError::Rpc))
             }
-            Pending::Lock(user, op) => {
+            Pending::Lock(user, op, name) => {
                 let r = res.map_err(RequestError::Rpc).and_then(|v| match op {
                     LockOp::Unlock => Ok(Reply::Done),
                     _ => v
@@ -706,8 +707,14 @@ impl Session {
                         .map(|locked| Reply::Lock { locked })
                         .ok_or_else(|| RequestError::Malformed("lock reply without locked".into())),
                 });
-                if let Some(id) = user {
-                    push(self, id, r);
+                match user {
+                    Some(id) => push(self, id, r),
+                    // A lock re-requested after a reconnect and granted at once: no `locked`
+                    // notification follows, so say it here.
+                    None if matches!(r, Ok(Reply::Lock { locked: true })) => {
+                        self.events.push_back(Event::Locked(name));
+                    }
+                    None => {}
                 }
                 self.resync_step(user.is_none() && op != LockOp::Unlock);
             }

@@ -578,6 +578,54 @@ pub fn set_controllers_ops(
     Ok(ops)
 }
 
+/// Operations that put `want` among the bridge's controllers, keeping every other controller
+/// it has: what each of several controllers sharing a switch runs for itself. The reference is
+/// added with a `mutate`, so two of them adding their own targets at once both land, and the
+/// bridge never has an empty controller list on the way (setting the first controller, or
+/// removing the last, makes OVS flush the flow table). Empty when `want` is there as asked.
+pub fn add_controller_ops(
+    r: &Replica,
+    bridge: &str,
+    want: &ControllerSpec,
+) -> Result<Vec<Operation>, HelperError> {
+    let b = r
+        .bridge(bridge)
+        .ok_or_else(|| HelperError::NoSuchBridge(bridge.into()))?;
+    let have = b.controllers.iter().find_map(|u| {
+        r.row("Controller", u)
+            .map(|row| Controller::from_row(*u, row))
+            .filter(|c| c.target == want.target)
+    });
+    Ok(match have {
+        Some(c)
+            if (&c.connection_mode, c.rate_limit, c.burst_limit)
+                == (&want.connection_mode, want.rate_limit, want.burst_limit) =>
+        {
+            vec![]
+        }
+        Some(c) => vec![Operation::update(
+            "Controller",
+            vec![Condition::uuid(c.uuid)],
+            want.columns(),
+        )],
+        None => {
+            let mut cr = want.columns();
+            cr.insert("target".into(), Datum::string(&want.target));
+            vec![
+                Operation::insert_named("Controller", cr, "ctl"),
+                Operation::mutate(
+                    "Bridge",
+                    vec![Condition::uuid(b.uuid)],
+                    vec![Mutation::insert(
+                        "controller",
+                        Datum::set(vec![crate::datum::Atom::NamedUuid("ctl".into())]),
+                    )],
+                ),
+            ]
+        }
+    })
+}
+
 /// The type of an interface and its type-specific options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InterfaceType {
@@ -889,6 +937,19 @@ impl VSwitch {
         want: &[ControllerSpec],
     ) -> Result<usize, Error> {
         let ops = set_controllers_ops(&self.replica.read(), bridge, want)
+            .map_err(|e| Error::Other(e.to_string()))?;
+        let n = ops.len();
+        self.run(ops).await?;
+        Ok(n)
+    }
+
+    /// Puts `want` among the bridge's controllers, keeping the others ([`add_controller_ops`]).
+    pub async fn add_controller(
+        &self,
+        bridge: &str,
+        want: &ControllerSpec,
+    ) -> Result<usize, Error> {
+        let ops = add_controller_ops(&self.replica.read(), bridge, want)
             .map_err(|e| Error::Other(e.to_string()))?;
         let n = ops.len();
         self.run(ops).await?;

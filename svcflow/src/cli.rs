@@ -260,6 +260,12 @@ pub struct RunArgs {
     /// leave the other nodes' groups until it is back; 0 means never [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub node_down_after: Option<u64>,
+    /// Replicas (--store ovsdb:): a replica takes a node it is the preferred master of (by
+    /// rendezvous hashing) once its connection to the node's switch has lasted this many
+    /// seconds, and no sooner than this after the node last moved; see docs/ha.md
+    /// [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub hold_down: Option<u64>,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     pub check: bool,
@@ -378,6 +384,9 @@ impl RunArgs {
             kubernetes,
             node_down_after: std::time::Duration::from_secs(
                 self.node_down_after.or(file.node_down_after).unwrap_or(30),
+            ),
+            hold_down: std::time::Duration::from_secs(
+                self.hold_down.or(file.hold_down).unwrap_or(30),
             ),
         })
     }

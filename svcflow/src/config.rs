@@ -45,6 +45,9 @@ pub struct RunConfig {
     /// REST mode: a node whose switch has been disconnected this long leaves the other nodes'
     /// groups until it is back; zero means never.
     pub node_down_after: std::time::Duration,
+    /// Replicas (`store` is `ovsdb:`): how long a replica's connection to a switch must last,
+    /// and how long after the node last moved, before it takes the node it is preferred for.
+    pub hold_down: std::time::Duration,
 }
 
 /// An OVSDB server to dial, and the node it belongs to.
@@ -104,6 +107,8 @@ pub struct FileConfig {
     pub kubeconfig: Option<PathBuf>,
     /// See [`RunConfig::node_down_after`], in seconds.
     pub node_down_after: Option<u64>,
+    /// See [`RunConfig::hold_down`], in seconds.
+    pub hold_down: Option<u64>,
 }
 
 /// `system` or `netdev`.

@@ -816,8 +816,9 @@ mod tests {
     #[test]
     fn schema_versions_must_share_the_major_and_not_be_older() {
         let ours = schema_version();
-        assert_eq!(ours, "1.0.0");
-        assert!(compatible("1.0.0").is_ok());
+        assert_eq!(ours, "1.1.0");
+        assert!(compatible("1.1.0").is_ok());
+        assert!(compatible("1.0.0").is_err(), "1.0.0 has no Master table");
         assert!(compatible("1.3.1").is_ok());
         assert!(compatible("2.0.0").is_err());
         assert!(compatible("0.9.0").is_err());

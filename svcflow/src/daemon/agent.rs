@@ -54,12 +54,41 @@ pub(crate) struct AgentParams {
     /// Service renders shared with the other nodes' tasks.
     pub renders: netvirt::shards::Renders,
     pub metrics: Arc<super::metrics::Metrics>,
+    /// With replicas: the node's epoch, claimed as the switch's master generation id before
+    /// anything is written; the task ends, and says so on `report`, once the switch has
+    /// another master.
+    pub epoch: Option<u64>,
+    pub report: mpsc::UnboundedSender<super::Change>,
 }
 
 /// Runs the node's sync loop until shutdown or until the task is aborted (its switch left).
 pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let node = p.node.clone();
     tracing::info!("node {node}: its switch is connection {}", p.connection);
+    // Subscribed before the claim, so that no role change after it is missed.
+    let mut switch_events = p.switch.events();
+    let mut events_open = true;
+    if let Some(epoch) = p.epoch {
+        match super::role::claim_master(&p.switch, epoch).await {
+            Ok(()) => tracing::info!(
+                "node {node}: master of its switch on connection {} (generation id {epoch})",
+                p.connection
+            ),
+            Err(e) => {
+                tracing::warn!("node {node}: cannot become its switch's master: {e}");
+                let report = match e {
+                    super::role::ClaimError::Stale(g) => {
+                        super::Change::Stale(node.clone(), p.connection, g)
+                    }
+                    super::role::ClaimError::Failed(_) => {
+                        super::Change::Deposed(node.clone(), p.connection)
+                    }
+                };
+                let _ = p.report.send(report);
+                return;
+            }
+        }
+    }
     let rejects = tokio::spawn(serve_rejects(p.switch.clone()));
     let (query_tx, mut queries) = mpsc::channel::<Query>(16);
     let mut engine = Engine::sharing(p.switch.clone(), &p.renders);
@@ -118,8 +147,15 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 }
                 Err(Skip::NotReady) => {}
                 Err(Skip::Failed(e)) => {
-                    tracing::warn!("node {node}: sync failed: {e}; retrying");
                     p.metrics.sync_failed(&node);
+                    if p.epoch.is_some() && !still_master(&p.switch).await {
+                        tracing::warn!(
+                            "node {node}: sync failed: {e}; the switch has another master, \
+                             stopping"
+                        );
+                        break;
+                    }
+                    tracing::warn!("node {node}: sync failed: {e}; retrying");
                     retry_at = Some(Instant::now() + RETRY);
                 }
             }
@@ -141,6 +177,21 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 Err(_) => break,
             },
             _ = retry => dirty = true,
+            event = switch_events.recv(), if p.epoch.is_some() && events_open => match event {
+                Ok(openflow::driver::SwitchEvent::RoleStatus(r))
+                    if r.role != openflow::session::role::MASTER =>
+                {
+                    tracing::warn!(
+                        "node {node}: the switch made another controller its master \
+                         (generation id {}); stopping",
+                        r.generation_id
+                    );
+                    break;
+                }
+                // The connection closed: the dispatcher stops this task.
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => events_open = false,
+                _ => {}
+            },
             Some(reply) = queries.recv() => {
                 if let Some(model) = &synced {
                     let _ = reply.send(Snapshot {
@@ -152,6 +203,17 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
         }
     }
     rejects.abort();
+    if p.epoch.is_some() && !*shutdown.borrow() {
+        let _ = p.report.send(super::Change::Deposed(node, p.connection));
+    }
+}
+
+/// Whether the switch still has this connection as its master.
+async fn still_master(switch: &SwitchHandle) -> bool {
+    !matches!(
+        super::role::current(switch).await,
+        Ok((role, _)) if role != openflow::session::role::MASTER
+    )
 }
 
 /// Logs, once each, the pods of a node whose MAC no input gives (neither the model nor their

@@ -8,11 +8,15 @@
 //! - the dispatcher ([`reconcile`]) runs one task per connected switch ([`agent`]), which
 //!   keeps that switch equal to its node's desired state on its own schedule: a slow or hung
 //!   switch delays no other; the services they render alike are held once for all of them;
+//! - with replicas (`--store ovsdb:`), [`election`] decides which nodes this replica masters
+//!   (OVSDB locks on the shared database), and only those get a task; [`role`] makes the
+//!   switch the fence (OpenFlow roles and generation ids);
 //! - [`metrics`] serves `/metrics`, `/healthz` and `/livez` from what the tasks report.
 //!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
 mod agent;
+mod election;
 mod health;
 mod kubernetes;
 mod liveness;
@@ -20,6 +24,7 @@ mod metrics;
 mod node;
 mod operational;
 mod reconcile;
+mod role;
 mod switches;
 
 use std::collections::BTreeMap;
@@ -43,6 +48,16 @@ pub(crate) enum Change {
     Bindings(String, NodeBindings),
     /// A node's OVSDB task stopped (the node left the configuration).
     NodeGone(String),
+    /// The controller targets a node's switch says it is connected to (`is_connected`).
+    Controllers(String, std::collections::BTreeSet<String>),
+    /// A node's task (on that connection) found its switch taken by another master and
+    /// stopped.
+    Deposed(String, u64),
+    /// A node's task (on that connection) had its master request refused as stale: the
+    /// switch has accepted this generation id.
+    Stale(String, u64, Option<u64>),
+    /// The election: this replica masters the node, with this epoch (Some), or no longer does.
+    Master(String, Option<u64>),
     /// A switch connected; the number tells its connections apart.
     SwitchUp(u64, SwitchHandle),
     /// That connection closed.
@@ -143,12 +158,6 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             coe::rest::StoreKind::Ovsdb(remotes) => format!("ovsdb:{}", remotes.join(",")),
         }
     );
-    if matches!(config.store, coe::rest::StoreKind::Ovsdb(_)) {
-        tracing::warn!(
-            "the REST state is shared with other replicas, but svcflow has no master election \
-             per switch yet: only one daemon may drive the nodes (docs/store.md)"
-        );
-    }
 
     // Kubernetes, if on: its model merged with REST's feeds the same channel.
     let (models, kube_task) = match &config.kubernetes {
@@ -169,10 +178,15 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("OpenFlow listener {}: {e}", config.openflow_listen))?;
     tracing::info!("OpenFlow listener on {}", config.openflow_listen);
+    let replicas = match &config.store {
+        coe::rest::StoreKind::Ovsdb(remotes) => Some(remotes.clone()),
+        coe::rest::StoreKind::Local => None,
+    };
     let node_setup = NodeSetup {
         controller: controller_target(config.openflow_listen, config.openflow_advertise),
         datapath_type: config.datapath_type.clone(),
         encap: config.pipeline.encap,
+        shared_controller: replicas.is_some(),
         ..NodeSetup::default()
     };
     if config.pipeline.encap != netvirt::config::Encap::None && config.datapath_type == "netdev" {
@@ -194,6 +208,22 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     }
 
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
+    // Replicas: one master per switch, elected on the shared database.
+    let (election_tx, election_task) = match &replicas {
+        Some(remotes) => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let election = election::Election::new(node_setup.controller.clone(), config.hold_down);
+            let task = tokio::spawn(election::run(
+                remotes.clone(),
+                election,
+                rx,
+                changes_tx.clone(),
+                shutdown.clone(),
+            ));
+            (Some(tx), Some(task))
+        }
+        None => (None, None),
+    };
     tracing::info!(
         "metrics on http://{}/metrics, health on http://{}/healthz",
         config.metrics_listen,
@@ -234,6 +264,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             shutdown.clone(),
         ))
     });
+    let changes_tx_for_agents = changes_tx.clone();
     let nodes_task = tokio::spawn(node::manage(
         overrides,
         node_setup,
@@ -273,6 +304,8 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         installed,
         agent_models,
         links,
+        election_tx,
+        changes_tx_for_agents,
         changes_rx,
         shutdown.clone(),
         metrics.clone(),
@@ -310,6 +343,9 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             let _ = task.await;
         }
         if let Some(task) = liveness_task {
+            let _ = task.await;
+        }
+        if let Some(task) = election_task {
             let _ = task.await;
         }
         let _ = reconcile_task.await;

@@ -9,7 +9,7 @@ use super::metrics::Metrics;
 
 use coe::rest::Published;
 use netvirt::desired::NodeBindings;
-use netvirt::node_setup::{NodeSetup, bindings, datapath_id, setup_ops};
+use netvirt::node_setup::{NodeSetup, bindings, connected_controllers, datapath_id, setup_ops};
 use ovsdb::ClientConfig;
 use ovsdb::vswitch::VSwitch;
 use tokio::sync::{mpsc, watch};
@@ -164,6 +164,7 @@ async fn keep_converged(
     changes: &mpsc::UnboundedSender<Change>,
 ) {
     let mut reported: Option<NodeBindings> = None;
+    let mut controllers: Option<std::collections::BTreeSet<String>> = None;
     loop {
         // Compute into a local: the replica guard must not live across an await.
         let ops = setup_ops(&vs.replica.read(), setup);
@@ -203,12 +204,27 @@ async fn keep_converged(
             }
             reported = Some(now);
         }
+        // The replicas the switch is connected to, for the election of its master.
+        let connected = connected_controllers(&vs.replica.read(), &setup.bridge);
+        if controllers.as_ref() != Some(&connected) {
+            if changes
+                .send(Change::Controllers(node.to_string(), connected.clone()))
+                .is_err()
+            {
+                return;
+            }
+            controllers = Some(connected);
+        }
         let last = reported.clone();
+        let last_controllers = controllers.clone();
         let changed = vs
             .replica
             .wait_for(IDLE_CHECK, |r| {
                 let setup_needed = setup_ops(r, setup).map_or(true, |ops| !ops.is_empty());
-                (setup_needed || Some(bindings(r, &setup.bridge)) != last).then_some(())
+                (setup_needed
+                    || Some(bindings(r, &setup.bridge)) != last
+                    || Some(connected_controllers(r, &setup.bridge)) != last_controllers)
+                    .then_some(())
             })
             .await;
         match changed {

@@ -1,6 +1,10 @@
 //! The dispatcher: it learns which switch is which node's and starts, replaces and stops one
 //! task per connected switch ([`super::agent`]); each task syncs its switch on its own. It
 //! also holds each node's OVSDB port bindings, which the node's task follows.
+//!
+//! With replicas ([`super::election`]), only the switches of the nodes this replica masters
+//! get a task; the others are kept connected as slaves ([`super::role::become_slave`]), ready
+//! for the election to hand their node over.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::agent::{self, AgentParams};
+use super::election::Input;
 use super::liveness::Link;
 use super::operational::Installed;
 use super::{Change, Shutdown, stopped};
@@ -22,7 +27,8 @@ use netvirt::shards::Renders;
 struct Running {
     connection: u64,
     switch: SwitchHandle,
-    task: JoinHandle<()>,
+    /// The node's task; None while another replica masters the switch.
+    task: Option<JoinHandle<()>>,
 }
 
 /// How long the switch a node already has may take to answer before a second connection that
@@ -61,9 +67,30 @@ struct Dispatcher {
     /// alike, so a central controller holds them once and not once per node.
     renders: Renders,
     metrics: Arc<super::metrics::Metrics>,
+    /// With replicas: where the election is told about switches and nodes.
+    election: Option<mpsc::UnboundedSender<Input>>,
+    /// With replicas: the nodes this replica masters, with their epochs.
+    masters: BTreeMap<String, u64>,
+    /// Where node tasks report a lost mastership.
+    report: mpsc::UnboundedSender<Change>,
 }
 
 impl Dispatcher {
+    fn elect(&self, input: Input) {
+        if let Some(tx) = &self.election {
+            let _ = tx.send(input);
+        }
+    }
+
+    /// Whether this replica writes to `node`'s switch, and with which epoch (None: no
+    /// election, a single controller).
+    fn mastership(&self, node: &str) -> Option<Option<u64>> {
+        match &self.election {
+            None => Some(None),
+            Some(_) => self.masters.get(node).map(|e| Some(*e)),
+        }
+    }
+
     fn link(&self, link: Link) {
         if let Some(tx) = &self.links {
             let _ = tx.send(link);
@@ -167,20 +194,15 @@ impl Dispatcher {
     fn adopt(&mut self, node: String, connection: u64, switch: SwitchHandle) {
         // A new task reads the switch on its first sync, so a reconnect starts from truth.
         self.stop(&node);
-        let params = AgentParams {
-            node: node.clone(),
-            connection,
-            switch: switch.clone(),
-            config: self.config.clone(),
-            host: self.host_node.as_deref() == Some(node.as_str()),
-            models: self.models.clone(),
-            bindings: self.bindings_of(&node).subscribe(),
-            installed: self.installed.clone(),
-            renders: self.renders.clone(),
-            metrics: self.metrics.clone(),
-        };
-        let task = tokio::spawn(agent::run(params, self.shutdown.clone()));
         self.link(Link::Up(node.clone()));
+        self.elect(Input::Switch(node.clone(), true));
+        let task = match self.mastership(&node) {
+            Some(epoch) => Some(self.start_agent(&node, connection, &switch, epoch)),
+            None => {
+                standby(&node, connection, &switch);
+                None
+            }
+        };
         self.agents.insert(
             node,
             Running {
@@ -191,19 +213,95 @@ impl Dispatcher {
         );
     }
 
-    /// Stops a node's task and takes it out of the operational view.
+    fn start_agent(
+        &mut self,
+        node: &str,
+        connection: u64,
+        switch: &SwitchHandle,
+        epoch: Option<u64>,
+    ) -> JoinHandle<()> {
+        let params = AgentParams {
+            node: node.to_string(),
+            connection,
+            switch: switch.clone(),
+            config: self.config.clone(),
+            host: self.host_node.as_deref() == Some(node),
+            models: self.models.clone(),
+            bindings: self.bindings_of(node).subscribe(),
+            installed: self.installed.clone(),
+            renders: self.renders.clone(),
+            metrics: self.metrics.clone(),
+            epoch,
+            report: self.report.clone(),
+        };
+        tokio::spawn(agent::run(params, self.shutdown.clone()))
+    }
+
+    /// Stops a node's task, if it has one, and takes it out of the operational view.
+    fn stop_agent(&mut self, node: &str) {
+        let Some(running) = self.agents.get_mut(node) else {
+            return;
+        };
+        let Some(task) = running.task.take() else {
+            return;
+        };
+        task.abort();
+        let connection = running.connection;
+        self.metrics.switch(node, false);
+        if let Ok(mut installed) = self.installed.write()
+            && installed
+                .get(node)
+                .is_some_and(|v| v.connection == connection)
+        {
+            installed.remove(node);
+        }
+    }
+
+    /// Forgets a node's switch, stopping its task.
     fn stop(&mut self, node: &str) {
-        if let Some(running) = self.agents.remove(node) {
-            running.task.abort();
-            self.metrics.switch(node, false);
+        self.stop_agent(node);
+        if self.agents.remove(node).is_some() {
             self.link(Link::Down(node.to_string()));
-            if let Ok(mut installed) = self.installed.write()
-                && installed
-                    .get(node)
-                    .is_some_and(|v| v.connection == running.connection)
-            {
-                installed.remove(node);
+            self.elect(Input::Switch(node.to_string(), false));
+        }
+    }
+
+    /// The election changed this replica's mastership of `node`.
+    fn master(&mut self, node: String, epoch: Option<u64>) {
+        match epoch {
+            Some(e) => self.masters.insert(node.clone(), e),
+            None => self.masters.remove(&node),
+        };
+        let Some(running) = self.agents.get(&node) else {
+            return;
+        };
+        let (connection, switch) = (running.connection, running.switch.clone());
+        self.stop_agent(&node);
+        match epoch {
+            Some(e) => {
+                let task = self.start_agent(&node, connection, &switch, Some(e));
+                if let Some(running) = self.agents.get_mut(&node) {
+                    running.task = Some(task);
+                }
             }
+            None => standby(&node, connection, &switch),
+        }
+    }
+
+    /// A node's task stopped because the switch refused it (`stale`: its epoch was too old).
+    fn demoted(&mut self, node: String, connection: u64, stale: Option<Option<u64>>) {
+        let Some(running) = self.agents.get_mut(&node) else {
+            return;
+        };
+        if running.connection != connection {
+            return;
+        }
+        running.task = None;
+        self.stop_agent(&node);
+        self.masters.remove(&node);
+        match stale {
+            Some(generation) => self.elect(Input::Stale(node, generation)),
+            None => self.elect(Input::Deposed(node)),
         }
     }
 
@@ -244,6 +342,13 @@ impl Dispatcher {
                 if let Some(tx) = self.bindings.get(&node) {
                     tx.send_replace(None);
                 }
+                self.elect(Input::Gone(node));
+            }
+            Change::Controllers(node, live) => self.elect(Input::Controllers(node, live)),
+            Change::Master(node, epoch) => self.master(node, epoch),
+            Change::Deposed(node, connection) => self.demoted(node, connection, None),
+            Change::Stale(node, connection, generation) => {
+                self.demoted(node, connection, Some(generation))
             }
             Change::SwitchUp(connection, switch) => self.switch_up(connection, switch),
             Change::SwitchDown(connection) => self.switch_down(connection),
@@ -261,6 +366,8 @@ pub(crate) async fn run(
     installed: Installed,
     models: watch::Receiver<Arc<Published>>,
     links: Option<mpsc::UnboundedSender<Link>>,
+    election: Option<mpsc::UnboundedSender<Input>>,
+    report: mpsc::UnboundedSender<Change>,
     mut changes: mpsc::UnboundedReceiver<Change>,
     shutdown: Shutdown,
     metrics: Arc<super::metrics::Metrics>,
@@ -281,6 +388,9 @@ pub(crate) async fn run(
         links,
         contested: BTreeMap::new(),
         contests,
+        election,
+        masters: BTreeMap::new(),
+        report,
     };
     loop {
         tokio::select! {
@@ -304,6 +414,24 @@ pub(crate) async fn run(
     }
     // The tasks see the same shutdown; wait for them briefly so their last logs are out.
     for (_, running) in std::mem::take(&mut d.agents) {
-        let _ = running.task.await;
+        if let Some(task) = running.task {
+            let _ = task.await;
+        }
     }
+}
+
+/// Makes the connection a slave of the switch, off the dispatcher's loop: it must not write,
+/// and must not get the packet-ins that only the master answers.
+fn standby(node: &str, connection: u64, switch: &SwitchHandle) {
+    let (node, switch) = (node.to_string(), switch.clone());
+    tokio::spawn(async move {
+        match super::role::become_slave(&switch).await {
+            Ok(()) => tracing::info!(
+                "node {node}: another replica masters it; connection {connection} is a slave"
+            ),
+            Err(e) => {
+                tracing::warn!("node {node}: cannot make connection {connection} a slave: {e}")
+            }
+        }
+    });
 }

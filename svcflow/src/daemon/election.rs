@@ -1,0 +1,593 @@
+//! One master per switch among several replicas, elected with RFC 7047 locks on the shared
+//! northbound database (`--store ovsdb:`), as `ovn-northd` runs active/standby.
+//!
+//! Each node has a lock, `svcflow_node_<datapath id>`, and every replica queues for every
+//! node's lock: when the holder dies, its OVSDB session ends and `ovsdb-server` hands the lock
+//! to the next replica in the queue at once. The holder becomes the switch's master
+//! ([`super::role`]): it first bumps the node's epoch in the `Master` table, in a transaction
+//! that asserts the lock (so only the holder can), and uses that epoch as the OpenFlow
+//! generation id. The switch refuses an older one, which is the fence: a replica that lost
+//! its lock, frozen or cut off, cannot take the switch back.
+//!
+//! Nodes spread over the replicas by rendezvous hashing: each node prefers, among the
+//! replicas its switch is connected to (the bridge's controllers with `is_connected`), the
+//! one whose target scores highest with the node's name. A preferred replica that does not
+//! hold the lock steals it once its own connection to the switch has lasted the hold-down
+//! time, and no sooner than a hold-down after the node last moved, so a returning replica
+//! takes its nodes back without flapping. A holder whose own connection to the switch has
+//! been gone for [`SWITCH_GRACE`] while another replica reaches the switch gives the lock up.
+//!
+//! Pure: [`Election`] decides from what it is told and the time passed in. I/O: [`run`],
+//! which holds the OVSDB connection and tells the dispatcher which nodes it masters.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use netvirt::node_setup::datapath_id;
+use ovsdb::datum::{Datum, Row};
+use ovsdb::ops::{Condition, ErrorKind, Operation, Until};
+use ovsdb::{Client, ClientConfig, ClientEvent};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{Change, Shutdown, stopped};
+
+/// The shared database, and its table of each node's epoch and master.
+const DB: &str = "Svcflow";
+const MASTER: &str = "Master";
+
+/// How long a master's own connection to a switch may be gone before it hands the node to a
+/// replica the switch is connected to.
+pub(crate) const SWITCH_GRACE: Duration = Duration::from_secs(2);
+
+/// The pause after a claim failed for a reason other than the lock.
+const CLAIM_RETRY: Duration = Duration::from_secs(1);
+
+/// The lock of `node`: an OVSDB id (letters, digits, `_`), so from the datapath id.
+pub(crate) fn lock_name(node: &str) -> String {
+    format!("svcflow_node_{:016x}", datapath_id(node))
+}
+
+/// Rendezvous (highest random weight) score of `replica` for `node`: FNV-1a over both, then
+/// a 64-bit mix, stable across processes and versions.
+fn score(replica: &str, node: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in replica.bytes().chain([0]).chain(node.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // splitmix64's finaliser: FNV alone spreads similar names poorly.
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The replica among `live` that `node` prefers.
+pub(crate) fn preferred<'a>(live: &'a BTreeSet<String>, node: &str) -> Option<&'a str> {
+    live.iter()
+        .max_by_key(|r| (score(r, node), r.as_str()))
+        .map(String::as_str)
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Queue for the node's lock.
+    Lock(String),
+    /// Take the node's lock from its holder.
+    Steal(String),
+    /// Give the node's lock up (a [`Order::Lock`] follows to queue again).
+    Unlock(String),
+    /// Bump the node's epoch to at least `floor`, asserting the lock.
+    Claim { node: String, floor: u64 },
+}
+
+/// One node's seat.
+#[derive(Debug, Default)]
+struct Seat {
+    /// Queued for (or holding) the lock.
+    requested: bool,
+    /// Holding the lock.
+    owner: bool,
+    /// The epoch claimed while holding it.
+    epoch: Option<u64>,
+    /// The least epoch to claim (past what the switch has accepted).
+    floor: u64,
+    /// Since when our connection to the node's switch is up.
+    switch_since: Option<Instant>,
+    /// Since when it is down, if it was up once.
+    switch_lost: Option<Instant>,
+    /// The replicas the switch says it is connected to.
+    live: BTreeSet<String>,
+    /// When this replica last took or gave up the node.
+    last_move: Option<Instant>,
+    /// No claim or lock request before then (the last one failed).
+    retry_at: Option<Instant>,
+    /// A lock request failed: leave the server's queue before queueing again.
+    rerequest: bool,
+}
+
+/// The election's decisions for this replica.
+#[derive(Debug)]
+pub(crate) struct Election {
+    me: String,
+    hold_down: Duration,
+    seats: BTreeMap<String, Seat>,
+}
+
+impl Election {
+    /// This replica is `me` (its OpenFlow target as switches list it).
+    pub(crate) fn new(me: String, hold_down: Duration) -> Self {
+        Election {
+            me,
+            hold_down,
+            seats: BTreeMap::new(),
+        }
+    }
+
+    fn seat_at(&mut self, node: &str, now: Instant) -> &mut Seat {
+        self.seats.entry(node.to_string()).or_insert_with(|| Seat {
+            // No connection to the switch yet counts as lost from the start.
+            switch_lost: Some(now),
+            ..Seat::default()
+        })
+    }
+
+    /// The replicas `node`'s switch is connected to.
+    pub(crate) fn controllers(&mut self, node: &str, live: BTreeSet<String>, now: Instant) {
+        self.seat_at(node, now).live = live;
+    }
+
+    /// Our own connection to `node`'s switch came up or went.
+    pub(crate) fn switch(&mut self, node: &str, up: bool, now: Instant) {
+        let seat = self.seat_at(node, now);
+        if up {
+            seat.switch_since.get_or_insert(now);
+            seat.switch_lost = None;
+        } else if seat.switch_since.take().is_some() || seat.switch_lost.is_none() {
+            seat.switch_lost = Some(now);
+        }
+    }
+
+    /// The node left: give its lock up.
+    pub(crate) fn gone(&mut self, node: &str) -> Vec<Order> {
+        match self.seats.remove(node) {
+            Some(seat) if seat.requested => vec![Order::Unlock(node.to_string())],
+            _ => vec![],
+        }
+    }
+
+    /// The lock is ours.
+    pub(crate) fn locked(&mut self, node: &str, now: Instant) {
+        if let Some(seat) = self.seats.get_mut(node) {
+            seat.requested = true;
+            if !seat.owner {
+                seat.owner = true;
+                seat.epoch = None;
+                seat.last_move = Some(now);
+            }
+        }
+    }
+
+    /// The lock was stolen, or a claim found we no longer hold it. Either way this replica
+    /// stays queued for it (ovsdb-server keeps a robbed owner in the queue).
+    pub(crate) fn lost(&mut self, node: &str) {
+        if let Some(seat) = self.seats.get_mut(node) {
+            seat.owner = false;
+            seat.epoch = None;
+        }
+    }
+
+    /// The database connection dropped: no lock is ours until the server says so again (the
+    /// client re-queues for the locks it had requested).
+    pub(crate) fn disconnected(&mut self) {
+        for seat in self.seats.values_mut() {
+            seat.owner = false;
+            seat.epoch = None;
+        }
+    }
+
+    /// A claim committed `epoch`.
+    pub(crate) fn claimed(&mut self, node: &str, epoch: u64) {
+        if let Some(seat) = self.seats.get_mut(node)
+            && seat.owner
+        {
+            seat.epoch = Some(epoch);
+            seat.floor = seat.floor.max(epoch);
+        }
+    }
+
+    /// A lock or steal request failed (the connection was down): request it again a little
+    /// later, leaving whatever queue the server may still hold us in first.
+    pub(crate) fn lock_failed(&mut self, node: &str, now: Instant) {
+        if let Some(seat) = self.seats.get_mut(node) {
+            seat.requested = false;
+            seat.rerequest = true;
+            seat.retry_at = Some(now + CLAIM_RETRY);
+        }
+    }
+
+    /// A claim failed for a reason other than the lock: try again a little later.
+    pub(crate) fn claim_failed(&mut self, node: &str, now: Instant) {
+        if let Some(seat) = self.seats.get_mut(node) {
+            seat.retry_at = Some(now + CLAIM_RETRY);
+        }
+    }
+
+    /// The switch has accepted generation id `generation` from someone: claim past it.
+    pub(crate) fn stale(&mut self, node: &str, generation: Option<u64>) {
+        if let Some(seat) = self.seats.get_mut(node) {
+            let past = seat.epoch.unwrap_or(0).max(generation.unwrap_or(0));
+            seat.floor = seat.floor.max(past.saturating_add(1));
+            seat.epoch = None;
+        }
+    }
+
+    /// The switch made another controller its master while we held the lock (a leader change
+    /// of the database, or a controller that is not svcflow): give the lock up rather than
+    /// fight over the switch.
+    pub(crate) fn deposed(&mut self, node: &str, now: Instant) -> Vec<Order> {
+        match self.seats.get_mut(node) {
+            Some(seat) if seat.owner => {
+                seat.owner = false;
+                seat.epoch = None;
+                seat.last_move = Some(now);
+                vec![
+                    Order::Unlock(node.to_string()),
+                    Order::Lock(node.to_string()),
+                ]
+            }
+            _ => vec![],
+        }
+    }
+
+    fn settled(&self, seat: &Seat, now: Instant) -> bool {
+        seat.last_move
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.hold_down)
+    }
+
+    /// What to do now.
+    pub(crate) fn poll(&mut self, now: Instant) -> Vec<Order> {
+        let mut out = Vec::new();
+        let hold_down = self.hold_down;
+        let names: Vec<String> = self.seats.keys().cloned().collect();
+        for node in names {
+            let Some(seat) = self.seats.get(&node) else {
+                continue;
+            };
+            let settled = self.settled(seat, now);
+            let preferred = preferred(&seat.live, &node) == Some(self.me.as_str());
+            let others = seat.live.iter().any(|r| *r != self.me);
+            let Some(seat) = self.seats.get_mut(&node) else {
+                continue;
+            };
+            if !seat.requested {
+                if seat.retry_at.is_some_and(|t| t > now) {
+                    continue;
+                }
+                seat.requested = true;
+                seat.retry_at = None;
+                if std::mem::take(&mut seat.rerequest) {
+                    out.push(Order::Unlock(node.clone()));
+                }
+                out.push(Order::Lock(node));
+            } else if seat.owner {
+                let cut_off = seat
+                    .switch_lost
+                    .is_some_and(|t| now.saturating_duration_since(t) >= SWITCH_GRACE);
+                if cut_off && others && settled {
+                    seat.owner = false;
+                    seat.epoch = None;
+                    seat.last_move = Some(now);
+                    out.push(Order::Unlock(node.clone()));
+                    out.push(Order::Lock(node));
+                } else if seat.epoch.is_none() && seat.retry_at.is_none_or(|t| t <= now) {
+                    seat.retry_at = None;
+                    out.push(Order::Claim {
+                        floor: seat.floor,
+                        node,
+                    });
+                }
+            } else if preferred
+                && settled
+                && seat
+                    .switch_since
+                    .is_some_and(|t| now.saturating_duration_since(t) >= hold_down)
+            {
+                seat.last_move = Some(now);
+                out.push(Order::Steal(node));
+            }
+        }
+        out
+    }
+
+    /// The nodes this replica masters, with the epoch to claim their switches with.
+    pub(crate) fn masters(&self) -> BTreeMap<String, u64> {
+        self.seats
+            .iter()
+            .filter(|(_, s)| s.owner)
+            .filter_map(|(n, s)| s.epoch.map(|e| (n.clone(), e)))
+            .collect()
+    }
+
+    /// The earliest time [`Election::poll`] may decide something new without being told
+    /// anything (a hold-down or grace period ending).
+    pub(crate) fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut at = |t: Instant| {
+            if t > now {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for seat in self.seats.values() {
+            if let Some(t) = seat.switch_since {
+                at(t + self.hold_down);
+            }
+            if let Some(t) = seat.switch_lost {
+                at(t + SWITCH_GRACE);
+            }
+            if let Some(t) = seat.last_move {
+                at(t + self.hold_down);
+            }
+            if let Some(t) = seat.retry_at {
+                at(t);
+            }
+        }
+        next
+    }
+}
+
+/// What the dispatcher tells the election.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// The replicas a node's switch is connected to.
+    Controllers(String, BTreeSet<String>),
+    /// Our connection to the node's switch came up (true) or went.
+    Switch(String, bool),
+    /// The node left the configuration.
+    Gone(String),
+    /// The switch refused our epoch: it has accepted this generation id.
+    Stale(String, Option<u64>),
+    /// The switch has another master.
+    Deposed(String),
+}
+
+/// The node's epoch transaction: read it, under the lock.
+fn read_ops(lock: &str, node: &str) -> Vec<Operation> {
+    vec![
+        Operation::Assert {
+            lock: lock.to_string(),
+        },
+        Operation::select(MASTER, vec![Condition::eq("node", Datum::string(node))]),
+    ]
+}
+
+/// The node's epoch transaction: write `epoch` (the row held `old`), under the lock.
+fn write_ops(lock: &str, node: &str, me: &str, old: Option<i64>, epoch: u64) -> Vec<Operation> {
+    let mut row = Row::new();
+    row.insert("epoch".into(), Datum::integer(epoch as i64));
+    row.insert("owner".into(), Datum::string(me));
+    let by_node = || vec![Condition::eq("node", Datum::string(node))];
+    let mut ops = vec![Operation::Assert {
+        lock: lock.to_string(),
+    }];
+    match old {
+        Some(old) => {
+            let mut was = Row::new();
+            was.insert("epoch".into(), Datum::integer(old));
+            ops.push(Operation::wait(
+                MASTER,
+                by_node(),
+                &["epoch"],
+                Until::Equal,
+                vec![was],
+            ));
+            ops.push(Operation::update(MASTER, by_node(), row));
+        }
+        None => {
+            row.insert("node".into(), Datum::string(node));
+            ops.push(Operation::insert(MASTER, row));
+        }
+    }
+    ops
+}
+
+/// Why a claim did not commit.
+enum ClaimFailed {
+    /// We do not hold the lock (anymore).
+    NotOwner,
+    Other(String),
+}
+
+/// Bumps the node's epoch past the stored one and `floor`, asserting the lock.
+async fn claim(client: &Client, me: &str, node: &str, floor: u64) -> Result<u64, ClaimFailed> {
+    let lock = lock_name(node);
+    let fail = |e: ovsdb::Error| match e.transact().and_then(|t| t.kind()) {
+        Some(ErrorKind::NotOwner) => ClaimFailed::NotOwner,
+        _ => ClaimFailed::Other(e.to_string()),
+    };
+    let read = client
+        .transact(DB, read_ops(&lock, node))
+        .await
+        .map_err(fail)?;
+    let old = read
+        .get(1)
+        .and_then(|r| r.rows().first())
+        .and_then(|row| row.get("epoch"))
+        .and_then(Datum::as_integer);
+    let stored = old.and_then(|e| u64::try_from(e).ok()).unwrap_or(0);
+    let epoch = stored
+        .saturating_add(1)
+        .max(floor)
+        .clamp(1, i64::MAX as u64);
+    client
+        .transact(DB, write_ops(&lock, node, me, old, epoch))
+        .await
+        .map_err(fail)?;
+    Ok(epoch)
+}
+
+/// Runs the election until shutdown: queues for the nodes' locks on the shared database,
+/// follows what `inputs` says, and tells the dispatcher through `changes` which nodes this
+/// replica masters (`Change::Master`).
+pub(crate) async fn run(
+    remotes: Vec<String>,
+    mut election: Election,
+    mut inputs: mpsc::UnboundedReceiver<Input>,
+    changes: mpsc::UnboundedSender<Change>,
+    shutdown: Shutdown,
+) {
+    let (client, mut events) = match Client::connect_cluster(&remotes, DB, ClientConfig::default())
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("election: cannot use the northbound database: {e}");
+            return;
+        }
+    };
+    let me = election.me.clone();
+    tracing::info!(
+        "election: this replica is {me}; hold-down {:?}",
+        election.hold_down
+    );
+    let mut locks: BTreeMap<String, String> = BTreeMap::new();
+    let mut announced: BTreeMap<String, u64> = BTreeMap::new();
+    loop {
+        // Until nothing is left to do: a lock granted at once is claimed at once.
+        let mut now = Instant::now();
+        loop {
+            let orders = election.poll(now);
+            if orders.is_empty() {
+                break;
+            }
+            for order in orders {
+                execute(&client, &me, order, &mut election, &mut locks).await;
+            }
+            now = Instant::now();
+        }
+        let masters = election.masters();
+        for (node, epoch) in &masters {
+            if announced.get(node) != Some(epoch) {
+                tracing::info!("node {node}: this replica is its master (epoch {epoch})");
+                let _ = changes.send(Change::Master(node.clone(), Some(*epoch)));
+            }
+        }
+        for node in announced.keys() {
+            if !masters.contains_key(node) {
+                tracing::info!("node {node}: this replica is no longer its master");
+                let _ = changes.send(Change::Master(node.clone(), None));
+            }
+        }
+        announced = masters;
+        let wake = election
+            .next_deadline(now)
+            .unwrap_or(now + Duration::from_secs(3600));
+        tokio::select! {
+            _ = stopped(shutdown.clone()) => break,
+            _ = tokio::time::sleep_until(wake) => {}
+            input = inputs.recv() => match input {
+                None => break,
+                Some(Input::Controllers(node, live)) => {
+                    election.controllers(&node, live, Instant::now())
+                }
+                Some(Input::Switch(node, up)) => election.switch(&node, up, Instant::now()),
+                Some(Input::Gone(node)) => {
+                    for order in election.gone(&node) {
+                        execute(&client, &me, order, &mut election, &mut locks).await;
+                    }
+                }
+                Some(Input::Stale(node, generation)) => election.stale(&node, generation),
+                Some(Input::Deposed(node)) => {
+                    tracing::warn!("node {node}: its switch has another master; giving the node up");
+                    for order in election.deposed(&node, Instant::now()) {
+                        execute(&client, &me, order, &mut election, &mut locks).await;
+                    }
+                }
+            },
+            event = events.recv() => match event {
+                None => break,
+                Some(ClientEvent::Locked(lock)) => {
+                    if let Some(node) = locks.get(&lock) {
+                        election.locked(node, Instant::now());
+                    }
+                }
+                Some(ClientEvent::Stolen(lock)) => {
+                    if let Some(node) = locks.get(&lock) {
+                        tracing::info!("node {node}: another replica took its lock");
+                        election.lost(node);
+                    }
+                }
+                Some(ClientEvent::Disconnected(e)) => {
+                    tracing::warn!("election: northbound database connection lost: {e}");
+                    election.disconnected();
+                }
+                Some(ClientEvent::Member(member)) => {
+                    tracing::info!("election: using {member}");
+                    election.disconnected();
+                }
+                Some(_) => {}
+            },
+        }
+    }
+    client.shutdown();
+}
+
+/// Carries out one order.
+async fn execute(
+    client: &Client,
+    me: &str,
+    order: Order,
+    election: &mut Election,
+    locks: &mut BTreeMap<String, String>,
+) {
+    match order {
+        Order::Lock(node) => {
+            let lock = lock_name(&node);
+            locks.insert(lock.clone(), node.clone());
+            match client.lock(&lock).await {
+                Ok(true) => election.locked(&node, Instant::now()),
+                Ok(false) => tracing::debug!("node {node}: queued for its lock"),
+                Err(e) => {
+                    tracing::info!("node {node}: lock request: {e}; retrying");
+                    election.lock_failed(&node, Instant::now());
+                }
+            }
+        }
+        Order::Steal(node) => {
+            let lock = lock_name(&node);
+            locks.insert(lock.clone(), node.clone());
+            tracing::info!("node {node}: this replica is its preferred master; taking its lock");
+            // A replica queued for a lock must leave the queue before it steals.
+            let _ = client.unlock(&lock).await;
+            match client.steal(&lock).await {
+                Ok(_) => election.locked(&node, Instant::now()),
+                Err(e) => {
+                    tracing::warn!("node {node}: steal: {e}");
+                    election.lock_failed(&node, Instant::now());
+                }
+            }
+        }
+        Order::Unlock(node) => {
+            tracing::info!("node {node}: giving its lock up");
+            if let Err(e) = client.unlock(&lock_name(&node)).await {
+                tracing::debug!("node {node}: unlock: {e}");
+            }
+        }
+        Order::Claim { node, floor } => match claim(client, me, &node, floor).await {
+            Ok(epoch) => election.claimed(&node, epoch),
+            Err(ClaimFailed::NotOwner) => {
+                tracing::info!("node {node}: the database says its lock is not ours");
+                election.lost(&node);
+            }
+            Err(ClaimFailed::Other(e)) => {
+                tracing::warn!("node {node}: cannot claim its epoch: {e}; retrying");
+                election.claim_failed(&node, Instant::now());
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;
