@@ -639,8 +639,14 @@ pub type PeerAnswer = Result<(String, String), String>;
 pub struct LabOptions {
     /// svcflow's `--log-level`.
     pub log_level: String,
-    /// More `svcflow run` arguments.
+    /// More `svcflow run` arguments, for every replica.
     pub daemon_args: Vec<String>,
+    /// How many `svcflow run` replicas drive the nodes (at least 1). Replica `i` listens for
+    /// OpenFlow on port 6653 + `i` of the controller address, serves REST on 8181 + `i`,
+    /// metrics on 10249 + 10 `i` and health on 10256 + 10 `i`, in the controller namespace.
+    /// More than one needs a shared store (`--store ovsdb:…` in `daemon_args`): see
+    /// docs/ha.md.
+    pub replicas: usize,
 }
 
 impl Default for LabOptions {
@@ -648,6 +654,7 @@ impl Default for LabOptions {
         Self {
             log_level: "info".into(),
             daemon_args: Vec::new(),
+            replicas: 1,
         }
     }
 }
@@ -668,7 +675,15 @@ pub struct Lab {
     id: String,
     controller_netns: String,
     underlay_netns: String,
+    /// Replica 0 (the only one unless [`LabOptions::replicas`] says more).
     daemon: Option<Daemon>,
+    /// Replicas 1 and on, while they run.
+    replicas: BTreeMap<usize, Daemon>,
+    /// What the replicas are started with, for restarts: every replica's arguments, and how
+    /// many there are.
+    options: LabOptions,
+    /// Starts so far, for log file names.
+    starts: u32,
     servers: Vec<Process>,
     nodes: Vec<LabNode>,
     outside: Option<Host>,
@@ -694,6 +709,9 @@ impl Lab {
             underlay_netns,
             id,
             daemon: None,
+            replicas: BTreeMap::new(),
+            options: options.clone(),
+            starts: 0,
             servers: Vec::new(),
             nodes: Vec::new(),
             outside: None,
@@ -705,7 +723,19 @@ impl Lab {
         for index in 0..topology.nodes.len() {
             lab.add_node(index)?;
         }
-        lab.start_daemon(options)?;
+        if options.replicas > 1
+            && !options
+                .daemon_args
+                .iter()
+                .any(|a| a.starts_with("--store") || a.starts_with("ovsdb:"))
+        {
+            return Err(invalid(
+                "several replicas need a shared store (--store ovsdb:…)",
+            ));
+        }
+        for i in 0..options.replicas.max(1) {
+            lab.start_replica(i)?;
+        }
         for index in 0..lab.nodes.len() {
             lab.wait_gateway(index)?;
             lab.attach_uplink(index)?;
@@ -985,8 +1015,8 @@ impl Lab {
                 || {
                     let connected = self.synced_on_current_connection(&name)
                         || n.sandbox
-                            .vsctl(&["get", "controller", BR, "is_connected"])
-                            .is_ok_and(|c| c.trim() == "true");
+                            .vsctl(&["--bare", "--columns=is_connected", "list", "controller"])
+                            .is_ok_and(|c| c.split_whitespace().any(|w| w == "true"));
                     (connected && self.node_synced(&name).unwrap_or(false)).then_some(())
                 },
             )
@@ -997,8 +1027,9 @@ impl Lab {
 
     /// Whether svcflow's log has a sync of node `node` on its switch's latest connection.
     fn synced_on_current_connection(&self, node: &str) -> bool {
-        let log = self.daemon.as_ref().map(Daemon::log).unwrap_or_default();
-        synced_on_current_connection(&log, node)
+        (0..self.options.replicas.max(1))
+            .filter_map(|i| self.replica(i))
+            .any(|d| synced_on_current_connection(&d.log(), node))
     }
 
     /// What `svcflow-lab` records: everything needed to find and tear down the lab.
@@ -1175,35 +1206,136 @@ impl Lab {
         Ok(())
     }
 
-    fn start_daemon(&mut self, options: &LabOptions) -> Result<(), SandboxError> {
-        let listen = format!("0.0.0.0:{OPENFLOW_PORT}");
-        let advertise = format!("{}:{OPENFLOW_PORT}", self.controller_ip());
+    /// Starts replica `i` (again, if it ran before): see [`LabOptions::replicas`].
+    pub fn start_replica(&mut self, i: usize) -> Result<(), SandboxError> {
+        let port = OPENFLOW_PORT + i as u16;
+        let rest = self.replica_rest_addr(i);
         let mut args: Vec<String> = vec![
             "--openflow-listen".into(),
-            listen,
+            format!("0.0.0.0:{port}"),
             "--openflow-advertise".into(),
-            advertise,
+            format!("{}:{port}", self.controller_ip()),
             "--rest-listen".into(),
-            REST.into(),
+            rest,
             "--log-level".into(),
-            options.log_level.clone(),
+            self.options.log_level.clone(),
             "--encap".into(),
             self.topology.underlay.encap.clone(),
         ];
+        if i > 0 {
+            args.push(format!("--metrics-listen=127.0.0.1:{}", 10249 + 10 * i));
+            args.push(format!("--healthz-listen=127.0.0.1:{}", 10256 + 10 * i));
+        }
         for n in &self.nodes {
             args.push("--ovsdb-remote".into());
             args.push(format!("{}={}", n.spec.name, n.sandbox.db_remote()));
         }
-        args.extend(options.daemon_args.iter().cloned());
+        args.extend(self.options.daemon_args.iter().cloned());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let first = &self
             .nodes
             .first()
             .ok_or_else(|| invalid("a lab needs a node"))?
             .sandbox;
-        let daemon = Daemon::spawn(first, 1, Some(&self.controller_netns), &args)?;
-        self.daemon = Some(daemon);
+        // Replica 0's first run logs to svcflow-1.log, as a lab with one daemon always has.
+        let n = if i == 0 && self.starts == 0 {
+            1
+        } else {
+            1000 + 10 * self.starts + i as u32
+        };
+        self.starts += 1;
+        let daemon = Daemon::spawn(first, n, Some(&self.controller_netns), &args)?;
+        if i == 0 {
+            self.daemon = Some(daemon);
+        } else {
+            self.replicas.insert(i, daemon);
+        }
         Ok(())
+    }
+
+    /// Replica `i`, while it runs.
+    pub fn replica(&self, i: usize) -> Option<&Daemon> {
+        match i {
+            0 => self.daemon.as_ref(),
+            _ => self.replicas.get(&i),
+        }
+    }
+
+    /// Kills replica `i` (SIGKILL), if it runs.
+    pub fn kill_replica(&mut self, i: usize) {
+        let daemon = match i {
+            0 => self.daemon.take(),
+            _ => self.replicas.remove(&i),
+        };
+        if let Some(mut d) = daemon {
+            d.kill();
+        }
+    }
+
+    /// Stops replica `i` with SIGTERM and waits for it to exit, if it runs.
+    pub fn terminate_replica(&mut self, i: usize) -> Result<(), SandboxError> {
+        let daemon = match i {
+            0 => self.daemon.take(),
+            _ => self.replicas.remove(&i),
+        };
+        match daemon {
+            Some(mut d) => {
+                let status = d.terminate()?;
+                if status.success() {
+                    Ok(())
+                } else {
+                    Err(invalid(format!(
+                        "replica {i} exited with {status}\n{}",
+                        d.log()
+                    )))
+                }
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The OpenFlow target replica `i` advertises to the bridges.
+    pub fn replica_target(&self, i: usize) -> String {
+        format!("tcp:{}:{}", self.controller_ip(), OPENFLOW_PORT + i as u16)
+    }
+
+    /// Where replica `i` serves REST, in the controller namespace.
+    pub fn replica_rest_addr(&self, i: usize) -> String {
+        match i {
+            0 => REST.to_string(),
+            _ => format!("127.0.0.1:{}", 8181 + i),
+        }
+    }
+
+    /// [`Lab::rest`] through replica `i`.
+    pub fn replica_rest(
+        &self,
+        i: usize,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> Result<String, SandboxError> {
+        rest_at(
+            &self.controller_netns,
+            &self.replica_rest_addr(i),
+            method,
+            path,
+            body,
+        )
+    }
+
+    /// Every running replica's log, each under a heading.
+    pub fn replica_logs(&self) -> String {
+        (0..self.options.replicas.max(1))
+            .filter_map(|i| self.replica(i).map(|d| (i, d)))
+            .map(|(i, d)| {
+                format!(
+                    "--- replica {i} ({}) ---\n{}",
+                    self.replica_target(i),
+                    d.log()
+                )
+            })
+            .collect()
     }
 
     /// Waits until svcflow has made `br-int` and `svc-gw` on node `index`.
@@ -1516,6 +1648,9 @@ impl Lab {
         if let Some(mut daemon) = self.daemon.take() {
             daemon.kill();
         }
+        for (_, mut daemon) in std::mem::take(&mut self.replicas) {
+            daemon.kill();
+        }
         self.servers.clear();
         self.outside = None;
         // Each sandbox stops its hosts, ovs-vswitchd and ovsdb-server and deletes its
@@ -1581,7 +1716,18 @@ fn endpoints_body(topology: &Topology, s: &ServiceSpec) -> Result<String, Sandbo
 
 /// `curl` against svcflow's REST northbound inside `netns`.
 fn rest_in(netns: &str, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {
-    let url = format!("http://{REST}/restconf/config/{path}");
+    rest_at(netns, REST, method, path, body)
+}
+
+/// [`rest_in`] to the REST server at `addr`.
+fn rest_at(
+    netns: &str,
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<String, SandboxError> {
+    let url = format!("http://{addr}/restconf/config/{path}");
     let mut argv = vec!["curl", "-sS", "--fail-with-body", "-X", method, &url];
     if !body.is_empty() {
         argv.extend(["-H", "Content-Type: application/json", "-d", body]);

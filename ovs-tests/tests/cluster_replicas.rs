@@ -1,0 +1,229 @@
+//! Three `svcflow run` replicas drive the three-node lab (issue 14): a real 3-member
+//! Raft-clustered `ovsdb-server` holds the REST state and the election's locks, every node's
+//! bridge lists the three replicas, and each switch's own Controller `role` column says which
+//! one is its master.
+//!
+//! - every switch settles with one master and two slaves;
+//! - `kill -9` of a replica while a pod's client loop runs through a service whose endpoints
+//!   are on other nodes: no connection fails, and a REST change made through a survivor right
+//!   after the kill is on every switch within 2 s;
+//! - a rolling restart of the three replicas, one by one, under the client loop: no
+//!   connection fails, and every switch ends with one master.
+//!
+//! Like `cluster.rs`, it runs `target/<profile>/svcflow`: run `cargo build -p svcflow` first.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ovs_tests::lab::{Lab, LabOptions, Topology};
+use ovs_tests::raft::RaftCluster;
+use ovs_tests::svcflow::fixture::service_body;
+use ovs_tests::{ProbeStream, Sample, wait_for};
+
+const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
+const TOPOLOGY: &str = include_str!("../lab/three-nodes.toml");
+const REPLICAS: usize = 3;
+const NODES: [&str; 3] = ["n1", "n2", "n3"];
+/// Service `web`; its endpoints are on n2 and n3, so n1's pods reach it through the underlay.
+const VIP: &str = "10.96.0.10:80";
+
+/// Each controller target's role on `node`'s switch, as ovs-vswitchd reports it.
+fn roles(lab: &Lab, node: &str) -> BTreeMap<String, String> {
+    let out = lab
+        .node(node)
+        .unwrap()
+        .vsctl(&[
+            "--format=csv",
+            "--data=bare",
+            "--no-headings",
+            "--columns=target,role",
+            "list",
+            "controller",
+        ])
+        .unwrap_or_default();
+    out.lines()
+        .filter_map(|l| l.split_once(','))
+        .map(|(t, r)| (t.trim_matches('"').to_string(), r.trim().to_string()))
+        .collect()
+}
+
+/// The replica `node`'s switch has as master, once the switch lists every running replica
+/// of `running`, exactly one as master and the others as slaves.
+fn master_of(lab: &Lab, node: &str, running: &[usize]) -> Option<usize> {
+    let roles = roles(lab, node);
+    let role = |i: usize| roles.get(&lab.replica_target(i)).map(String::as_str);
+    let masters: Vec<usize> = running
+        .iter()
+        .copied()
+        .filter(|i| role(*i) == Some("master"))
+        .collect();
+    let slaves = running
+        .iter()
+        .filter(|i| role(**i) == Some("slave"))
+        .count();
+    (masters.len() == 1 && slaves + 1 == running.len()).then(|| masters[0])
+}
+
+/// Waits until every node has one master among `running`, unchanged for 5 s (no move
+/// pending), and returns each node's master.
+fn wait_settled(lab: &Lab, running: &[usize]) -> BTreeMap<String, usize> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut held: Option<(BTreeMap<String, usize>, Instant)> = None;
+    loop {
+        let now: Option<BTreeMap<String, usize>> = NODES
+            .iter()
+            .map(|n| master_of(lab, n, running).map(|m| (n.to_string(), m)))
+            .collect();
+        match (now, &held) {
+            (Some(m), Some((h, since))) if m == *h => {
+                if since.elapsed() >= Duration::from_secs(5) {
+                    return m;
+                }
+            }
+            (Some(m), _) => held = Some((m, Instant::now())),
+            (None, _) => held = None,
+        }
+        if Instant::now() > deadline {
+            let roles: Vec<_> = NODES.iter().map(|n| (n, roles(lab, n))).collect();
+            panic!(
+                "the switches never settled on one master each among {running:?}: {roles:?}\n{}",
+                lab.replica_logs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Stops the loop and checks that no connection failed.
+fn no_failures(mut probes: ProbeStream, lab: &Lab, what: &str) -> usize {
+    let samples = probes.stop().unwrap();
+    let failed: Vec<&Sample> = samples.iter().filter(|s| s.outcome.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{what}: {} of {} connections failed: {failed:?}\n{}",
+        failed.len(),
+        samples.len(),
+        lab.replica_logs()
+    );
+    samples.len()
+}
+
+fn lab(cluster: &RaftCluster) -> Lab {
+    let topology = Topology::parse(TOPOLOGY).unwrap();
+    let options = LabOptions {
+        replicas: REPLICAS,
+        daemon_args: vec![
+            format!("--store=ovsdb:{}", cluster.unix_remote_list()),
+            "--hold-down=3".into(),
+        ],
+        ..LabOptions::default()
+    };
+    Lab::up(&topology, &options).unwrap_or_else(|e| panic!("lab: {e}"))
+}
+
+#[test]
+fn three_replicas_share_three_nodes_and_a_killed_or_restarted_replica_fails_no_connection() {
+    let raft = RaftCluster::start(Path::new(SCHEMA), 3)
+        .unwrap_or_else(|e| panic!("cannot start the 3-member ovsdb-server cluster: {e}"));
+    raft.wait_leader(Duration::from_secs(30)).unwrap();
+    let mut lab = lab(&raft);
+    let all: Vec<usize> = (0..REPLICAS).collect();
+    for node in NODES {
+        let listed = lab
+            .node(node)
+            .unwrap()
+            .vsctl(&["get-controller", "br-int"])
+            .unwrap();
+        let mut want: Vec<String> = all.iter().map(|i| lab.replica_target(*i)).collect();
+        want.sort();
+        assert_eq!(
+            listed.lines().map(str::to_string).collect::<Vec<_>>(),
+            want,
+            "{node} lists every replica"
+        );
+    }
+    let masters = wait_settled(&lab, &all);
+    eprintln!("masters: {masters:?}");
+
+    // Kill the master of n1 under a client loop from n1 to a service on n2 and n3.
+    let client = lab.pod("n1-a").unwrap();
+    let probes = client
+        .probe_loop("tcp", VIP, &["--timeout-ms", "3000", "--gap-ms", "25"])
+        .unwrap();
+    probes
+        .wait_for_samples(20, Duration::from_secs(30))
+        .unwrap();
+    let victim = masters["n1"];
+    let survivor = (victim + 1) % REPLICAS;
+    let killed = Instant::now();
+    lab.kill_replica(victim);
+    lab.replica_rest(
+        survivor,
+        "PUT",
+        "service:service-information/services/svc-after-kill",
+        &service_body("svc-after-kill", "10.96.0.77"),
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "PUT through replica {survivor}: {e}\n{}",
+            lab.replica_logs()
+        )
+    });
+    for node in NODES {
+        let sb = lab.node(node).unwrap();
+        let on = wait_for(
+            &format!("the change on {node}"),
+            Duration::from_secs(30),
+            || {
+                sb.dump_flows("br-int")
+                    .ok()
+                    .filter(|f| f.contains("nw_dst=10.96.0.77"))
+                    .map(|_| killed.elapsed())
+            },
+        );
+        let took = on.unwrap_or_else(|e| panic!("{e}\n{}", lab.replica_logs()));
+        assert!(
+            took < Duration::from_secs(2),
+            "{node}: the change after the kill took {took:?}\n{}",
+            lab.replica_logs()
+        );
+        eprintln!("{node}: the change through replica {survivor} {took:?} after the kill");
+    }
+    let seen = probes.samples().len();
+    probes
+        .wait_for_samples(seen + 40, Duration::from_secs(30))
+        .unwrap();
+    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != victim).collect();
+    let after_kill = wait_settled(&lab, &survivors);
+    let n = no_failures(probes, &lab, "kill -9 of a master");
+    eprintln!("after the kill of replica {victim}: masters {after_kill:?}; {n} connections");
+
+    // The killed replica comes back, then each replica restarts in turn.
+    lab.start_replica(victim).unwrap();
+    wait_settled(&lab, &all);
+    let probes = lab
+        .pod("n1-a")
+        .unwrap()
+        .probe_loop("tcp", VIP, &["--timeout-ms", "3000", "--gap-ms", "25"])
+        .unwrap();
+    probes
+        .wait_for_samples(20, Duration::from_secs(30))
+        .unwrap();
+    for i in all.clone() {
+        lab.terminate_replica(i)
+            .unwrap_or_else(|e| panic!("replica {i}: {e}"));
+        lab.start_replica(i).unwrap();
+        wait_settled(&lab, &all);
+        let seen = probes.samples().len();
+        probes
+            .wait_for_samples(seen + 20, Duration::from_secs(30))
+            .unwrap();
+    }
+    let n = no_failures(probes, &lab, "a rolling restart");
+    eprintln!("rolling restart of {REPLICAS} replicas: {n} connections, none failed");
+    drop(lab);
+    drop(raft);
+}
