@@ -192,6 +192,29 @@ impl Sandbox {
         crate::host::probe_connect(&self.node_netns, proto, target, count, extra)
     }
 
+    /// Drops every TCP packet to or from `port` on the node namespace's loopback (where the
+    /// switch reaches its controllers), or (`cut` false) stops dropping. (This kernel has
+    /// neither `gact` nor `prio`: an ingress `tc` filter redirects the packets to an `ifb`
+    /// device `ofcut` that is down, which drops them.) One port at a time.
+    pub fn cut_tcp_port(&self, port: u16, cut: bool) -> Result<(), SandboxError> {
+        if cut {
+            self.node(&["ip", "link", "add", "ofcut", "type", "ifb"])?;
+            self.node(&["tc", "qdisc", "add", "dev", "lo", "ingress"])?;
+            let port = port.to_string();
+            for direction in ["dport", "sport"] {
+                self.node(&[
+                    "tc", "filter", "add", "dev", "lo", "parent", "ffff:", "protocol", "ip", "u32",
+                    "match", "ip", direction, &port, "0xffff", "action", "mirred", "egress",
+                    "redirect", "dev", "ofcut",
+                ])?;
+            }
+        } else {
+            self.node(&["tc", "qdisc", "del", "dev", "lo", "ingress"])?;
+            self.node(&["ip", "link", "del", "ofcut"])?;
+        }
+        Ok(())
+    }
+
     /// Runs a command in the node's host namespace.
     pub fn node(&self, argv: &[&str]) -> Result<String, SandboxError> {
         cmd::run(&netns_argv(&self.node_netns, argv))

@@ -380,6 +380,44 @@ fn a_frozen_master_steps_down_when_it_wakes_and_no_flow_flaps() {
     );
 }
 
+/// The master's OpenFlow connection cut (its packets dropped) while both replicas keep
+/// running and reach the database: the other replica takes the switch, and a change made
+/// meanwhile reaches the switch through it. Once the cut ends, the switch still has one master.
+#[test]
+fn a_replica_cut_off_from_the_switch_loses_it_to_one_that_reaches_it() {
+    let lab = Lab::start();
+    let master = wait_settled(&lab.sb, &[0, 1], &|| lab.logs());
+    let other = 1 - master;
+    lab.sb.cut_tcp_port(openflow_port(master), true).unwrap();
+    let cut = Instant::now();
+    let moved = wait_for(
+        "the other replica to master the switch",
+        Duration::from_secs(60),
+        || (roles(&lab.sb).get(&target(other)).map(String::as_str) == Some("master")).then_some(()),
+    );
+    if let Err(e) = moved {
+        let _ = lab.sb.cut_tcp_port(openflow_port(master), false);
+        panic!("{e}: {:?}\n{}", roles(&lab.sb), lab.logs());
+    }
+    let took_over = cut.elapsed();
+    rest(
+        &lab.sb,
+        master,
+        "PUT",
+        "service:service-information/services/svc-cut",
+        &service_body("svc-cut", "10.96.0.79"),
+    )
+    .unwrap_or_else(|e| panic!("PUT through the cut-off replica's REST: {e}"));
+    let took = lab.wait_for_service("10.96.0.79", Instant::now());
+    lab.sb.cut_tcp_port(openflow_port(master), false).unwrap();
+    wait_settled(&lab.sb, &[0, 1], &|| lab.logs());
+    eprintln!(
+        "{} cut off: replica {other} mastered the switch {took_over:?} later; a change through \
+         the cut-off replica's REST reached the switch in {took:?}",
+        target(master)
+    );
+}
+
 /// Each flow (its text without statistics) with its age in seconds.
 fn flow_ages(sb: &Sandbox) -> BTreeMap<String, f64> {
     let text = sb.ofctl("dump-flows", "br-int", &[]).unwrap();

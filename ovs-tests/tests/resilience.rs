@@ -704,27 +704,9 @@ fn a_lost_controller_connection_keeps_forwarding_and_resyncs_with_a_diff() {
 
 /// Drops (or stops dropping) every packet to or from the OpenFlow port on the node's loopback,
 /// where svcflow and ovs-vswitchd talk: the connection dies while both keep running, and the
-/// REST northbound (another port) still answers. (This kernel has neither `gact` nor `prio`:
-/// the packets are redirected to an `ifb` device that is down, which drops them.)
+/// REST northbound (another port) still answers.
 fn cut_openflow(sb: &Sandbox, cut: bool) {
-    if cut {
-        sb.node(&["ip", "link", "add", "ofcut", "type", "ifb"])
-            .unwrap();
-        sb.node(&["tc", "qdisc", "add", "dev", "lo", "ingress"])
-            .unwrap();
-        for direction in ["dport", "sport"] {
-            sb.node(&[
-                "tc", "filter", "add", "dev", "lo", "parent", "ffff:", "protocol", "ip", "u32",
-                "match", "ip", direction, "6653", "0xffff", "action", "mirred", "egress",
-                "redirect", "dev", "ofcut",
-            ])
-            .unwrap();
-        }
-    } else {
-        sb.node(&["tc", "qdisc", "del", "dev", "lo", "ingress"])
-            .unwrap();
-        sb.node(&["ip", "link", "del", "ofcut"]).unwrap();
-    }
+    sb.cut_tcp_port(6653, cut).unwrap();
 }
 
 /// The OpenFlow connection is cut (its packets dropped) while svcflow and ovs-vswitchd both
