@@ -1,7 +1,7 @@
 //! Several `svcflow run` replicas drive one switch (issue 14), end to end: a real 3-member
 //! Raft-clustered `ovsdb-server` holds the shared REST state and the election's locks, a
 //! sandbox node's `ovs-vswitchd` has every replica as a controller, and real TCP runs through
-//! a ClusterIP service from a client pod while the master is killed or frozen.
+//! a ClusterIP service from a client pod while the master is killed, frozen or cut off.
 //!
 //! What the switch itself says is the judge: its Controller rows' `role` column (`master`,
 //! `slave`) as `ovs-vsctl` prints them.
