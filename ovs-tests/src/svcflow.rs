@@ -394,6 +394,23 @@ pub mod fixture {
     }
 }
 
+/// Seconds since midnight (UTC) of a daemon log line, `2026-11-22T05:48:47.288547Z  INFO …`.
+pub fn log_time_of_day(line: &str) -> Option<f64> {
+    let (_, time) = line.split_once('T')?;
+    let time = time.split('Z').next()?;
+    let mut parts = time.split(':').map(|p| p.parse::<f64>().ok());
+    let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// Seconds since midnight (UTC) now, to compare with [`log_time_of_day`].
+pub fn time_of_day() -> f64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    now.as_secs_f64() % 86_400.0
+}
+
 /// A daemon's log read as it grows, for benches that time what the daemon logs: each
 /// [`LogLines::poll`] returns the complete lines appended since the last one.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ovs_tests::svcflow::fixture::{curl, put_web, web_endpoints_body, web_pods};
-use ovs_tests::svcflow::{Daemon, NB, SyncLine};
+use ovs_tests::svcflow::{Daemon, NB, SyncLine, log_time_of_day, time_of_day};
 use ovs_tests::{Host, ProbeStream, Process, Sample, Sandbox, wait_for};
 
 const BR: &str = "br-int";
@@ -118,23 +118,6 @@ fn sync_line_on_connection(daemon: &Daemon, n: u32) -> Option<String> {
 /// The first sync the daemon logged after its switch connected as connection `n`.
 fn first_sync_on_connection(daemon: &Daemon, n: u32) -> Option<SyncLine> {
     SyncLine::parse(&sync_line_on_connection(daemon, n)?)
-}
-
-/// Seconds since midnight (UTC) of a daemon log line, `2026-11-22T05:48:47.288547Z  INFO …`.
-fn log_time_of_day(line: &str) -> Option<f64> {
-    let (_, time) = line.split_once('T')?;
-    let time = time.split('Z').next()?;
-    let mut parts = time.split(':').map(|p| p.parse::<f64>().ok());
-    let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
-    Some(h * 3600.0 + m * 60.0 + s)
-}
-
-/// Seconds since midnight (UTC) now.
-fn time_of_day() -> f64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    now.as_secs_f64() % 86_400.0
 }
 
 /// Waits for [`first_sync_on_connection`].
