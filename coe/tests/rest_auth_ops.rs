@@ -172,6 +172,62 @@ impl OperationalSource for Stub {
     }
 }
 
+/// [`Stub`], with a node another replica masters and one not synced yet.
+struct Partial;
+
+impl OperationalSource for Partial {
+    fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>> {
+        Stub.services()
+    }
+
+    fn unreported(&self) -> Vec<coe::rest::operational::Unreported> {
+        use coe::rest::operational::Unreported;
+        vec![
+            Unreported {
+                node: "worker2".into(),
+                reason: "mastered by another replica".into(),
+                master: Some("tcp:10.0.0.2:6653".into()),
+                rest: Some("http://10.0.0.2:8181".into()),
+            },
+            Unreported {
+                node: "worker3".into(),
+                reason: "switch not connected or not synced yet".into(),
+                master: None,
+                rest: None,
+            },
+        ]
+    }
+}
+
+#[tokio::test]
+async fn the_operational_view_lists_the_nodes_it_has_no_state_for() {
+    let (_, v) = Harness::with(|_| {}, Arc::new(Stub))
+        .call("GET", OPERATIONAL_PATH, None)
+        .await;
+    assert!(
+        v["service:service-information"]
+            .get("unreported-nodes")
+            .is_none(),
+        "{v}"
+    );
+    let h = Harness::with(|_| {}, Arc::new(Partial));
+    let (s, v) = h.call("GET", OPERATIONAL_PATH, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        v["service:service-information"]["unreported-nodes"],
+        json!([
+            {"node": "worker2", "reason": "mastered by another replica",
+             "master": "tcp:10.0.0.2:6653", "rest": "http://10.0.0.2:8181"},
+            {"node": "worker3", "reason": "switch not connected or not synced yet"},
+        ])
+    );
+    let (_, v) = h
+        .call("GET", &format!("{OPERATIONAL_PATH}/services/s1"), None)
+        .await;
+    assert_eq!(v["unreported-nodes"][0]["node"], "worker2");
+    assert_eq!(v["service:services"][0]["uid"], "s1");
+}
+
 #[tokio::test]
 async fn operational_view_serves_the_source() {
     let h = Harness::with(|_| {}, Arc::new(Stub));

@@ -237,6 +237,36 @@ fn a_killed_master_hands_its_switch_to_the_other_replica_without_a_failed_connec
         lab.logs()
     );
 
+    // The master's operational view has the node's state; the slave's points to the master.
+    let view = |i: usize| -> serde_json::Value {
+        let url = format!(
+            "http://127.0.0.1:{}/restconf/operational/service:service-information",
+            rest_port(i)
+        );
+        let text = lab.sb.node(&["curl", "-sS", "-f", &url]).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let at_master = view(master);
+    let info = &at_master["service:service-information"];
+    assert!(info.get("unreported-nodes").is_none(), "{at_master}");
+    assert_eq!(
+        info["services"][0]["groups"][0]["node"], "n1",
+        "{at_master}"
+    );
+    let at_slave = view(survivor);
+    let info = &at_slave["service:service-information"];
+    assert_eq!(info["services"], serde_json::json!([]), "{at_slave}");
+    assert_eq!(
+        info["unreported-nodes"],
+        serde_json::json!([{
+            "node": "n1",
+            "reason": "mastered by another replica",
+            "master": target(master),
+            "rest": format!("http://127.0.0.1:{}", rest_port(master)),
+        }]),
+        "{at_slave}"
+    );
+
     let mut probes = lab
         .client
         .probe_loop("tcp", VIP, &["--timeout-ms", "3000", "--gap-ms", "25"])

@@ -22,7 +22,10 @@ pub fn document() -> Value {
                 "200": { "description": "Every service", "content": json_content(json!({
                     "type": "object",
                     "properties": { "service:service-information": { "type": "object",
-                        "properties": { "services": { "type": "array", "items": schema_ref("ServiceState") } } } }
+                        "properties": {
+                            "services": { "type": "array", "items": schema_ref("ServiceState") },
+                            "unreported-nodes": { "type": "array", "items": schema_ref("Unreported") },
+                        } } }
                 })) },
                 "401": response_ref("Unauthorized"),
                 "503": response_ref("Unavailable"),
@@ -38,7 +41,10 @@ pub fn document() -> Value {
             "responses": {
                 "200": { "description": "The service", "content": json_content(json!({
                     "type": "object",
-                    "properties": { "service:services": { "type": "array", "items": schema_ref("ServiceState") } }
+                    "properties": {
+                        "service:services": { "type": "array", "items": schema_ref("ServiceState") },
+                        "unreported-nodes": { "type": "array", "items": schema_ref("Unreported") },
+                    }
                 })) },
                 "401": response_ref("Unauthorized"),
                 "404": response_ref("NotFound"),
@@ -245,6 +251,12 @@ fn components() -> Value {
             "BucketState": { "type": "object", "properties": {
                 "bucket-id": { "type": "integer" }, "endpoint": { "type": "string", "example": "10.1.0.11:8080" },
                 "weight": { "type": "integer" }, "packet-count": { "type": "integer" }, "byte-count": { "type": "integer" },
+            } },
+            "Unreported": { "type": "object", "required": ["node", "reason"], "properties": {
+                "node": { "type": "string" },
+                "reason": { "type": "string", "example": "mastered by another replica" },
+                "master": { "type": "string", "description": "the OpenFlow target of the replica that masters the node" },
+                "rest": { "type": "string", "description": "where that replica serves REST", "example": "http://10.0.0.2:8181" },
             } },
             "FlowState": { "type": "object", "properties": {
                 "node": { "type": "string" }, "table-id": { "type": "integer" }, "priority": { "type": "integer" },

@@ -15,6 +15,28 @@ pub trait OperationalSource: Send + Sync + 'static {
     /// The services, with their groups, buckets, flows and counters from the latest flow and
     /// group statistics. `Err` (e.g. no switch connected yet) becomes a 503.
     fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>>;
+
+    /// The model's nodes that [`OperationalSource::services`] says nothing about, and why:
+    /// the answer lists them, so that a node missing from it is never silently missing.
+    fn unreported(&self) -> Vec<Unreported> {
+        Vec::new()
+    }
+}
+
+/// A node the operational view has no state for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Unreported {
+    /// The node.
+    pub node: String,
+    /// Why: `mastered by another replica`, or `switch not connected or not synced yet`.
+    pub reason: String,
+    /// The replica that masters the node's switch (its OpenFlow target), when another does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub master: Option<String>,
+    /// Where that replica serves REST, to ask it for this node's state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rest: Option<String>,
 }
 
 /// A source with nothing to report yet: every request gets a 503.

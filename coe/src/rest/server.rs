@@ -635,11 +635,35 @@ fn json_body(headers: &HeaderMap) -> Result<(), RequestError> {
     }
 }
 
+/// Adds the nodes the operational view has no state for to `body`'s `object` (the root when
+/// None), if any.
+fn with_unreported(
+    mut body: serde_json::Value,
+    object: Option<&str>,
+    s: &AppState,
+) -> serde_json::Value {
+    let unreported = s.operational.unreported();
+    let target = match object {
+        Some(key) => body.get_mut(key),
+        None => Some(&mut body),
+    };
+    if !unreported.is_empty()
+        && let Some(o) = target.and_then(|o| o.as_object_mut())
+    {
+        o.insert("unreported-nodes".into(), json!(unreported));
+    }
+    body
+}
+
 async fn operational_all(State(s): State<AppState>) -> Response {
     match s.operational.services().await {
         Ok(services) => (
             StatusCode::OK,
-            axum::Json(json!({ "service:service-information": { "services": services } })),
+            axum::Json(with_unreported(
+                json!({ "service:service-information": { "services": services } }),
+                Some("service:service-information"),
+                &s,
+            )),
         )
             .into_response(),
         Err(e) => restconf_error(
@@ -656,7 +680,11 @@ async fn operational_one(State(s): State<AppState>, Path(uid): Path<String>) -> 
         Ok(services) => match services.into_iter().find(|x| x.uid == uid) {
             Some(one) => (
                 StatusCode::OK,
-                axum::Json(json!({ "service:services": [one] })),
+                axum::Json(with_unreported(
+                    json!({ "service:services": [one] }),
+                    None,
+                    &s,
+                )),
             )
                 .into_response(),
             None => request_error(&RequestError::NotFound {

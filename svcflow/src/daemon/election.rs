@@ -25,8 +25,9 @@ use std::time::Duration;
 
 use netvirt::node_setup::datapath_id;
 use ovsdb::datum::{Datum, Row};
+use ovsdb::monitor::MonitorRequest;
 use ovsdb::ops::{Condition, ErrorKind, Operation, Until};
-use ovsdb::{Client, ClientConfig, ClientEvent};
+use ovsdb::{Client, ClientConfig, ClientEvent, ReplicaHandle};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -39,6 +40,21 @@ const MASTER: &str = "Master";
 /// How long a master's own connection to a switch may be gone before it hands the node to a
 /// replica the switch is connected to.
 pub(crate) const SWITCH_GRACE: Duration = Duration::from_secs(2);
+
+/// Where the election keeps the `Master` table's rows (every node's master), once monitored.
+pub(crate) type MasterRows = std::sync::Arc<std::sync::RwLock<Option<ReplicaHandle>>>;
+
+/// The master `node` has according to the `Master` rows: its OpenFlow target and REST address.
+pub(crate) fn master_of(rows: &MasterRows, node: &str) -> Option<(String, String)> {
+    let guard = rows.read().ok()?;
+    let replica = guard.as_ref()?.read();
+    replica.table(MASTER).find_map(|(_, row)| {
+        (row.get("node").and_then(Datum::as_str) == Some(node)).then(|| {
+            let text = |c: &str| row.get(c).and_then(Datum::as_str).unwrap_or("").to_string();
+            (text("owner"), text("rest"))
+        })
+    })
+}
 
 /// The pause after a claim failed for a reason other than the lock.
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
@@ -364,11 +380,19 @@ fn read_ops(lock: &str, node: &str) -> Vec<Operation> {
     ]
 }
 
+/// This replica, as the `Master` rows name it: its OpenFlow target, and where it serves REST.
+#[derive(Debug, Clone)]
+pub(crate) struct Me {
+    pub target: String,
+    pub rest: String,
+}
+
 /// The node's epoch transaction: write `epoch` (the row held `old`), under the lock.
-fn write_ops(lock: &str, node: &str, me: &str, old: Option<i64>, epoch: u64) -> Vec<Operation> {
+fn write_ops(lock: &str, node: &str, me: &Me, old: Option<i64>, epoch: u64) -> Vec<Operation> {
     let mut row = Row::new();
     row.insert("epoch".into(), Datum::integer(epoch as i64));
-    row.insert("owner".into(), Datum::string(me));
+    row.insert("owner".into(), Datum::string(&me.target));
+    row.insert("rest".into(), Datum::string(&me.rest));
     let by_node = || vec![Condition::eq("node", Datum::string(node))];
     let mut ops = vec![Operation::Assert {
         lock: lock.to_string(),
@@ -402,7 +426,7 @@ enum ClaimFailed {
 }
 
 /// Bumps the node's epoch past the stored one and `floor`, asserting the lock.
-async fn claim(client: &Client, me: &str, node: &str, floor: u64) -> Result<u64, ClaimFailed> {
+async fn claim(client: &Client, me: &Me, node: &str, floor: u64) -> Result<u64, ClaimFailed> {
     let lock = lock_name(node);
     let fail = |e: ovsdb::Error| match e.transact().and_then(|t| t.kind()) {
         Some(ErrorKind::NotOwner) => ClaimFailed::NotOwner,
@@ -432,9 +456,13 @@ async fn claim(client: &Client, me: &str, node: &str, floor: u64) -> Result<u64,
 /// Runs the election until shutdown: queues for the nodes' locks on the shared database,
 /// follows what `inputs` says, and tells the dispatcher through `changes` which nodes this
 /// replica masters (`Change::Master`).
+// The election's wiring: the database, its state, who this replica is, and its channels.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     remotes: Vec<String>,
     mut election: Election,
+    me: Me,
+    masters: MasterRows,
     mut inputs: mpsc::UnboundedReceiver<Input>,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
@@ -447,9 +475,10 @@ pub(crate) async fn run(
             return;
         }
     };
-    let me = election.me.clone();
     tracing::info!(
-        "election: this replica is {me}; hold-down {:?}",
+        "election: this replica is {} (REST {}); hold-down {:?}",
+        me.target,
+        me.rest,
         election.hold_down
     );
     let mut locks: BTreeMap<String, String> = BTreeMap::new();
@@ -467,20 +496,20 @@ pub(crate) async fn run(
             }
             now = Instant::now();
         }
-        let masters = election.masters();
-        for (node, epoch) in &masters {
+        let mastered = election.masters();
+        for (node, epoch) in &mastered {
             if announced.get(node) != Some(epoch) {
                 tracing::info!("node {node}: this replica is its master (epoch {epoch})");
                 let _ = changes.send(Change::Master(node.clone(), Some(*epoch)));
             }
         }
         for node in announced.keys() {
-            if !masters.contains_key(node) {
+            if !mastered.contains_key(node) {
                 tracing::info!("node {node}: this replica is no longer its master");
                 let _ = changes.send(Change::Master(node.clone(), None));
             }
         }
-        announced = masters;
+        announced = mastered;
         let wake = election
             .next_deadline(now)
             .unwrap_or(now + Duration::from_secs(3600));
@@ -527,6 +556,24 @@ pub(crate) async fn run(
                     tracing::info!("election: using {member}");
                     election.disconnected();
                 }
+                Some(ClientEvent::Connected) => {
+                    let missing = masters.read().map(|m| m.is_none()).unwrap_or(false);
+                    if missing {
+                        // Every node's master, for the operational view (kept by the client).
+                        let requests = BTreeMap::from([(
+                            MASTER.to_string(),
+                            MonitorRequest::columns(&["node", "owner", "rest"]),
+                        )]);
+                        match client.replica(DB, "svcflow-masters", requests).await {
+                            Ok(handle) => {
+                                if let Ok(mut m) = masters.write() {
+                                    *m = Some(handle);
+                                }
+                            }
+                            Err(e) => tracing::warn!("election: monitoring {MASTER} failed: {e}"),
+                        }
+                    }
+                }
                 Some(_) => {}
             },
         }
@@ -537,7 +584,7 @@ pub(crate) async fn run(
 /// Carries out one order.
 async fn execute(
     client: &Client,
-    me: &str,
+    me: &Me,
     order: Order,
     election: &mut Election,
     locks: &mut BTreeMap<String, String>,

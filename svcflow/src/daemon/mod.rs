@@ -118,6 +118,18 @@ fn controller_target(listen: SocketAddr, advertise: Option<SocketAddr>) -> Strin
     }
 }
 
+/// Where this replica's REST northbound is reached, as other replicas' operational views
+/// point to it: the listen address, or (listening on every address) the advertised OpenFlow
+/// address's host, else loopback.
+fn rest_url(listen: SocketAddr, advertise: Option<SocketAddr>) -> String {
+    let ip = match (listen.ip().is_unspecified(), advertise) {
+        (false, _) => listen.ip(),
+        (true, Some(a)) => a.ip(),
+        (true, None) => std::net::IpAddr::from([127, 0, 0, 1]),
+    };
+    format!("http://{}", SocketAddr::new(ip, listen.port()))
+}
+
 async fn serve(config: RunConfig) -> Result<(), String> {
     let (stop_tx, shutdown) = watch::channel(false);
 
@@ -134,9 +146,18 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     rest.node_port_range = config.pipeline.node_port_range.0..=config.pipeline.node_port_range.1;
     rest.store = config.store.clone();
     let installed = operational::Installed::default();
+    let masters = election::MasterRows::default();
+    let operational_models = Arc::new(std::sync::OnceLock::new());
+    let me = election::Me {
+        target: controller_target(config.openflow_listen, config.openflow_advertise),
+        rest: rest_url(config.rest_listen, config.openflow_advertise),
+    };
+    let replicated = matches!(config.store, coe::rest::StoreKind::Ovsdb(_));
     let operational: Arc<dyn coe::rest::operational::OperationalSource> =
         Arc::new(operational::Operational {
             installed: installed.clone(),
+            models: operational_models.clone(),
+            masters: replicated.then(|| (me.target.clone(), masters.clone())),
         });
     let nb = tokio::task::spawn_blocking(move || Northbound::open(&rest, operational))
         .await
@@ -167,6 +188,8 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         }
         None => (models, None),
     };
+
+    let _ = operational_models.set(models.clone());
 
     // The OpenFlow listener.
     let target = format!(
@@ -212,10 +235,12 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let (election_tx, election_task) = match &replicas {
         Some(remotes) => {
             let (tx, rx) = mpsc::unbounded_channel();
-            let election = election::Election::new(node_setup.controller.clone(), config.hold_down);
+            let election = election::Election::new(me.target.clone(), config.hold_down);
             let task = tokio::spawn(election::run(
                 remotes.clone(),
                 election,
+                me.clone(),
+                masters.clone(),
                 rx,
                 changes_tx.clone(),
                 shutdown.clone(),
@@ -405,5 +430,21 @@ mod tests {
         let adv = |l: &str, a: &str| controller_target(l.parse().unwrap(), a.parse().ok());
         assert_eq!(adv("0.0.0.0:6653", "192.0.2.7:6653"), "tcp:192.0.2.7:6653");
         assert_eq!(adv("[::]:6653", "[fd00::9]:6000"), "tcp:[fd00::9]:6000");
+    }
+
+    #[test]
+    fn other_replicas_reach_the_rest_listen_address_or_the_advertised_host() {
+        let url =
+            |l: &str, a: Option<&str>| rest_url(l.parse().unwrap(), a.map(|a| a.parse().unwrap()));
+        assert_eq!(url("10.0.0.5:8181", None), "http://10.0.0.5:8181");
+        assert_eq!(
+            url("0.0.0.0:8181", Some("192.0.2.7:6653")),
+            "http://192.0.2.7:8181"
+        );
+        assert_eq!(
+            url("[::]:8181", Some("[fd00::9]:6653")),
+            "http://[fd00::9]:8181"
+        );
+        assert_eq!(url("0.0.0.0:8181", None), "http://127.0.0.1:8181");
     }
 }

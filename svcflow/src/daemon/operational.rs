@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use coe::rest::Published;
 use coe::rest::operational::{
-    BoxFuture, BucketState, FlowState, GroupState, OperationalSource, ServiceState,
+    BoxFuture, BucketState, FlowState, GroupState, OperationalSource, ServiceState, Unreported,
 };
 use netvirt::desired::ServicePortState;
 use netvirt::flow::{DumpFlow, FlowEntry, FlowKey};
@@ -44,9 +44,47 @@ pub(crate) type Installed = Arc<RwLock<BTreeMap<String, NodeView>>>;
 /// The daemon's [`OperationalSource`].
 pub(crate) struct Operational {
     pub installed: Installed,
+    /// The model the node tasks follow (set once the inputs are up), for the nodes to report.
+    pub models: Arc<std::sync::OnceLock<tokio::sync::watch::Receiver<Arc<Published>>>>,
+    /// With replicas: this replica's OpenFlow target, and every node's master.
+    pub masters: Option<(String, super::election::MasterRows)>,
 }
 
 impl OperationalSource for Operational {
+    fn unreported(&self) -> Vec<Unreported> {
+        let Some(models) = self.models.get() else {
+            return Vec::new();
+        };
+        let nodes: Vec<String> = models.borrow().model.nodes.keys().cloned().collect();
+        let here: Vec<String> = match self.installed.read() {
+            Ok(map) => map.keys().cloned().collect(),
+            Err(_) => Vec::new(),
+        };
+        nodes
+            .into_iter()
+            .filter(|n| !here.contains(n))
+            .map(|node| {
+                let elsewhere = self.masters.as_ref().and_then(|(me, rows)| {
+                    super::election::master_of(rows, &node).filter(|(owner, _)| owner != me)
+                });
+                match elsewhere {
+                    Some((master, rest)) => Unreported {
+                        node,
+                        reason: "mastered by another replica".into(),
+                        master: Some(master),
+                        rest: Some(rest),
+                    },
+                    None => Unreported {
+                        node,
+                        reason: "switch not connected or not synced yet".into(),
+                        master: None,
+                        rest: None,
+                    },
+                }
+            })
+            .collect()
+    }
+
     fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>> {
         Box::pin(async move {
             let nodes: Vec<(String, NodeView)> = match self.installed.read() {
@@ -54,6 +92,10 @@ impl OperationalSource for Operational {
                 Err(_) => return Err("operational state is unavailable".to_string()),
             };
             if nodes.is_empty() {
+                // A replica that masters no node still answers, listing who does.
+                if self.unreported().iter().any(|u| u.master.is_some()) {
+                    return Ok(Vec::new());
+                }
                 return Err("no node's switch is connected and synced yet".to_string());
             }
             let mut services: BTreeMap<String, ServiceState> = BTreeMap::new();

@@ -213,14 +213,19 @@ fn the_epoch_transactions_assert_the_lock() {
         read[0].to_json(),
         serde_json::json!({"op":"assert","lock":"L"})
     );
-    let write = write_ops("L", "n1", A, Some(4), 5);
+    let me = Me {
+        target: A.into(),
+        rest: "http://10.0.0.1:8181".into(),
+    };
+    let write = write_ops("L", "n1", &me, Some(4), 5);
     assert_eq!(
         write[0].to_json(),
         serde_json::json!({"op":"assert","lock":"L"})
     );
     assert_eq!(write[1].to_json()["op"], "wait");
     assert_eq!(write[2].to_json()["row"]["epoch"], 5);
-    let first = write_ops("L", "n1", A, None, 1);
+    assert_eq!(write[2].to_json()["row"]["rest"], "http://10.0.0.1:8181");
+    let first = write_ops("L", "n1", &me, None, 1);
     assert_eq!(first[1].to_json()["op"], "insert");
     assert_eq!(first[1].to_json()["row"]["node"], "n1");
 }
