@@ -267,6 +267,28 @@ fn a_killed_master_hands_its_switch_to_the_other_replica_without_a_failed_connec
         "{at_slave}"
     );
 
+    // Both are ready (a slave is healthy), and the metrics say which one writes.
+    for (i, master_gauge) in [(master, 1), (survivor, 0)] {
+        let health = format!("http://127.0.0.1:{}/healthz", 10256 + 10 * i);
+        let code = lab
+            .sb
+            .node(&[
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &health,
+            ])
+            .unwrap();
+        assert_eq!(code.trim(), "200", "replica {i}'s /healthz\n{}", lab.logs());
+        let metrics = format!("http://127.0.0.1:{}/metrics", 10249 + 10 * i);
+        let text = lab.sb.node(&["curl", "-sS", "-f", &metrics]).unwrap();
+        let line = format!("svcflow_switch_master{{node=\"n1\"}} {master_gauge}");
+        assert!(text.contains(&line), "replica {i} lacks `{line}`:\n{text}");
+    }
+
     let mut probes = lab
         .client
         .probe_loop("tcp", VIP, &["--timeout-ms", "3000", "--gap-ms", "25"])

@@ -59,6 +59,9 @@ pub(crate) struct AgentParams {
     /// another master.
     pub epoch: Option<u64>,
     pub report: mpsc::UnboundedSender<super::Change>,
+    /// This task's number, in what it reports, so that a late report of an ended task never
+    /// stops its successor.
+    pub task_id: u64,
 }
 
 /// Runs the node's sync loop until shutdown or until the task is aborted (its switch left).
@@ -78,10 +81,10 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 tracing::warn!("node {node}: cannot become its switch's master: {e}");
                 let report = match e {
                     super::role::ClaimError::Stale(g) => {
-                        super::Change::Stale(node.clone(), p.connection, g)
+                        super::Change::Stale(node.clone(), p.task_id, g)
                     }
                     super::role::ClaimError::Failed(_) => {
-                        super::Change::Deposed(node.clone(), p.connection)
+                        super::Change::Deposed(node.clone(), p.task_id)
                     }
                 };
                 let _ = p.report.send(report);
@@ -204,7 +207,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     }
     rejects.abort();
     if p.epoch.is_some() && !*shutdown.borrow() {
-        let _ = p.report.send(super::Change::Deposed(node, p.connection));
+        let _ = p.report.send(super::Change::Deposed(node, p.task_id));
     }
 }
 

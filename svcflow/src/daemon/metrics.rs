@@ -88,6 +88,7 @@ pub(crate) struct Metrics {
     flows: Family<NodeLabel, Gauge>,
     groups: Family<NodeLabel, Gauge>,
     switch_connected: Family<NodeLabel, Gauge>,
+    switch_master: Family<NodeLabel, Gauge>,
     bundles: Family<BundleLabel, Counter>,
     conntrack_flushes: Family<NodeLabel, Counter>,
     ovsdb_connected: Family<NodeLabel, Gauge>,
@@ -112,6 +113,7 @@ impl Metrics {
             flows: Family::default(),
             groups: Family::default(),
             switch_connected: Family::default(),
+            switch_master: Family::default(),
             bundles: Family::default(),
             conntrack_flushes: Family::default(),
             ovsdb_connected: Family::default(),
@@ -168,6 +170,12 @@ impl Metrics {
             "svcflow_switch_connected",
             "Whether the node's switch is connected and served",
             m.switch_connected.clone(),
+        );
+        registry.register(
+            "svcflow_switch_master",
+            "Whether this replica writes to the node's switch: 1 as its master (or its only \
+             controller), 0 while its connection is a slave of another replica",
+            m.switch_master.clone(),
         );
         registry.register(
             "svcflow_syncs",
@@ -281,6 +289,15 @@ impl Metrics {
             h.synced.remove(node);
             self.update_pending(&mut h);
         }
+    }
+
+    /// This replica masters the node's switch (`true`), or its connection is a slave.
+    pub(crate) fn master(&self, node: &str, master: bool) {
+        self.switch_master
+            .get_or_create(&NodeLabel {
+                node: node.to_string(),
+            })
+            .set(i64::from(master));
     }
 
     /// svcflow's connection to a node's OVSDB server is up or down.

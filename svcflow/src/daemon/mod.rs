@@ -50,11 +50,10 @@ pub(crate) enum Change {
     NodeGone(String),
     /// The controller targets a node's switch says it is connected to (`is_connected`).
     Controllers(String, std::collections::BTreeSet<String>),
-    /// A node's task (on that connection) found its switch taken by another master and
-    /// stopped.
+    /// A node's task (by its number) found its switch taken by another master and stopped.
     Deposed(String, u64),
-    /// A node's task (on that connection) had its master request refused as stale: the
-    /// switch has accepted this generation id.
+    /// A node's task (by its number) had its master request refused as stale: the switch has
+    /// accepted this generation id.
     Stale(String, u64, Option<u64>),
     /// The election: this replica masters the node, with this epoch (Some), or no longer does.
     Master(String, Option<u64>),

@@ -27,8 +27,8 @@ use netvirt::shards::Renders;
 struct Running {
     connection: u64,
     switch: SwitchHandle,
-    /// The node's task; None while another replica masters the switch.
-    task: Option<JoinHandle<()>>,
+    /// The node's task and its number; None while another replica masters the switch.
+    task: Option<(u64, JoinHandle<()>)>,
 }
 
 /// How long the switch a node already has may take to answer before a second connection that
@@ -73,6 +73,8 @@ struct Dispatcher {
     masters: BTreeMap<String, u64>,
     /// Where node tasks report a lost mastership.
     report: mpsc::UnboundedSender<Change>,
+    /// The number of the last node task started.
+    tasks_started: u64,
 }
 
 impl Dispatcher {
@@ -199,6 +201,7 @@ impl Dispatcher {
         let task = match self.mastership(&node) {
             Some(epoch) => Some(self.start_agent(&node, connection, &switch, epoch)),
             None => {
+                self.metrics.master(&node, false);
                 standby(&node, connection, &switch);
                 None
             }
@@ -219,7 +222,10 @@ impl Dispatcher {
         connection: u64,
         switch: &SwitchHandle,
         epoch: Option<u64>,
-    ) -> JoinHandle<()> {
+    ) -> (u64, JoinHandle<()>) {
+        self.metrics.master(node, true);
+        self.tasks_started += 1;
+        let task_id = self.tasks_started;
         let params = AgentParams {
             node: node.to_string(),
             connection,
@@ -233,8 +239,12 @@ impl Dispatcher {
             metrics: self.metrics.clone(),
             epoch,
             report: self.report.clone(),
+            task_id,
         };
-        tokio::spawn(agent::run(params, self.shutdown.clone()))
+        (
+            task_id,
+            tokio::spawn(agent::run(params, self.shutdown.clone())),
+        )
     }
 
     /// Stops a node's task, if it has one, and takes it out of the operational view.
@@ -242,7 +252,7 @@ impl Dispatcher {
         let Some(running) = self.agents.get_mut(node) else {
             return;
         };
-        let Some(task) = running.task.take() else {
+        let Some((_, task)) = running.task.take() else {
             return;
         };
         task.abort();
@@ -261,6 +271,7 @@ impl Dispatcher {
     fn stop(&mut self, node: &str) {
         self.stop_agent(node);
         if self.agents.remove(node).is_some() {
+            self.metrics.master(node, false);
             self.link(Link::Down(node.to_string()));
             self.elect(Input::Switch(node.to_string(), false));
         }
@@ -284,21 +295,27 @@ impl Dispatcher {
                     running.task = Some(task);
                 }
             }
-            None => standby(&node, connection, &switch),
+            None => {
+                self.metrics.master(&node, false);
+                standby(&node, connection, &switch)
+            }
         }
     }
 
     /// A node's task stopped because the switch refused it (`stale`: its epoch was too old).
-    fn demoted(&mut self, node: String, connection: u64, stale: Option<Option<u64>>) {
-        let Some(running) = self.agents.get_mut(&node) else {
-            return;
-        };
-        if running.connection != connection {
-            return;
+    fn demoted(&mut self, node: String, task_id: u64, stale: Option<Option<u64>>) {
+        let current = self
+            .agents
+            .get(&node)
+            .and_then(|r| r.task.as_ref())
+            .map(|(id, _)| *id);
+        if current != Some(task_id) {
+            return; // a task that was already replaced or stopped
         }
-        running.task = None;
+        // The task has ended; this takes it out of the operational view and the metrics.
         self.stop_agent(&node);
         self.masters.remove(&node);
+        self.metrics.master(&node, false);
         match stale {
             Some(generation) => self.elect(Input::Stale(node, generation)),
             None => self.elect(Input::Deposed(node)),
@@ -346,9 +363,9 @@ impl Dispatcher {
             }
             Change::Controllers(node, live) => self.elect(Input::Controllers(node, live)),
             Change::Master(node, epoch) => self.master(node, epoch),
-            Change::Deposed(node, connection) => self.demoted(node, connection, None),
-            Change::Stale(node, connection, generation) => {
-                self.demoted(node, connection, Some(generation))
+            Change::Deposed(node, task_id) => self.demoted(node, task_id, None),
+            Change::Stale(node, task_id, generation) => {
+                self.demoted(node, task_id, Some(generation))
             }
             Change::SwitchUp(connection, switch) => self.switch_up(connection, switch),
             Change::SwitchDown(connection) => self.switch_down(connection),
@@ -391,6 +408,7 @@ pub(crate) async fn run(
         election,
         masters: BTreeMap::new(),
         report,
+        tasks_started: 0,
     };
     loop {
         tokio::select! {
@@ -414,7 +432,7 @@ pub(crate) async fn run(
     }
     // The tasks see the same shutdown; wait for them briefly so their last logs are out.
     for (_, running) in std::mem::take(&mut d.agents) {
-        if let Some(task) = running.task {
+        if let Some((_, task)) = running.task {
             let _ = task.await;
         }
     }
