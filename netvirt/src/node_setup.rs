@@ -13,7 +13,8 @@ use ovsdb::Operation;
 use ovsdb::Replica;
 use ovsdb::vswitch::{
     BridgeSpec, Controller, ControllerSpec, FailMode, HelperError, InterfaceType, PortSpec,
-    VSwitchQuery, add_controller_ops, add_port_ops_named, ensure_bridge_ops, set_controllers_ops,
+    VSwitchQuery, add_controller_ops, add_port_ops_named, ensure_bridge_ops,
+    remove_controllers_ops, set_controllers_ops,
 };
 
 use crate::desired::{GatewayPort, NodeBindings, Uplink};
@@ -59,7 +60,14 @@ pub struct NodeSetup {
     /// bridge's controllers and the others' targets stay ([`add_controller_ops`]); otherwise
     /// it is the bridge's only controller.
     pub shared_controller: bool,
+    /// With a shared controller list: the bridge drops another replica's target (marked
+    /// [`REPLICA_KEY`]) once the switch has been disconnected from it this many seconds
+    /// (`status:sec_since_disconnect`); None keeps every target.
+    pub departed_after: Option<u64>,
 }
+
+/// The `external_ids` key that marks a controller target as an svcflow replica's.
+pub const REPLICA_KEY: &str = "svcflow-replica";
 
 /// A node's datapath id: svcflow's mark `0x5356` over 48 bits of the node name's hash, so a
 /// switch that connects is recognised as its node, across restarts and replicas.
@@ -78,6 +86,7 @@ impl Default for NodeSetup {
             datapath_id: datapath_id(""),
             encap: crate::config::Encap::None,
             shared_controller: false,
+            departed_after: None,
         }
     }
 }
@@ -108,9 +117,19 @@ pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>,
         // flood of connection attempts cannot take svcflow's CPU.
         rate_limit: Some(PACKET_IN_RATE),
         burst_limit: Some(PACKET_IN_BURST),
+        external_ids: if setup.shared_controller {
+            BTreeMap::from([(REPLICA_KEY.to_string(), "true".to_string())])
+        } else {
+            BTreeMap::new()
+        },
     };
     if setup.shared_controller {
         ops.extend(add_controller_ops(replica, &setup.bridge, &controller)?);
+        if let Some(after) = setup.departed_after {
+            ops.extend(remove_controllers_ops(replica, &setup.bridge, |c| {
+                departed(c, &setup.controller, after)
+            })?);
+        }
     } else {
         ops.extend(set_controllers_ops(replica, &setup.bridge, &[controller])?);
     }
@@ -136,6 +155,19 @@ pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>,
         ops.extend(add_port_ops_named(replica, &setup.bridge, &tun, "tun")?);
     }
     Ok(ops)
+}
+
+/// Whether controller `c` is another replica's target (not `me`) that the switch has been
+/// disconnected from for `after` seconds or more. A target the switch never reached has no
+/// disconnection time and stays.
+fn departed(c: &Controller, me: &str, after: u64) -> bool {
+    c.target != me
+        && !c.is_connected
+        && c.external_ids.get(REPLICA_KEY).map(String::as_str) == Some("true")
+        && c.status
+            .get("sec_since_disconnect")
+            .and_then(|s| s.parse::<u64>().ok())
+            .is_some_and(|s| s >= after)
 }
 
 /// The targets of `bridge`'s controllers that its switch says it is connected to: the

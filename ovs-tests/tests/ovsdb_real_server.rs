@@ -124,6 +124,7 @@ async fn bridge_with_internal_port_and_external_ids() {
         connection_mode: Some("out-of-band".into()),
         rate_limit: Some(1000),
         burst_limit: Some(250),
+        ..ControllerSpec::default()
     }];
     assert!(vs.set_controllers("br-test", &ctl).await.unwrap() > 0);
     assert_eq!(vs.set_controllers("br-test", &ctl).await.unwrap(), 0);

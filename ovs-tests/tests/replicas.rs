@@ -36,7 +36,7 @@ fn target(i: usize) -> String {
 }
 
 /// Starts replica `i` in the node's namespace on the shared store.
-fn replica(sb: &Sandbox, cluster: &RaftCluster, i: usize, run: u32) -> Daemon {
+fn replica(sb: &Sandbox, cluster: &RaftCluster, i: usize, run: u32, more: &[&str]) -> Daemon {
     let store = format!("ovsdb:{}", cluster.unix_remote_list());
     let args = [
         format!("--openflow-listen=127.0.0.1:{}", openflow_port(i)),
@@ -49,7 +49,8 @@ fn replica(sb: &Sandbox, cluster: &RaftCluster, i: usize, run: u32) -> Daemon {
         "--encap=none".into(),
         "--log-level=info".into(),
     ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend_from_slice(more);
     Daemon::spawn(sb, 10 * run + i as u32, Some(sb.node_netns()), &args).unwrap()
 }
 
@@ -143,14 +144,19 @@ impl Lab {
     /// Two replicas on node n1 with service `web` (10.96.0.10:80) on pods pa and pb, and a
     /// client pod pc; returns once the service answers.
     fn start() -> Lab {
+        Self::start_with(&[])
+    }
+
+    /// [`Lab::start`], the replicas with `more` flags.
+    fn start_with(more: &[&str]) -> Lab {
         let cluster = RaftCluster::start(Path::new(SCHEMA), 3)
             .unwrap_or_else(|e| panic!("cannot start the 3-member ovsdb-server cluster: {e}"));
         cluster.wait_leader(Duration::from_secs(30)).unwrap();
         let mut sb =
             Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
         let mut replicas = BTreeMap::new();
-        replicas.insert(0, replica(&sb, &cluster, 0, 0));
-        replicas.insert(1, replica(&sb, &cluster, 1, 0));
+        replicas.insert(0, replica(&sb, &cluster, 0, 0, more));
+        replicas.insert(1, replica(&sb, &cluster, 1, 0, more));
         let (client, servers) = web_pods(&mut sb);
         let lab = Lab {
             replicas,
@@ -468,6 +474,51 @@ fn a_replica_cut_off_from_the_switch_loses_it_to_one_that_reaches_it() {
          the cut-off replica's REST reached the switch in {took:?}",
         target(master)
     );
+}
+
+/// A replica that stays away is taken off the bridge (`--replica-gone-after`), the other's
+/// target always staying; when it comes back it puts itself on again as a slave.
+#[test]
+fn a_departed_replica_leaves_the_controller_list_and_a_returning_one_rejoins() {
+    let mut lab = Lab::start_with(&["--replica-gone-after=3"]);
+    let master = wait_settled(&lab.sb, &[0, 1], &|| lab.logs());
+    let leaver = 1 - master;
+    lab.replicas.get_mut(&leaver).unwrap().kill();
+    let only = wait_for(
+        "the departed replica's target to leave the bridge",
+        Duration::from_secs(60),
+        || {
+            let listed = lab.sb.vsctl(&["get-controller", "br-int"]).ok()?;
+            (listed.trim() == target(master)).then_some(())
+        },
+    );
+    if let Err(e) = only {
+        panic!(
+            "{e}: {:?}\n{}",
+            lab.sb.vsctl(&["get-controller", "br-int"]),
+            lab.logs()
+        );
+    }
+    assert_eq!(
+        settled_master(&lab.sb, &[master]),
+        Some(master),
+        "{:?}",
+        roles(&lab.sb)
+    );
+    let attempt = lab
+        .client
+        .connect("tcp", VIP, 5, &["--timeout-ms", "1000"])
+        .unwrap();
+    assert!(attempt.iter().all(Result::is_ok), "{attempt:?}");
+    let back = replica(
+        &lab.sb,
+        &lab.cluster,
+        leaver,
+        1,
+        &["--replica-gone-after=3"],
+    );
+    lab.replicas.insert(leaver, back);
+    wait_settled(&lab.sb, &[0, 1], &|| lab.logs());
 }
 
 /// Each flow (its text without statistics) with its age in seconds.

@@ -96,6 +96,9 @@ pub struct Controller {
     /// Packet-ins it may send in a burst above the rate (`controller_burst_limit`).
     pub burst_limit: Option<i64>,
     pub is_connected: bool,
+    pub external_ids: BTreeMap<String, String>,
+    /// What ovs-vswitchd reports: `state`, `sec_since_connect`, `sec_since_disconnect`, …
+    pub status: BTreeMap<String, String>,
 }
 
 /// A Manager row.
@@ -175,6 +178,8 @@ impl Controller {
                 .get("is_connected")
                 .and_then(Datum::as_bool)
                 .unwrap_or(false),
+            external_ids: smap(r, "external_ids"),
+            status: smap(r, "status"),
         }
     }
 }
@@ -307,6 +312,8 @@ pub fn monitor_requests() -> BTreeMap<String, MonitorRequest> {
                 "controller_rate_limit",
                 "controller_burst_limit",
                 "is_connected",
+                "external_ids",
+                "status",
             ]),
         ),
         ("Manager", t(&["target", "is_connected"])),
@@ -497,6 +504,8 @@ pub struct ControllerSpec {
     pub connection_mode: Option<String>,
     pub rate_limit: Option<i64>,
     pub burst_limit: Option<i64>,
+    /// The row's `external_ids` (all of them: others are removed).
+    pub external_ids: BTreeMap<String, String>,
 }
 
 impl ControllerSpec {
@@ -508,7 +517,23 @@ impl ControllerSpec {
             ("connection_mode", opt_str(&self.connection_mode)),
             ("controller_rate_limit", opt_int(self.rate_limit)),
             ("controller_burst_limit", opt_int(self.burst_limit)),
+            ("external_ids", datum_smap(&self.external_ids)),
         ])
+    }
+
+    /// Whether row `c` already has what this spec sets.
+    fn matches(&self, c: &Controller) -> bool {
+        (
+            &c.connection_mode,
+            c.rate_limit,
+            c.burst_limit,
+            &c.external_ids,
+        ) == (
+            &self.connection_mode,
+            self.rate_limit,
+            self.burst_limit,
+            &self.external_ids,
+        )
     }
 }
 
@@ -523,17 +548,12 @@ pub enum HelperError {
     NoSuchRow { table: &'static str, name: String },
 }
 
-/// Operations that make bridge `bridge`'s controllers exactly `want` (empty if they are).
-/// Targets kept from before keep their rows, so only changed targets reconnect.
-pub fn set_controllers_ops(
-    r: &Replica,
-    bridge: &str,
-    want: &[ControllerSpec],
-) -> Result<Vec<Operation>, HelperError> {
+/// Bridge `bridge` and its controllers' rows.
+fn bridge_controllers(r: &Replica, bridge: &str) -> Result<(Bridge, Vec<Controller>), HelperError> {
     let b = r
         .bridge(bridge)
         .ok_or_else(|| HelperError::NoSuchBridge(bridge.into()))?;
-    let have: Vec<Controller> = b
+    let controllers = b
         .controllers
         .iter()
         .filter_map(|u| {
@@ -541,6 +561,17 @@ pub fn set_controllers_ops(
                 .map(|row| Controller::from_row(*u, row))
         })
         .collect();
+    Ok((b, controllers))
+}
+
+/// Operations that make bridge `bridge`'s controllers exactly `want` (empty if they are).
+/// Targets kept from before keep their rows, so only changed targets reconnect.
+pub fn set_controllers_ops(
+    r: &Replica,
+    bridge: &str,
+    want: &[ControllerSpec],
+) -> Result<Vec<Operation>, HelperError> {
+    let (b, have) = bridge_controllers(r, bridge)?;
     let mut ops = vec![];
     let mut refs: Vec<crate::datum::Atom> = vec![];
     let mut changed = have.len() != want.len();
@@ -548,9 +579,7 @@ pub fn set_controllers_ops(
         match have.iter().find(|c| c.target == w.target) {
             Some(c) => {
                 refs.push(crate::datum::Atom::Uuid(c.uuid));
-                if (&c.connection_mode, c.rate_limit, c.burst_limit)
-                    != (&w.connection_mode, w.rate_limit, w.burst_limit)
-                {
+                if !w.matches(c) {
                     ops.push(Operation::update(
                         "Controller",
                         vec![Condition::uuid(c.uuid)],
@@ -588,21 +617,10 @@ pub fn add_controller_ops(
     bridge: &str,
     want: &ControllerSpec,
 ) -> Result<Vec<Operation>, HelperError> {
-    let b = r
-        .bridge(bridge)
-        .ok_or_else(|| HelperError::NoSuchBridge(bridge.into()))?;
-    let have = b.controllers.iter().find_map(|u| {
-        r.row("Controller", u)
-            .map(|row| Controller::from_row(*u, row))
-            .filter(|c| c.target == want.target)
-    });
+    let (b, all) = bridge_controllers(r, bridge)?;
+    let have = all.into_iter().find(|c| c.target == want.target);
     Ok(match have {
-        Some(c)
-            if (&c.connection_mode, c.rate_limit, c.burst_limit)
-                == (&want.connection_mode, want.rate_limit, want.burst_limit) =>
-        {
-            vec![]
-        }
+        Some(c) if want.matches(&c) => vec![],
         Some(c) => vec![Operation::update(
             "Controller",
             vec![Condition::uuid(c.uuid)],
@@ -624,6 +642,30 @@ pub fn add_controller_ops(
             ]
         }
     })
+}
+
+/// Operations that take off the bridge the controllers `gone` picks, as one `mutate` that
+/// deletes their references (the rows go with them, as OVS collects unreferenced rows); empty
+/// if it picks none. It never takes the last controller (that would flush the flow table).
+pub fn remove_controllers_ops(
+    r: &Replica,
+    bridge: &str,
+    gone: impl Fn(&Controller) -> bool,
+) -> Result<Vec<Operation>, HelperError> {
+    let (b, all) = bridge_controllers(r, bridge)?;
+    let drop: Vec<crate::datum::Atom> = all
+        .iter()
+        .filter(|c| gone(c))
+        .map(|c| crate::datum::Atom::Uuid(c.uuid))
+        .collect();
+    if drop.is_empty() || drop.len() >= all.len() {
+        return Ok(vec![]);
+    }
+    Ok(vec![Operation::mutate(
+        "Bridge",
+        vec![Condition::uuid(b.uuid)],
+        vec![Mutation::delete("controller", Datum::set(drop))],
+    )])
 }
 
 /// The type of an interface and its type-specific options.

@@ -266,6 +266,11 @@ pub struct RunArgs {
     /// [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub hold_down: Option<u64>,
+    /// Replicas (--store ovsdb:): each bridge drops another replica's target once the switch
+    /// has been disconnected from it this many seconds (a replica that left for good); 0
+    /// keeps every target [default: 600].
+    #[arg(long, value_name = "SECONDS")]
+    pub replica_gone_after: Option<u64>,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     pub check: bool,
@@ -387,6 +392,11 @@ impl RunArgs {
             ),
             hold_down: std::time::Duration::from_secs(
                 self.hold_down.or(file.hold_down).unwrap_or(30),
+            ),
+            replica_gone_after: std::time::Duration::from_secs(
+                self.replica_gone_after
+                    .or(file.replica_gone_after)
+                    .unwrap_or(600),
             ),
         })
     }

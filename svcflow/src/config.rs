@@ -48,6 +48,9 @@ pub struct RunConfig {
     /// Replicas (`store` is `ovsdb:`): how long a replica's connection to a switch must last,
     /// and how long after the node last moved, before it takes the node it is preferred for.
     pub hold_down: std::time::Duration,
+    /// Replicas: a bridge drops another replica's target once the switch has been
+    /// disconnected from it this long; zero keeps every target.
+    pub replica_gone_after: std::time::Duration,
 }
 
 /// An OVSDB server to dial, and the node it belongs to.
@@ -109,6 +112,8 @@ pub struct FileConfig {
     pub node_down_after: Option<u64>,
     /// See [`RunConfig::hold_down`], in seconds.
     pub hold_down: Option<u64>,
+    /// See [`RunConfig::replica_gone_after`], in seconds.
+    pub replica_gone_after: Option<u64>,
 }
 
 /// `system` or `netdev`.

@@ -248,6 +248,7 @@ fn controllers_and_external_ids() {
         connection_mode: Some("out-of-band".into()),
         rate_limit: Some(1000),
         burst_limit: Some(250),
+        ..ControllerSpec::default()
     }];
     let ops = set_controllers_ops(&r, "br0", &limited).unwrap();
     assert_eq!(ops.len(), 1, "{ops:?}");
@@ -277,5 +278,42 @@ fn controllers_and_external_ids() {
         external_ids(&r, NamedTable::Bridge, "br0")
             .unwrap()
             .is_empty()
+    );
+}
+
+#[test]
+fn departed_controllers_go_but_never_the_last_one() {
+    let mut r = base();
+    let ops = ensure_bridge_ops(&r, &BridgeSpec::new("br0"));
+    apply_ops(&mut r, &ops);
+    let spec = |t: &str| ControllerSpec {
+        target: t.into(),
+        ..ControllerSpec::default()
+    };
+    let ops = set_controllers_ops(
+        &r,
+        "br0",
+        &[spec("tcp:10.0.0.1:6653"), spec("tcp:10.0.0.2:6653")],
+    )
+    .unwrap();
+    apply_ops(&mut r, &ops);
+    assert_eq!(r.controllers().len(), 2);
+    let gone = |c: &Controller| c.target == "tcp:10.0.0.2:6653";
+    let ops = remove_controllers_ops(&r, "br0", gone).unwrap();
+    assert_eq!(ops.len(), 1);
+    let json = ops[0].to_json();
+    assert_eq!(json["op"], "mutate");
+    assert_eq!(json["mutations"][0][0], "controller");
+    assert_eq!(json["mutations"][0][1], "delete");
+    assert!(
+        remove_controllers_ops(&r, "br0", |_| false)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        remove_controllers_ops(&r, "br0", |_| true)
+            .unwrap()
+            .is_empty(),
+        "taking every controller would flush the flow table"
     );
 }

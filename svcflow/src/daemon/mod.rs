@@ -209,6 +209,8 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         datapath_type: config.datapath_type.clone(),
         encap: config.pipeline.encap,
         shared_controller: replicas.is_some(),
+        departed_after: Some(config.replica_gone_after.as_secs())
+            .filter(|s| replicas.is_some() && *s > 0),
         ..NodeSetup::default()
     };
     if config.pipeline.encap != netvirt::config::Encap::None && config.datapath_type == "netdev" {
