@@ -415,6 +415,14 @@ impl Host {
         ProbeStream::spawn(&netns_argv(&self.netns, &argv))
     }
 
+    /// A failover client: a new TCP connection to `target` every 25 ms (each may take 3 s),
+    /// returned once 20 have been made, so the loop is known to run.
+    pub fn connection_loop(&self, target: &str) -> Result<ProbeStream, SandboxError> {
+        let probes = self.probe_loop("tcp", target, &["--timeout-ms", "3000", "--gap-ms", "25"])?;
+        probes.wait_for_samples(20, std::time::Duration::from_secs(30))?;
+        Ok(probes)
+    }
+
     /// Starts `svcflow-probe hold TARGET EXTRA…`: one long-lived TCP connection that exchanges
     /// a line every `--gap-ms` until [`ProbeStream::stop`]; it ends at the first failure.
     pub fn probe_hold(&self, target: &str, extra: &[&str]) -> Result<ProbeStream, SandboxError> {

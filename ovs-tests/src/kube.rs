@@ -45,7 +45,9 @@ pub const POD_GATEWAY: &str = "10.244.0.1";
 /// One node driven by `svcflow run --kubeconfig` against a fake API server; see the module
 /// docs. Fields drop in order: the daemon, the API server, its runtime, then the sandbox.
 pub struct KubeNode {
-    /// The `svcflow` daemon.
+    /// More `svcflow` replicas, if [`KubeNode::start_daemons`] started several.
+    pub others: Vec<Daemon>,
+    /// The `svcflow` daemon (the first replica).
     pub daemon: Daemon,
     /// The fake API server: change the cluster with `apply` and `delete`.
     pub api: FakeApiServer,
@@ -165,6 +167,22 @@ impl KubeNode {
     /// `--host-node n1`), waits for `br-int`, attaches `ext` as the uplink, and publishes
     /// namespace `default` and Nodes `n1` and `n2`.
     pub fn start() -> KubeNode {
+        Self::start_daemons(|sb, kubeconfig| {
+            let daemon = Daemon::start_kube(
+                sb,
+                1,
+                kubeconfig,
+                &["--host-node", NODE, "--log-level", "debug"],
+            )
+            .unwrap_or_else(|e| panic!("cannot start svcflow: {e}"));
+            vec![daemon]
+        })
+    }
+
+    /// [`KubeNode::start`] with the daemons `start` returns (given the sandbox and the
+    /// kubeconfig's text): the first is [`KubeNode::daemon`], the others
+    /// [`KubeNode::others`].
+    pub fn start_daemons(start: impl FnOnce(&Sandbox, &str) -> Vec<Daemon>) -> KubeNode {
         let rt = tokio::runtime::Runtime::new()
             .unwrap_or_else(|e| panic!("cannot start a tokio runtime: {e}"));
         let mut sb =
@@ -177,13 +195,11 @@ impl KubeNode {
                     .unwrap_or_else(|e| panic!("cannot start the fake API server: {e}"))
             })
         };
-        let daemon = Daemon::start_kube(
-            &sb,
-            1,
-            &api.kubeconfig(),
-            &["--host-node", NODE, "--log-level", "debug"],
-        )
-        .unwrap_or_else(|e| panic!("cannot start svcflow: {e}"));
+        let mut daemons = start(&sb, &api.kubeconfig()).into_iter();
+        let Some(daemon) = daemons.next() else {
+            panic!("no daemon to start");
+        };
+        let others: Vec<Daemon> = daemons.collect();
         // The daemon creates br-int (with its gateway port) before hosts can be attached.
         let ready = wait_for("br-int and svc-gw", Duration::from_secs(30), || {
             sb.vsctl(&["get", "interface", "svc-gw", "ofport"])
@@ -207,6 +223,7 @@ impl KubeNode {
         ])
         .unwrap_or_else(|e| panic!("cannot mark the uplink: {e}"));
         let node = KubeNode {
+            others,
             daemon,
             api,
             ext,
