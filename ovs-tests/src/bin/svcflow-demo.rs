@@ -3,8 +3,10 @@
 //! underlay, one `svcflow run` driving them all; service `web` is posted over REST with its
 //! endpoints on n2 and n3, reached by ClusterIP from a pod on n1 and by NodePort from a host
 //! outside the cluster through n1; n2's `ovs-vswitchd` is killed and restarted and the traffic
-//! works again; svcflow stops with SIGTERM, the switches keep forwarding, and the lab is torn
-//! down. The lab is torn down on an error or a panic too; `svcflow-demo --clean-up` (which
+//! works again; a second svcflow replica joins as a standby (the REST state is in a 3-member
+//! Raft-clustered `ovsdb-server`) and takes every switch over when the first is killed, with
+//! no connection failing; svcflow stops with SIGTERM, the switches keep forwarding, and the
+//! lab is torn down. The lab is torn down on an error or a panic too; `svcflow-demo --clean-up` (which
 //! `scripts/demo.sh` runs on exit) removes what a demo killed midway left.
 
 use std::collections::BTreeMap;
@@ -12,10 +14,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ovs_tests::lab::{Lab, LabOptions, REST, Topology};
+use ovs_tests::raft::RaftCluster;
 use ovs_tests::{SandboxError, wait_for};
 
 const TOPOLOGY: &str = include_str!("../../lab/three-nodes.toml");
 const VIP: &str = "10.96.0.10:80";
+const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -102,15 +106,6 @@ fn connections(
     Ok(())
 }
 
-/// The UTC time of day of `t`, in seconds, as svcflow's log stamps it.
-fn seconds_of_day(t: std::time::SystemTime) -> f64 {
-    let since = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64();
-    since.rem_euclid(86400.0)
-}
-
 /// The flows and groups on node `node`'s switch.
 fn counts(lab: &Lab, node: &str) -> Result<(usize, usize), SandboxError> {
     let sandbox = lab.node(node)?;
@@ -136,6 +131,116 @@ fn pods_of(lab: &Lab, node: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Prints the lines of `log` that `start` finds something in, from there, each with its time
+/// in milliseconds after `since` (seconds of the day).
+fn print_log_since(log: &str, since: f64, start: &dyn Fn(&str) -> Option<usize>) {
+    for line in log.lines() {
+        let Some(at) = start(line) else {
+            continue;
+        };
+        let when = ovs_tests::svcflow::log_time_of_day(line)
+            .map(|t| format!("{:>6.0}", (t - since).rem_euclid(86400.0) * 1e3))
+            .unwrap_or_else(|| "     ?".into());
+        println!("   {when}  {}", &line[at..]);
+    }
+}
+
+/// A second replica joins as a standby on every switch; the first is killed; the standby
+/// masters every switch, a change made through it reaches all of them, and a client loop
+/// running through it all loses no connection.
+fn standby_takes_over(lab: &mut Lab) -> Result<(), SandboxError> {
+    println!(
+        "== a second svcflow replica joins (its own OpenFlow port {}, REST {}, same store): \
+         every bridge gets its target, and it stands by as a slave",
+        lab.replica_target(1),
+        lab.replica_rest_addr(1)
+    );
+    lab.start_replica(1)?;
+    let standby_log = |lab: &Lab| lab.replica(1).map(|d| d.log()).unwrap_or_default();
+    wait_for(
+        "the standby on every switch",
+        Duration::from_secs(30),
+        || (standby_log(lab).matches("is a slave").count() >= 3).then_some(()),
+    )?;
+    for node in lab.node_names() {
+        let targets = lab.node(node)?.vsctl(&["get-controller", "br-int"])?;
+        let targets: Vec<&str> = targets.lines().collect();
+        println!("   {node}: $ ovs-vsctl get-controller br-int: {}", targets.join(", "));
+    }
+    println!("   replica 1 logged:");
+    for line in standby_log(lab).lines().filter(|l| l.contains("is a slave")) {
+        if let Some(at) = line.find("node n") {
+            println!("   {}", &line[at..]);
+        }
+    }
+    let probes = lab.pod("n1-b")?.connection_loop(VIP)?;
+    println!(
+        "== replica 0, the master of every switch, killed (SIGKILL) while pod n1-b opens a \
+         connection to {VIP} every 25 ms"
+    );
+    let log_before = standby_log(lab).len();
+    let killed_at = ovs_tests::svcflow::time_of_day();
+    let killed = Instant::now();
+    lab.kill_replica(0);
+    wait_for(
+        "replica 1 to master every switch",
+        Duration::from_secs(30),
+        || {
+            let log = standby_log(lab);
+            let since = log.get(log_before..).unwrap_or("");
+            (since.matches("master of its switch").count() >= 3).then_some(())
+        },
+    )?;
+    println!("   replica 1 logged (ms after the kill):");
+    let log = standby_log(lab);
+    print_log_since(log.get(log_before..).unwrap_or(""), killed_at, &|line| {
+        if line.contains("master") || line.contains("synced") {
+            line.find("node n")
+        } else {
+            None
+        }
+    });
+    let body = ovs_tests::svcflow::fixture::service_body("svc-after", "10.96.0.77");
+    let path = "service:service-information/services/svc-after";
+    println!(
+        "   $ curl -X PUT http://{}/restconf/config/{path} -d '{{svc-after: 10.96.0.77:80}}'",
+        lab.replica_rest_addr(1)
+    );
+    lab.replica_rest(1, "PUT", path, &body)?;
+    for node in lab.node_names() {
+        let sb = lab.node(node)?;
+        wait_for(
+            &format!("svc-after on {node}"),
+            Duration::from_secs(30),
+            || {
+                sb.dump_flows("br-int")
+                    .ok()
+                    .filter(|f| f.contains("nw_dst=10.96.0.77"))
+            },
+        )?;
+    }
+    println!(
+        "   svc-after is on all three switches {:.0} ms after the kill",
+        killed.elapsed().as_secs_f64() * 1e3
+    );
+    let mut probes = probes;
+    let seen = probes.samples().len();
+    probes.wait_for_samples(seen + 40, Duration::from_secs(30))?;
+    let samples = probes.stop()?;
+    let failed = samples.iter().filter(|s| s.outcome.is_err()).count();
+    if failed > 0 {
+        return Err(invalid(format!(
+            "{failed} of {} connections failed across the takeover",
+            samples.len()
+        )));
+    }
+    println!(
+        "   {} connections from n1-b across the takeover, none failed",
+        samples.len()
+    );
+    Ok(())
+}
+
 fn run() -> Result<(), SandboxError> {
     let mut topology = Topology::parse(TOPOLOGY)?;
     // The demo posts the service itself, below.
@@ -150,10 +255,22 @@ fn run() -> Result<(), SandboxError> {
          `svcflow run` driving all three"
     );
     let started = Instant::now();
-    let mut lab = Lab::up(&topology, &LabOptions::default())?;
+    // The REST state lives in a Raft cluster, so that a second replica can share it below.
+    let raft = RaftCluster::start(std::path::Path::new(SCHEMA), 3)?;
+    raft.wait_leader(Duration::from_secs(30))?;
+    let options = LabOptions {
+        daemon_args: vec![
+            format!("--store=ovsdb:{}", raft.unix_remote_list()),
+            // No node moves to the standby on its own during the demo.
+            "--hold-down=120".into(),
+        ],
+        ..LabOptions::default()
+    };
+    let mut lab = Lab::up(&topology, &options)?;
     println!(
         "   svcflow run --openflow-listen 0.0.0.0:6653 --openflow-advertise {}:6653 --rest-listen \
-         {REST} --ovsdb-remote n1=unix:…/db.sock (and n2, n3)",
+         {REST} --ovsdb-remote n1=unix:…/db.sock (and n2, n3) --store ovsdb:unix:…/m0.sock,… \
+         (its REST state in a 3-member Raft-clustered ovsdb-server)",
         lab.controller_ip()
     );
     println!(
@@ -292,7 +409,7 @@ fn run() -> Result<(), SandboxError> {
     let syncs_before = lab.daemon().syncs().len();
     let log_before = lab.daemon().log().len();
     let killed = Instant::now();
-    let killed_at = seconds_of_day(std::time::SystemTime::now());
+    let killed_at = ovs_tests::svcflow::time_of_day();
     lab.restart_vswitchd("n2")?;
     let restarted = killed.elapsed();
     lab.wait_synced(Duration::from_secs(30))?;
@@ -302,24 +419,9 @@ fn run() -> Result<(), SandboxError> {
         restarted.as_secs_f64() * 1e3
     );
     let log = lab.daemon().log();
-    for line in log.get(log_before..).unwrap_or("").lines() {
-        let Some(at) = line.find("node n2: ").or_else(|| line.find("switch ")) else {
-            continue;
-        };
-        let when = line
-            .split_once('T')
-            .and_then(|(_, rest)| rest.split_once('Z'))
-            .and_then(|(time, _)| {
-                let mut parts = time.split(':');
-                let h: f64 = parts.next()?.parse().ok()?;
-                let m: f64 = parts.next()?.parse().ok()?;
-                let s: f64 = parts.next()?.parse().ok()?;
-                Some(h * 3600.0 + m * 60.0 + s)
-            })
-            .map(|t| format!("{:>6.0}", (t - killed_at).rem_euclid(86400.0) * 1e3))
-            .unwrap_or_else(|| "     ?".into());
-        println!("   {when}  {}", &line[at..]);
-    }
+    print_log_since(log.get(log_before..).unwrap_or(""), killed_at, &|line| {
+        line.find("node n2: ").or_else(|| line.find("switch "))
+    });
     println!(
         "   every switch connected and holding web again {:.0} ms after the kill",
         killed.elapsed().as_secs_f64() * 1e3
@@ -340,16 +442,23 @@ fn run() -> Result<(), SandboxError> {
         println!("   {line}");
     }
 
-    println!("== svcflow stopped with SIGTERM: the switches keep their flows and keep forwarding");
+    standby_takes_over(&mut lab)?;
+
+    println!(
+        "== svcflow (replica 1) stopped with SIGTERM: the switches keep their flows and keep \
+         forwarding"
+    );
     let mut before = BTreeMap::new();
     for node in lab.node_names() {
         before.insert(node, counts(&lab, node)?);
     }
-    let pid = lab
-        .daemon()
+    let last = lab
+        .replica(1)
+        .ok_or_else(|| invalid("replica 1 is not running"))?;
+    let pid = last
         .pid()
         .ok_or_else(|| invalid("svcflow is not running"))?;
-    lab.daemon().signal("TERM")?;
+    last.signal("TERM")?;
     wait_for("svcflow to exit", Duration::from_secs(10), || {
         (!ovs_tests::lab::process_is_alive(pid)).then_some(())
     })?;
@@ -369,6 +478,7 @@ fn run() -> Result<(), SandboxError> {
     println!("== tearing the lab down");
     let id = lab.id().to_string();
     lab.down()?;
+    drop(raft);
     let left: Vec<String> = ovs_tests::leftover_namespaces()
         .into_iter()
         .filter(|ns| {
