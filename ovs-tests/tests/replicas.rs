@@ -273,6 +273,27 @@ fn a_killed_master_hands_its_switch_to_the_other_replica_without_a_failed_connec
         "{at_slave}"
     );
 
+    // `svcflow get services` through the slave says where n1's state is.
+    let svcflow = ovs_tests::svcflow::svcflow_binary().unwrap();
+    let url = format!("http://127.0.0.1:{}", rest_port(survivor));
+    let table = lab
+        .sb
+        .node(&[
+            &svcflow.to_string_lossy(),
+            "get",
+            "services",
+            "--rest",
+            &url,
+        ])
+        .unwrap();
+    let said = format!(
+        "node n1 is not in this view: mastered by another replica ({}; ask `svcflow get services \
+         --rest http://127.0.0.1:{}`)",
+        target(master),
+        rest_port(master)
+    );
+    assert!(table.contains(&said), "{table}");
+
     // Both are ready (a slave is healthy), and the metrics say which one writes.
     for (i, master_gauge) in [(master, 1), (survivor, 0)] {
         let health = format!("http://127.0.0.1:{}/healthz", 10256 + 10 * i);

@@ -43,12 +43,45 @@ pub fn services(
     {
         return Err(format!("no service {n} in the operational view"));
     }
+    let unreported = unreported(&value["service:service-information"]["unreported-nodes"]);
     if json {
+        // Standard output stays the services' JSON; what it lacks is said on standard error.
+        for line in &unreported {
+            eprintln!("svcflow get: {line}");
+        }
         return serde_json::to_string_pretty(&chosen)
             .map(|s| s + "\n")
             .map_err(|e| e.to_string());
     }
-    Ok(table(&chosen))
+    let mut out = table(&chosen);
+    for line in unreported {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// A line per node the view has no state for (`unreported-nodes`): why, and where to ask.
+fn unreported(nodes: &Value) -> Vec<String> {
+    let text = |v: &Value| v.as_str().unwrap_or("?").to_string();
+    nodes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            let mut line = format!(
+                "node {} is not in this view: {}",
+                text(&n["node"]),
+                text(&n["reason"])
+            );
+            if let (Some(master), Some(rest)) = (n["master"].as_str(), n["rest"].as_str()) {
+                line.push_str(&format!(
+                    " ({master}; ask `svcflow get services --rest {rest}`)"
+                ));
+            }
+            line
+        })
+        .collect()
 }
 
 /// One row per service and node: its group, endpoints (with bucket packet counts) and
@@ -211,6 +244,24 @@ mod tests {
             "{t}"
         );
         assert!(lines[2].contains("(none: refused)"), "{t}");
+    }
+
+    #[test]
+    fn nodes_missing_from_the_view_are_named_with_where_to_ask() {
+        let lines = unreported(&serde_json::json!([
+            {"node": "n2", "reason": "mastered by another replica",
+             "master": "tcp:10.0.0.2:6653", "rest": "http://10.0.0.2:8181"},
+            {"node": "n3", "reason": "switch not connected or not synced yet"},
+        ]));
+        assert_eq!(
+            lines,
+            [
+                "node n2 is not in this view: mastered by another replica (tcp:10.0.0.2:6653; \
+                 ask `svcflow get services --rest http://10.0.0.2:8181`)",
+                "node n3 is not in this view: switch not connected or not synced yet",
+            ]
+        );
+        assert!(unreported(&Value::Null).is_empty());
     }
 
     #[test]

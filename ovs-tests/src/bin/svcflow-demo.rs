@@ -165,10 +165,16 @@ fn standby_takes_over(lab: &mut Lab) -> Result<(), SandboxError> {
     for node in lab.node_names() {
         let targets = lab.node(node)?.vsctl(&["get-controller", "br-int"])?;
         let targets: Vec<&str> = targets.lines().collect();
-        println!("   {node}: $ ovs-vsctl get-controller br-int: {}", targets.join(", "));
+        println!(
+            "   {node}: $ ovs-vsctl get-controller br-int: {}",
+            targets.join(", ")
+        );
     }
     println!("   replica 1 logged:");
-    for line in standby_log(lab).lines().filter(|l| l.contains("is a slave")) {
+    for line in standby_log(lab)
+        .lines()
+        .filter(|l| l.contains("is a slave"))
+    {
         if let Some(at) = line.find("node n") {
             println!("   {}", &line[at..]);
         }
