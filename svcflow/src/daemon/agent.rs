@@ -62,6 +62,9 @@ pub(crate) struct AgentParams {
     /// This task's number, in what it reports, so that a late report of an ended task never
     /// stops its successor.
     pub task_id: u64,
+    /// A slave request on this connection that must finish before the claim (see
+    /// `reconcile`).
+    pub after: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Runs the node's sync loop until shutdown or until the task is aborted (its switch left).
@@ -71,6 +74,9 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     // Subscribed before the claim, so that no role change after it is missed.
     let mut switch_events = p.switch.events();
     let mut events_open = true;
+    if let Some(standby) = p.after.take() {
+        let _ = tokio::time::timeout(SYNC_TIMEOUT, standby).await;
+    }
     if let Some(epoch) = p.epoch {
         match super::role::claim_master(&p.switch, epoch).await {
             Ok(()) => tracing::info!(

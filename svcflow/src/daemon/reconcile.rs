@@ -29,6 +29,10 @@ struct Running {
     switch: SwitchHandle,
     /// The node's task and its number; None while another replica masters the switch.
     task: Option<(u64, JoinHandle<()>)>,
+    /// The request that makes the connection a slave, while it may be in flight: a task
+    /// that claims the switch waits for it, so that the slave request cannot land after the
+    /// master request on the same connection.
+    standby: Option<JoinHandle<()>>,
 }
 
 /// How long the switch a node already has may take to answer before a second connection that
@@ -198,34 +202,33 @@ impl Dispatcher {
         self.stop(&node);
         self.link(Link::Up(node.clone()));
         self.elect(Input::Switch(node.clone(), true));
-        let task = match self.mastership(&node) {
-            Some(epoch) => Some(self.start_agent(&node, connection, &switch, epoch)),
-            None => {
-                self.metrics.master(&node, false);
-                standby(&node, connection, &switch);
-                None
-            }
-        };
         self.agents.insert(
-            node,
+            node.clone(),
             Running {
                 connection,
-                switch,
-                task,
+                switch: switch.clone(),
+                task: None,
+                standby: None,
             },
         );
+        match self.mastership(&node) {
+            Some(epoch) => self.start_agent(&node, connection, &switch, epoch),
+            None => self.standby(&node, connection, &switch),
+        }
     }
 
+    /// Starts `node`'s task on its running connection.
     fn start_agent(
         &mut self,
         node: &str,
         connection: u64,
         switch: &SwitchHandle,
         epoch: Option<u64>,
-    ) -> (u64, JoinHandle<()>) {
+    ) {
         self.metrics.master(node, true);
         self.tasks_started += 1;
         let task_id = self.tasks_started;
+        let after = self.agents.get_mut(node).and_then(|r| r.standby.take());
         let params = AgentParams {
             node: node.to_string(),
             connection,
@@ -240,11 +243,32 @@ impl Dispatcher {
             epoch,
             report: self.report.clone(),
             task_id,
+            after,
         };
-        (
-            task_id,
-            tokio::spawn(agent::run(params, self.shutdown.clone())),
-        )
+        let task = tokio::spawn(agent::run(params, self.shutdown.clone()));
+        if let Some(running) = self.agents.get_mut(node) {
+            running.task = Some((task_id, task));
+        }
+    }
+
+    /// Makes `node`'s connection a slave, off the dispatcher's loop: it must not write, and
+    /// must not get the packet-ins that only the master answers.
+    fn standby(&mut self, node: &str, connection: u64, switch: &SwitchHandle) {
+        self.metrics.master(node, false);
+        let (name, switch) = (node.to_string(), switch.clone());
+        let task = tokio::spawn(async move {
+            match super::role::become_slave(&switch).await {
+                Ok(()) => tracing::info!(
+                    "node {name}: another replica masters it; connection {connection} is a slave"
+                ),
+                Err(e) => {
+                    tracing::warn!("node {name}: cannot make connection {connection} a slave: {e}")
+                }
+            }
+        });
+        if let Some(running) = self.agents.get_mut(node) {
+            running.standby = Some(task);
+        }
     }
 
     /// Stops a node's task, if it has one, and takes it out of the operational view.
@@ -289,16 +313,8 @@ impl Dispatcher {
         let (connection, switch) = (running.connection, running.switch.clone());
         self.stop_agent(&node);
         match epoch {
-            Some(e) => {
-                let task = self.start_agent(&node, connection, &switch, Some(e));
-                if let Some(running) = self.agents.get_mut(&node) {
-                    running.task = Some(task);
-                }
-            }
-            None => {
-                self.metrics.master(&node, false);
-                standby(&node, connection, &switch)
-            }
+            Some(e) => self.start_agent(&node, connection, &switch, Some(e)),
+            None => self.standby(&node, connection, &switch),
         }
     }
 
@@ -436,20 +452,4 @@ pub(crate) async fn run(
             let _ = task.await;
         }
     }
-}
-
-/// Makes the connection a slave of the switch, off the dispatcher's loop: it must not write,
-/// and must not get the packet-ins that only the master answers.
-fn standby(node: &str, connection: u64, switch: &SwitchHandle) {
-    let (node, switch) = (node.to_string(), switch.clone());
-    tokio::spawn(async move {
-        match super::role::become_slave(&switch).await {
-            Ok(()) => tracing::info!(
-                "node {node}: another replica masters it; connection {connection} is a slave"
-            ),
-            Err(e) => {
-                tracing::warn!("node {node}: cannot make connection {connection} a slave: {e}")
-            }
-        }
-    });
 }
