@@ -82,6 +82,8 @@ pub(crate) async fn manage(
 const IDLE_CHECK: Duration = Duration::from_secs(60);
 /// Pause after a failed connect, transaction or setup computation.
 const RETRY: Duration = Duration::from_secs(2);
+/// Pause after a setup transaction lost a race with another writer of the same rows.
+const RACE_RETRY: Duration = Duration::from_millis(100);
 /// The longest pause between attempts to reach an OVSDB server for the first time.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -181,8 +183,22 @@ async fn keep_converged(
                     ops.len()
                 );
                 if let Err(e) = vs.client.transact("Open_vSwitch", ops).await {
-                    tracing::warn!("node {node}: bridge setup transaction failed: {e}");
-                    tokio::time::sleep(RETRY).await;
+                    // Another replica setting the same bridge up at the same moment makes
+                    // ours break a unique index: its rows are on their way to the replica,
+                    // so look again soon rather than after the usual pause.
+                    let raced = matches!(
+                        e.transact().and_then(|t| t.kind()),
+                        Some(ovsdb::ops::ErrorKind::ConstraintViolation)
+                    );
+                    if raced {
+                        tracing::info!(
+                            "node {node}: bridge setup raced another writer ({e}); looking again"
+                        );
+                        tokio::time::sleep(RACE_RETRY).await;
+                    } else {
+                        tracing::warn!("node {node}: bridge setup transaction failed: {e}");
+                        tokio::time::sleep(RETRY).await;
+                    }
                 }
                 continue;
             }
