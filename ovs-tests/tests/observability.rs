@@ -1,6 +1,6 @@
 //! The daemon's `/metrics`, `/healthz` and `/livez`, scraped from a real `svcflow run` on a
 //! sandbox node while it syncs a real switch: the counters and histograms must move with the
-//! syncs they describe.
+//! syncs they describe; and, watching the fake API server, the count of watches that relist.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -142,4 +142,35 @@ fn metrics_and_health_follow_real_syncs() {
         assert!(v["lastUpdated"].as_str().unwrap().ends_with('Z'), "{body}");
         assert!(v["currentTime"].as_str().unwrap().ends_with('Z'), "{body}");
     }
+}
+
+/// Kubernetes watches that start over are counted by resource: after the fake API server
+/// expires every watch (a 410, as after an etcd compaction), each reflector relists and
+/// `svcflow_kubernetes_watch_relists_total` counts it; the first lists are not counted.
+#[test]
+fn kubernetes_watch_relists_are_counted() {
+    let node = ovs_tests::kube::KubeNode::start();
+    node.wait("the first lists", || {
+        node.daemon
+            .log()
+            .contains("every watched kind is listed")
+            .then_some(())
+    });
+    let relists = |scrape: &str| {
+        ["services", "endpointslices", "nodes", "pods", "namespaces"].map(|r| {
+            sample(
+                scrape,
+                &format!("svcflow_kubernetes_watch_relists_total{{resource=\"{r}\"}}"),
+            )
+            .unwrap_or(0.0)
+        })
+    };
+    assert_eq!(relists(&scrape(&node.sb)), [0.0; 5], "no relist yet");
+    node.api.expire_watches();
+    node.wait("every watch to relist", || {
+        relists(&scrape(&node.sb))
+            .iter()
+            .all(|n| *n >= 1.0)
+            .then_some(())
+    });
 }

@@ -24,4 +24,4 @@ pub mod watch;
 
 pub use merge::{Conflict, Merged, Merger, merge};
 pub use translate::{Snapshot, Translation, Warning, iface_id, translate};
-pub use watch::{KubeModel, Source, WatchConfig, Watchers, client};
+pub use watch::{KubeModel, Source, WatchConfig, WatchObserver, WatchSignal, Watchers, client};

@@ -97,6 +97,20 @@ impl Default for WatchConfig {
     }
 }
 
+/// What a reflector reports to a [`WatchObserver`], with the resource it watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchSignal {
+    /// The watch started over with a fresh list (after an expired `resourceVersion`, or
+    /// after an error it could not resume from). The first list is not one.
+    Relisted,
+    /// A list or watch request failed; it is retried with backoff.
+    Failed,
+}
+
+/// Told of every [`WatchSignal`] (for metrics): `observer(resource, signal)`, with
+/// `services`, `endpointslices`, `nodes`, `pods` or `namespaces`.
+pub type WatchObserver = Arc<dyn Fn(&'static str, WatchSignal) + Send + Sync>;
+
 /// What the watchers publish: the translation of the stores, numbered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KubeModel {
@@ -117,6 +131,11 @@ impl Watchers {
     /// Starts watching with `client`. Nothing is published until every kind has been listed
     /// once; after that, a new [`KubeModel`] whenever the translation changes.
     pub fn start(client: Client, config: WatchConfig) -> Self {
+        Self::start_observed(client, config, Arc::new(|_, _| {}))
+    }
+
+    /// [`Watchers::start`], telling `observer` when a watch relists or fails.
+    pub fn start_observed(client: Client, config: WatchConfig, observer: WatchObserver) -> Self {
         let notify = Arc::new(Notify::new());
         let pending: Pending = Arc::new(Mutex::new(Changes::default()));
         let mut tasks = Vec::new();
@@ -124,6 +143,7 @@ impl Watchers {
             notify: &notify,
             pending: &pending,
             config: &config,
+            observer: &observer,
         };
         let services = kinds.reflect::<core::Service>(
             Api::all(client.clone()),
@@ -274,6 +294,7 @@ struct Kinds<'a> {
     notify: &'a Arc<Notify>,
     pending: &'a Pending,
     config: &'a WatchConfig,
+    observer: &'a WatchObserver,
 }
 
 /// Exponential backoff with a floor and a ceiling; reset by every successful event.
@@ -323,10 +344,21 @@ impl Kinds<'_> {
         let stream = reflector::reflector(writer, watcher(api, wc)).backoff(backoff);
         let notify = self.notify.clone();
         let pending = self.pending.clone();
+        let observer = self.observer.clone();
         tasks.push(tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             let mut failing = false;
+            let mut listed = false;
             while let Some(event) = stream.next().await {
+                if let Ok(watcher::Event::Init) = &event {
+                    if listed {
+                        observer(what, WatchSignal::Relisted);
+                    }
+                    listed = true;
+                }
+                if event.is_err() {
+                    observer(what, WatchSignal::Failed);
+                }
                 match event {
                     Ok(event) => {
                         if failing {

@@ -20,12 +20,17 @@ pub(crate) async fn start(
     source: &Source,
     rest: watch::Receiver<Arc<Published>>,
     shutdown: Shutdown,
+    metrics: Arc<super::metrics::Metrics>,
 ) -> Result<(watch::Receiver<Arc<Published>>, JoinHandle<()>), String> {
     let client = coe::k8s::client(source)
         .await
         .map_err(|e| format!("Kubernetes: {e}"))?;
     tracing::info!("Kubernetes: watching services, endpoint slices, nodes, pods and namespaces");
-    let watchers = Watchers::start(client, WatchConfig::default());
+    let watchers = Watchers::start_observed(
+        client,
+        WatchConfig::default(),
+        Arc::new(move |resource, signal| metrics.kube(resource, signal)),
+    );
     let kube = watchers.subscribe();
     let first = rest.borrow().clone();
     let (tx, merged) = watch::channel(first);

@@ -23,6 +23,12 @@ use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// A watched Kubernetes resource, as a label (five values).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResourceLabel {
+    pub resource: String,
+}
+
 /// A node, as a label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct NodeLabel {
@@ -93,6 +99,8 @@ pub(crate) struct Metrics {
     conntrack_flushes: Family<NodeLabel, Counter>,
     ovsdb_connected: Family<NodeLabel, Gauge>,
     rest_requests: Family<CodeLabel, Counter>,
+    watch_relists: Family<ResourceLabel, Counter>,
+    watch_failures: Family<ResourceLabel, Counter>,
     health: Mutex<Health>,
 }
 
@@ -118,6 +126,8 @@ impl Metrics {
             conntrack_flushes: Family::default(),
             ovsdb_connected: Family::default(),
             rest_requests: Family::default(),
+            watch_relists: Family::default(),
+            watch_failures: Family::default(),
             health: Mutex::default(),
             registry: Registry::default(),
         };
@@ -191,6 +201,18 @@ impl Metrics {
             "svcflow_ovsdb_connected",
             "Whether svcflow is connected to the node's OVSDB server",
             m.ovsdb_connected.clone(),
+        );
+        registry.register(
+            "svcflow_kubernetes_watch_relists",
+            "Kubernetes watches that started over with a fresh list (an expired resourceVersion, \
+             or an error they could not resume from), by resource; the first list is not counted",
+            m.watch_relists.clone(),
+        );
+        registry.register(
+            "svcflow_kubernetes_watch_failures",
+            "Kubernetes list or watch requests that failed and are retried with backoff, by \
+             resource",
+            m.watch_failures.clone(),
         );
         registry.register(
             "svcflow_rest_requests",
@@ -289,6 +311,17 @@ impl Metrics {
             h.synced.remove(node);
             self.update_pending(&mut h);
         }
+    }
+
+    /// A Kubernetes watch relisted or failed.
+    pub(crate) fn kube(&self, resource: &str, signal: coe::k8s::WatchSignal) {
+        let label = ResourceLabel {
+            resource: resource.to_string(),
+        };
+        match signal {
+            coe::k8s::WatchSignal::Relisted => self.watch_relists.get_or_create(&label).inc(),
+            coe::k8s::WatchSignal::Failed => self.watch_failures.get_or_create(&label).inc(),
+        };
     }
 
     /// This replica masters the node's switch (`true`), or its connection is a slave.

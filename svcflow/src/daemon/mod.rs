@@ -182,7 +182,8 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     // Kubernetes, if on: its model merged with REST's feeds the same channel.
     let (models, kube_task) = match &config.kubernetes {
         Some(source) => {
-            let (merged, task) = kubernetes::start(source, models, shutdown.clone()).await?;
+            let (merged, task) =
+                kubernetes::start(source, models, shutdown.clone(), metrics.clone()).await?;
             (merged, Some(task))
         }
         None => (models, None),
