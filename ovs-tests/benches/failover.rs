@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use ovs_tests::bench::{command_output, env_list, ms, percentiles, release_daemon};
 use ovs_tests::raft::RaftCluster;
 use ovs_tests::svcflow::fixture::{put_web, web_pods};
-use ovs_tests::svcflow::{Daemon, log_time_of_day, time_of_day};
+use ovs_tests::svcflow::{Daemon, log_time_of_day, rest_on, time_of_day};
 use ovs_tests::{Sandbox, wait_for};
 
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
@@ -101,23 +101,6 @@ fn replica(sb: &Sandbox, store: &str, i: usize, run: u32) -> Daemon {
     Daemon::spawn(sb, run, Some(sb.node_netns()), &args).expect("a replica")
 }
 
-fn rest_put(sb: &Sandbox, port: usize, path: &str, body: &str) {
-    let url = format!("http://127.0.0.1:{port}/restconf/config/{path}");
-    sb.node(&[
-        "curl",
-        "-sS",
-        "-f",
-        "-X",
-        "PUT",
-        &url,
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        body,
-    ])
-    .unwrap_or_else(|e| panic!("PUT {path}: {e}"));
-}
-
 /// Waits until the service answers from the client.
 fn wait_serving(client: &ovs_tests::Host, logs: &dyn Fn() -> String) {
     let works = wait_for("the service to answer", Duration::from_secs(60), || {
@@ -144,7 +127,9 @@ fn load(sb: &Sandbox, node: &Node, logs: &dyn Fn() -> String) {
     if let Err(e) = up {
         panic!("{e}\n{}", logs());
     }
-    put_web(&|path, body| rest_put(sb, 8181, path, body));
+    put_web(&|path, body| {
+        rest_on(sb, 8181, "PUT", path, body).unwrap_or_else(|e| panic!("PUT {path}: {e}"));
+    });
     wait_serving(&node.client, logs);
 }
 

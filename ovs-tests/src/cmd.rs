@@ -108,6 +108,37 @@ pub fn wait_for<T>(
     }
 }
 
+/// Waits (up to `timeout`) until `probe` gives the same `Some` value for `hold` without a
+/// break, and returns it: a state that has settled, not one passing through.
+pub fn wait_stable<T: PartialEq>(
+    what: &str,
+    timeout: Duration,
+    hold: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> Result<T, SandboxError> {
+    let deadline = Instant::now() + timeout;
+    let mut held: Option<(T, Instant)> = None;
+    loop {
+        match (probe(), held.take()) {
+            (Some(now), Some((was, since))) if now == was => {
+                if since.elapsed() >= hold {
+                    return Ok(now);
+                }
+                held = Some((now, since));
+            }
+            (Some(now), _) => held = Some((now, Instant::now())),
+            (None, _) => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(SandboxError::Timeout {
+                what: what.to_string(),
+                after: timeout,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Checks that `program` is on `PATH`.
 pub fn require_program(program: &str, package: &str) -> Result<(), SandboxError> {
     let path = std::env::var_os("PATH").unwrap_or_default();

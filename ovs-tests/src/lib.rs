@@ -26,7 +26,7 @@ pub mod recipe;
 mod sandbox;
 pub mod svcflow;
 
-pub use cmd::{free_port, wait_for};
+pub use cmd::{free_port, wait_for, wait_stable};
 pub use error::SandboxError;
 pub use host::{Attempt, Host, HostSpec, ProbeStream, Process, Sample, probe_binary, tally};
 pub use netns::{NETNS_PREFIX, leftover_namespaces};

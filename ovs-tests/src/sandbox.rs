@@ -1,5 +1,6 @@
 //! The sandbox: one private OVS node.
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -510,6 +511,74 @@ impl Sandbox {
     /// `ovs-ofctl dump-flows` without statistics, one flow per line.
     pub fn dump_flows(&self, bridge: &str) -> Result<String, SandboxError> {
         self.ofctl("dump-flows", bridge, &["--no-stats"])
+    }
+
+    /// Each flow on `bridge` (its `ovs-ofctl dump-flows` text without statistics) with its
+    /// age in seconds and its packet count.
+    pub fn flow_stats(&self, bridge: &str) -> Result<BTreeMap<String, (f64, u64)>, SandboxError> {
+        let text = self.ofctl("dump-flows", bridge, &[])?;
+        let mut flows = BTreeMap::new();
+        // Skip the reply header, which carries an xid.
+        for line in text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("cookie="))
+        {
+            let (mut duration, mut packets) = (None, None);
+            let mut key = Vec::new();
+            for field in line.trim().split(", ") {
+                if let Some(d) = field.strip_prefix("duration=") {
+                    duration = d.trim_end_matches('s').parse::<f64>().ok();
+                } else if let Some(n) = field.strip_prefix("n_packets=") {
+                    packets = n.parse::<u64>().ok();
+                } else if !["n_bytes=", "idle_age=", "hard_age="]
+                    .iter()
+                    .any(|p| field.starts_with(p))
+                {
+                    key.push(field);
+                }
+            }
+            let (Some(duration), Some(packets)) = (duration, packets) else {
+                return Err(SandboxError::Invalid(format!(
+                    "cannot read the statistics of `{line}`"
+                )));
+            };
+            flows.insert(key.join(", "), (duration, packets));
+        }
+        Ok(flows)
+    }
+
+    /// Waits (up to `timeout`) until a flow on `bridge` contains `text`.
+    pub fn wait_for_flow(
+        &self,
+        bridge: &str,
+        text: &str,
+        timeout: Duration,
+    ) -> Result<(), SandboxError> {
+        cmd::wait_for(&format!("a flow with {text} on {bridge}"), timeout, || {
+            self.dump_flows(bridge)
+                .ok()
+                .filter(|f| f.contains(text))
+                .map(|_| ())
+        })
+    }
+
+    /// Each controller target of the switch with its role as ovs-vswitchd reports it
+    /// (`master`, `slave`, `other`, or empty before its first status refresh).
+    pub fn controller_roles(&self) -> BTreeMap<String, String> {
+        let out = self
+            .vsctl(&[
+                "--format=csv",
+                "--data=bare",
+                "--no-headings",
+                "--columns=target,role",
+                "list",
+                "controller",
+            ])
+            .unwrap_or_default();
+        out.lines()
+            .filter_map(|l| l.split_once(','))
+            .map(|(t, r)| (t.trim_matches('"').to_string(), r.trim().to_string()))
+            .collect()
     }
 
     /// `ovs-ofctl dump-groups`.

@@ -270,7 +270,49 @@ impl SyncLine {
 
 /// `curl -X METHOD <NB>/PATH [-d BODY]` in the node namespace; fails on an HTTP error.
 pub fn rest(sb: &Sandbox, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {
-    let url = format!("{NB}/{path}");
+    rest_to(sb, NB, method, path, body)
+}
+
+/// [`rest`] to the REST server on loopback port `port` of the node namespace.
+pub fn rest_on(
+    sb: &Sandbox,
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<String, SandboxError> {
+    let base = format!("http://127.0.0.1:{port}/restconf/config");
+    rest_to(sb, &base, method, path, body)
+}
+
+/// The replica (by number) that the switch has as its sole master, given its controllers'
+/// roles ([`Sandbox::controller_roles`]) and the targets of the replicas that run: exactly
+/// one of them master and every other one slave, or None.
+pub fn sole_master(
+    roles: &std::collections::BTreeMap<String, String>,
+    running: &[(usize, String)],
+) -> Option<usize> {
+    let role = |target: &String| roles.get(target).map(String::as_str);
+    let masters: Vec<usize> = running
+        .iter()
+        .filter(|(_, t)| role(t) == Some("master"))
+        .map(|(i, _)| *i)
+        .collect();
+    let slaves = running
+        .iter()
+        .filter(|(_, t)| role(t) == Some("slave"))
+        .count();
+    (masters.len() == 1 && slaves + 1 == running.len()).then(|| masters[0])
+}
+
+fn rest_to(
+    sb: &Sandbox,
+    base: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<String, SandboxError> {
+    let url = format!("{base}/{path}");
     let mut argv = vec!["curl", "-sS", "-f", "-X", method, &url];
     if !body.is_empty() {
         argv.extend(["-H", "Content-Type: application/json", "-d", body]);

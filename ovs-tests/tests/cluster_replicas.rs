@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use ovs_tests::lab::{Lab, LabOptions, Topology};
 use ovs_tests::raft::RaftCluster;
 use ovs_tests::svcflow::fixture::service_body;
-use ovs_tests::{ProbeStream, Sample, wait_for};
+use ovs_tests::svcflow::sole_master;
+use ovs_tests::{ProbeStream, Sample, wait_for, wait_stable};
 
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
 const TOPOLOGY: &str = include_str!("../lab/three-nodes.toml");
@@ -30,71 +31,41 @@ const NODES: [&str; 3] = ["n1", "n2", "n3"];
 /// Service `web`; its endpoints are on n2 and n3, so n1's pods reach it through the underlay.
 const VIP: &str = "10.96.0.10:80";
 
-/// Each controller target's role on `node`'s switch, as ovs-vswitchd reports it.
-fn roles(lab: &Lab, node: &str) -> BTreeMap<String, String> {
-    let out = lab
-        .node(node)
-        .unwrap()
-        .vsctl(&[
-            "--format=csv",
-            "--data=bare",
-            "--no-headings",
-            "--columns=target,role",
-            "list",
-            "controller",
-        ])
-        .unwrap_or_default();
-    out.lines()
-        .filter_map(|l| l.split_once(','))
-        .map(|(t, r)| (t.trim_matches('"').to_string(), r.trim().to_string()))
-        .collect()
-}
-
 /// The replica `node`'s switch has as master, once the switch lists every running replica
 /// of `running`, exactly one as master and the others as slaves.
 fn master_of(lab: &Lab, node: &str, running: &[usize]) -> Option<usize> {
-    let roles = roles(lab, node);
-    let role = |i: usize| roles.get(&lab.replica_target(i)).map(String::as_str);
-    let masters: Vec<usize> = running
+    let targets: Vec<(usize, String)> = running
         .iter()
-        .copied()
-        .filter(|i| role(*i) == Some("master"))
+        .map(|i| (*i, lab.replica_target(*i)))
         .collect();
-    let slaves = running
-        .iter()
-        .filter(|i| role(**i) == Some("slave"))
-        .count();
-    (masters.len() == 1 && slaves + 1 == running.len()).then(|| masters[0])
+    sole_master(&lab.node(node).unwrap().controller_roles(), &targets)
 }
 
 /// Waits until every node has one master among `running`, unchanged for 5 s (no move
 /// pending), and returns each node's master.
 fn wait_settled(lab: &Lab, running: &[usize]) -> BTreeMap<String, usize> {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut held: Option<(BTreeMap<String, usize>, Instant)> = None;
-    loop {
-        let now: Option<BTreeMap<String, usize>> = NODES
+    let each = || -> Option<BTreeMap<String, usize>> {
+        NODES
             .iter()
             .map(|n| master_of(lab, n, running).map(|m| (n.to_string(), m)))
+            .collect()
+    };
+    wait_stable(
+        "one master on every switch",
+        Duration::from_secs(90),
+        Duration::from_secs(5),
+        each,
+    )
+    .unwrap_or_else(|e| {
+        let roles: Vec<_> = NODES
+            .iter()
+            .map(|n| (n, lab.node(n).unwrap().controller_roles()))
             .collect();
-        match (now, &held) {
-            (Some(m), Some((h, since))) if m == *h => {
-                if since.elapsed() >= Duration::from_secs(5) {
-                    return m;
-                }
-            }
-            (Some(m), _) => held = Some((m, Instant::now())),
-            (None, _) => held = None,
-        }
-        if Instant::now() > deadline {
-            let roles: Vec<_> = NODES.iter().map(|n| (n, roles(lab, n))).collect();
-            panic!(
-                "the switches never settled on one master each among {running:?}: {roles:?}\n{}",
-                lab.replica_logs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        panic!(
+            "the switches never settled on one master each among {running:?} ({e}): {roles:?}\n{}",
+            lab.replica_logs()
+        )
+    })
 }
 
 /// Stops the loop and checks that no connection failed.
@@ -177,17 +148,9 @@ fn three_replicas_share_three_nodes_and_a_killed_or_restarted_replica_fails_no_c
     });
     for node in NODES {
         let sb = lab.node(node).unwrap();
-        let on = wait_for(
-            &format!("the change on {node}"),
-            Duration::from_secs(30),
-            || {
-                sb.dump_flows("br-int")
-                    .ok()
-                    .filter(|f| f.contains("nw_dst=10.96.0.77"))
-                    .map(|_| killed.elapsed())
-            },
-        );
-        let took = on.unwrap_or_else(|e| panic!("{e}\n{}", lab.replica_logs()));
+        let on = sb.wait_for_flow("br-int", "nw_dst=10.96.0.77", Duration::from_secs(30));
+        on.unwrap_or_else(|e| panic!("{e}\n{}", lab.replica_logs()));
+        let took = killed.elapsed();
         assert!(
             took < Duration::from_secs(2),
             "{node}: the change after the kill took {took:?}\n{}",

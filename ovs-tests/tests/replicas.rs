@@ -15,9 +15,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ovs_tests::raft::RaftCluster;
-use ovs_tests::svcflow::Daemon;
 use ovs_tests::svcflow::fixture::{put_web, service_body, web_pods};
-use ovs_tests::{Host, Process, Sandbox, wait_for};
+use ovs_tests::svcflow::{Daemon, rest_on, sole_master};
+use ovs_tests::{Host, Process, Sandbox, wait_for, wait_stable};
 
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
 const VIP: &str = "10.96.0.10:80";
@@ -56,72 +56,42 @@ fn replica(sb: &Sandbox, cluster: &RaftCluster, i: usize, run: u32, more: &[&str
 
 /// A REST request to replica `i`, from the node's namespace.
 fn rest(sb: &Sandbox, i: usize, method: &str, path: &str, body: &str) -> Result<String, String> {
-    let url = format!("http://127.0.0.1:{}/restconf/config/{path}", rest_port(i));
-    let mut argv = vec!["curl", "-sS", "-f", "-X", method, &url];
-    if !body.is_empty() {
-        argv.extend(["-H", "Content-Type: application/json", "-d", body]);
-    }
-    sb.node(&argv).map_err(|e| e.to_string())
+    rest_on(sb, rest_port(i), method, path, body).map_err(|e| e.to_string())
 }
 
-/// Each controller target's role, as the switch reports it.
-fn roles(sb: &Sandbox) -> BTreeMap<String, String> {
-    let out = sb
-        .vsctl(&[
-            "--format=csv",
-            "--data=bare",
-            "--no-headings",
-            "--columns=target,role",
-            "list",
-            "controller",
-        ])
-        .unwrap_or_default();
-    out.lines()
-        .filter_map(|l| l.split_once(','))
-        .map(|(t, r)| (t.trim_matches('"').to_string(), r.trim().to_string()))
-        .collect()
-}
-
-/// The replica the switch has as master, once exactly one is and every other listed one is a
-/// slave.
+/// The replica the switch has as master, once exactly one is and every other running one
+/// (of `replicas`) is a slave.
 fn settled_master(sb: &Sandbox, replicas: &[usize]) -> Option<usize> {
-    let roles = roles(sb);
-    let masters: Vec<usize> = replicas
-        .iter()
-        .copied()
-        .filter(|i| roles.get(&target(*i)).map(String::as_str) == Some("master"))
-        .collect();
-    let slaves = replicas
-        .iter()
-        .filter(|i| roles.get(&target(**i)).map(String::as_str) == Some("slave"))
-        .count();
-    (masters.len() == 1 && slaves + 1 == replicas.len()).then(|| masters[0])
+    let running: Vec<(usize, String)> = replicas.iter().map(|i| (*i, target(*i))).collect();
+    sole_master(&sb.controller_roles(), &running)
+}
+
+/// Waits (up to `timeout`) until the switch lists replica `i` as its master.
+fn wait_master(sb: &Sandbox, i: usize, timeout: Duration) -> Result<(), ovs_tests::SandboxError> {
+    wait_for(
+        &format!("the switch to list replica {i} as master"),
+        timeout,
+        || {
+            (sb.controller_roles().get(&target(i)).map(String::as_str) == Some("master"))
+                .then_some(())
+        },
+    )
 }
 
 /// Waits until the switch has one master among `replicas` and it stays for two hold-downs
 /// (no steal pending), and returns it.
 fn wait_settled(sb: &Sandbox, replicas: &[usize], logs: &dyn Fn() -> String) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut held: Option<(usize, Instant)> = None;
-    loop {
-        let now = settled_master(sb, replicas);
-        match (now, held) {
-            (Some(m), Some((h, since))) if m == h => {
-                if since.elapsed() >= Duration::from_secs(5) {
-                    return m;
-                }
-            }
-            (Some(m), _) => held = Some((m, Instant::now())),
-            (None, _) => held = None,
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the switch never settled on one master: {:?}\n{}",
-            roles(sb),
+    let hold = Duration::from_secs(5);
+    wait_stable("one master", Duration::from_secs(60), hold, || {
+        settled_master(sb, replicas)
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "the switch never settled on one master ({e}): {:?}\n{}",
+            sb.controller_roles(),
             logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        )
+    })
 }
 
 struct Lab {
@@ -189,19 +159,11 @@ impl Lab {
 
     /// Waits until service `uid` (ClusterIP `ip`) is on the switch; returns how long it took.
     fn wait_for_service(&self, ip: &str, since: Instant) -> Duration {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let flows = self.sb.dump_flows("br-int").unwrap_or_default();
-            if flows.contains(&format!("nw_dst={ip}")) {
-                return since.elapsed();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{ip} never reached the switch\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let on = self
+            .sb
+            .wait_for_flow("br-int", &format!("nw_dst={ip}"), Duration::from_secs(30));
+        on.unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
+        since.elapsed()
     }
 }
 
@@ -335,16 +297,9 @@ fn a_killed_master_hands_its_switch_to_the_other_replica_without_a_failed_connec
         lab.logs()
     );
     // ovs-vswitchd refreshes the Controller rows' status every few seconds.
-    let mastered = wait_for(
-        "the switch to list the survivor as master",
-        Duration::from_secs(15),
-        || {
-            (roles(&lab.sb).get(&target(survivor)).map(String::as_str) == Some("master"))
-                .then_some(())
-        },
-    );
-    if let Err(e) = mastered {
-        panic!("{e}: {:?}\n{}", roles(&lab.sb), lab.logs());
+    // ovs-vswitchd refreshes the Controller rows' status every few seconds.
+    if let Err(e) = wait_master(&lab.sb, survivor, Duration::from_secs(15)) {
+        panic!("{e}: {:?}\n{}", lab.sb.controller_roles(), lab.logs());
     }
     let survivor_log = lab.replicas[&survivor].log();
     let claims = survivor_log.matches("master of its switch").count();
@@ -376,14 +331,10 @@ fn a_frozen_master_steps_down_when_it_wakes_and_no_flow_flaps() {
     let other = 1 - master;
     lab.replicas[&master].signal("STOP").unwrap();
     let frozen = Instant::now();
-    let moved = wait_for(
-        "the other replica to master the switch",
-        Duration::from_secs(60),
-        || (roles(&lab.sb).get(&target(other)).map(String::as_str) == Some("master")).then_some(()),
-    );
+    let moved = wait_master(&lab.sb, other, Duration::from_secs(60));
     if let Err(e) = moved {
         let _ = lab.replicas[&master].signal("CONT");
-        panic!("{e}: {:?}\n{}", roles(&lab.sb), lab.logs());
+        panic!("{e}: {:?}\n{}", lab.sb.controller_roles(), lab.logs());
     }
     let took_over = frozen.elapsed();
     // A change through the new master while the old one sleeps.
@@ -451,14 +402,10 @@ fn a_replica_cut_off_from_the_switch_loses_it_to_one_that_reaches_it() {
     let other = 1 - master;
     lab.sb.cut_tcp_port(openflow_port(master), true).unwrap();
     let cut = Instant::now();
-    let moved = wait_for(
-        "the other replica to master the switch",
-        Duration::from_secs(60),
-        || (roles(&lab.sb).get(&target(other)).map(String::as_str) == Some("master")).then_some(()),
-    );
+    let moved = wait_master(&lab.sb, other, Duration::from_secs(60));
     if let Err(e) = moved {
         let _ = lab.sb.cut_tcp_port(openflow_port(master), false);
-        panic!("{e}: {:?}\n{}", roles(&lab.sb), lab.logs());
+        panic!("{e}: {:?}\n{}", lab.sb.controller_roles(), lab.logs());
     }
     let took_over = cut.elapsed();
     rest(
@@ -506,7 +453,7 @@ fn a_departed_replica_leaves_the_controller_list_and_a_returning_one_rejoins() {
         settled_master(&lab.sb, &[master]),
         Some(master),
         "{:?}",
-        roles(&lab.sb)
+        lab.sb.controller_roles()
     );
     let attempt = lab
         .client
@@ -594,18 +541,11 @@ fn in_kubernetes_mode_a_killed_master_hands_its_switch_over_too() {
     }
     node.put(&web("after", "10.96.0.77"));
     node.put(&endpoints("after"));
-    let on = wait_for(
-        "the new Service on the switch",
-        Duration::from_secs(30),
-        || {
-            node.sb
-                .dump_flows("br-int")
-                .ok()
-                .filter(|f| f.contains("nw_dst=10.96.0.77"))
-                .map(|_| killed.elapsed())
-        },
-    );
-    let took = on.unwrap_or_else(|e| panic!("{e}\n{}", logs(&node)));
+    let on = node
+        .sb
+        .wait_for_flow("br-int", "nw_dst=10.96.0.77", Duration::from_secs(30));
+    on.unwrap_or_else(|e| panic!("{e}\n{}", logs(&node)));
+    let took = killed.elapsed();
     let connections = finish(probes, &|| logs(&node));
     assert!(
         took < Duration::from_secs(2),
@@ -643,26 +583,9 @@ fn finish(mut probes: ovs_tests::ProbeStream, logs: &dyn Fn() -> String) -> usiz
 
 /// Each flow (its text without statistics) with its age in seconds.
 fn flow_ages(sb: &Sandbox) -> BTreeMap<String, f64> {
-    let text = sb.ofctl("dump-flows", "br-int", &[]).unwrap();
-    let mut flows = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.trim_start().starts_with("cookie="))
-    {
-        let mut age = None;
-        let mut key = Vec::new();
-        for field in line.trim().split(", ") {
-            if let Some(d) = field.strip_prefix("duration=") {
-                age = d.trim_end_matches('s').parse::<f64>().ok();
-            } else if !["n_packets=", "n_bytes=", "idle_age=", "hard_age="]
-                .iter()
-                .any(|p| field.starts_with(p))
-            {
-                key.push(field);
-            }
-        }
-        let age = age.unwrap_or_else(|| panic!("no duration in `{line}`"));
-        flows.insert(key.join(", "), age);
-    }
-    flows
+    let stats = sb.flow_stats("br-int").unwrap();
+    stats
+        .into_iter()
+        .map(|(flow, (age, _))| (flow, age))
+        .collect()
 }

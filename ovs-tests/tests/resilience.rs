@@ -244,34 +244,8 @@ impl Traffic {
 /// Flow statistics: each flow (its text without statistics) with its age in seconds and its
 /// packet count, as `ovs-ofctl dump-flows` prints them.
 fn flow_stats(sb: &Sandbox) -> (BTreeMap<String, (f64, u64)>, Instant) {
-    let text = sb.ofctl("dump-flows", BR, &[]).unwrap();
-    let at = Instant::now();
-    let mut flows = BTreeMap::new();
-    // Skip the reply header, which carries an xid.
-    for line in text
-        .lines()
-        .filter(|l| l.trim_start().starts_with("cookie="))
-    {
-        let (mut duration, mut packets) = (None, None);
-        let mut key = Vec::new();
-        for field in line.trim().split(", ") {
-            if let Some(d) = field.strip_prefix("duration=") {
-                duration = d.trim_end_matches('s').parse::<f64>().ok();
-            } else if let Some(n) = field.strip_prefix("n_packets=") {
-                packets = n.parse::<u64>().ok();
-            } else if !["n_bytes=", "idle_age=", "hard_age="]
-                .iter()
-                .any(|p| field.starts_with(p))
-            {
-                key.push(field);
-            }
-        }
-        let (Some(duration), Some(packets)) = (duration, packets) else {
-            panic!("cannot read the statistics of `{line}`");
-        };
-        flows.insert(key.join(", "), (duration, packets));
-    }
-    (flows, at)
+    let flows = sb.flow_stats(BR).unwrap();
+    (flows, Instant::now())
 }
 
 /// Group ages in seconds, by group id (`ovs-ofctl dump-group-stats`).

@@ -83,6 +83,11 @@ async fn slave_cannot_modify_flows_and_stale_generations_are_refused() {
     .await
     .expect("ROLE_STATUS for the demoted master");
     assert_eq!((status.role, status.generation_id), (role::SLAVE, 11));
+    assert_eq!(
+        *a.role_status().borrow(),
+        Some(status),
+        "the role watch has it too"
+    );
     let err = a.bundle(vec![flow_body(4)]).await.unwrap_err();
     assert!(err.to_string().contains("OFPBRC_IS_SLAVE"), "{err}");
     b.bundle(vec![flow_body(4)]).await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::client::{Client, ClientConfig, Error, Events, ReplicaHandle};
 use crate::datum::{Datum, Row, Uuid};
 use crate::monitor::MonitorRequest;
-use crate::ops::{Condition, Mutation, OpResult, Operation};
+use crate::ops::{Condition, Mutation, Operation};
 use crate::replica::Replica;
 
 /// The database name.
@@ -956,20 +956,21 @@ impl VSwitch {
         Ok(VSwitch { client, replica })
     }
 
-    async fn run(&self, ops: Vec<Operation>) -> Result<Vec<OpResult>, Error> {
-        if ops.is_empty() {
-            return Ok(vec![]);
+    /// Sends what a helper planned, if anything; returns how many operations went.
+    async fn run(&self, ops: Result<Vec<Operation>, HelperError>) -> Result<usize, Error> {
+        let ops = ops.map_err(|e| Error::Other(e.to_string()))?;
+        let n = ops.len();
+        if n > 0 {
+            self.client.transact(DB, ops).await?;
         }
-        self.client.transact(DB, ops).await
+        Ok(n)
     }
 
     /// Makes the bridge exist as specified. Returns the number of operations sent (0 if
     /// nothing changed).
     pub async fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<usize, Error> {
         let ops = ensure_bridge_ops(&self.replica.read(), spec);
-        let n = ops.len();
-        self.run(ops).await?;
-        Ok(n)
+        self.run(Ok(ops)).await
     }
 
     /// Sets the bridge's controllers.
@@ -978,11 +979,8 @@ impl VSwitch {
         bridge: &str,
         want: &[ControllerSpec],
     ) -> Result<usize, Error> {
-        let ops = set_controllers_ops(&self.replica.read(), bridge, want)
-            .map_err(|e| Error::Other(e.to_string()))?;
-        let n = ops.len();
-        self.run(ops).await?;
-        Ok(n)
+        let ops = set_controllers_ops(&self.replica.read(), bridge, want);
+        self.run(ops).await
     }
 
     /// Puts `want` among the bridge's controllers, keeping the others ([`add_controller_ops`]).
@@ -991,29 +989,20 @@ impl VSwitch {
         bridge: &str,
         want: &ControllerSpec,
     ) -> Result<usize, Error> {
-        let ops = add_controller_ops(&self.replica.read(), bridge, want)
-            .map_err(|e| Error::Other(e.to_string()))?;
-        let n = ops.len();
-        self.run(ops).await?;
-        Ok(n)
+        let ops = add_controller_ops(&self.replica.read(), bridge, want);
+        self.run(ops).await
     }
 
     /// Makes the port exist on the bridge as specified.
     pub async fn add_port(&self, bridge: &str, spec: &PortSpec) -> Result<usize, Error> {
-        let ops = add_port_ops(&self.replica.read(), bridge, spec)
-            .map_err(|e| Error::Other(e.to_string()))?;
-        let n = ops.len();
-        self.run(ops).await?;
-        Ok(n)
+        let ops = add_port_ops(&self.replica.read(), bridge, spec);
+        self.run(ops).await
     }
 
     /// Removes the port from the bridge.
     pub async fn del_port(&self, bridge: &str, name: &str) -> Result<usize, Error> {
-        let ops = del_port_ops(&self.replica.read(), bridge, name)
-            .map_err(|e| Error::Other(e.to_string()))?;
-        let n = ops.len();
-        self.run(ops).await?;
-        Ok(n)
+        let ops = del_port_ops(&self.replica.read(), bridge, name);
+        self.run(ops).await
     }
 
     /// Sets and removes `external_ids` keys.
@@ -1024,11 +1013,8 @@ impl VSwitch {
         set: &BTreeMap<String, String>,
         remove: &[&str],
     ) -> Result<usize, Error> {
-        let ops = set_external_ids_ops(&self.replica.read(), table, name, set, remove)
-            .map_err(|e| Error::Other(e.to_string()))?;
-        let n = ops.len();
-        self.run(ops).await?;
-        Ok(n)
+        let ops = set_external_ids_ops(&self.replica.read(), table, name, set, remove);
+        self.run(ops).await
     }
 
     /// Reads `external_ids` from the replica.

@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::handle::{Command, ConnState, SwitchEvent};
 use super::{DriverConfig, Error};
-use crate::session::{Event, Reply, SendError, Session, Token};
+use crate::session::{Event, Reply, RoleStatus, SendError, Session, Token};
 
 /// How long a closed session may spend flushing what it queued (e.g. HELLO_FAILED).
 const FLUSH_GRACE: Duration = Duration::from_secs(1);
@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub(crate) event_queue: usize,
     pub(crate) events_out: Option<oneshot::Sender<broadcast::Sender<SwitchEvent>>>,
     pub(crate) state: watch::Sender<ConnState>,
+    /// The last `ROLE_STATUS` the switch sent, for whoever only follows the role.
+    pub(crate) role: watch::Sender<Option<RoleStatus>>,
 }
 
 type Responder = oneshot::Sender<Result<Reply, Error>>;
@@ -248,7 +250,10 @@ fn dispatch(ev: Event, waiters: &mut HashMap<Token, Responder>, shared: &mut Sha
         Event::PacketIn(p) => send(shared, SwitchEvent::PacketIn(p)),
         Event::PortStatus(p) => send(shared, SwitchEvent::PortStatus(p)),
         Event::FlowRemoved(f) => send(shared, SwitchEvent::FlowRemoved(f)),
-        Event::RoleStatus(r) => send(shared, SwitchEvent::RoleStatus(r)),
+        Event::RoleStatus(r) => {
+            shared.role.send_replace(Some(r));
+            send(shared, SwitchEvent::RoleStatus(r))
+        }
         Event::Error { xid, error } => send(shared, SwitchEvent::Error { xid, error }),
         Event::Message(m) => send(shared, SwitchEvent::Message(m)),
         Event::Discarded {

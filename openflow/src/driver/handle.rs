@@ -98,6 +98,7 @@ struct Inner {
     cmds: mpsc::Sender<Command>,
     events: broadcast::Sender<SwitchEvent>,
     state: watch::Receiver<ConnState>,
+    role: watch::Receiver<Option<RoleStatus>>,
     features: Features,
 }
 
@@ -123,11 +124,13 @@ where
     let (cmd_tx, cmd_rx) = mpsc::channel(config.command_queue.max(1));
     let (events_out, events_in) = oneshot::channel();
     let (state_tx, mut state) = watch::channel(ConnState::Connecting);
+    let (role_tx, role) = watch::channel(None);
     let shared = Shared {
         events: None,
         event_queue: config.event_queue,
         events_out: Some(events_out),
         state: state_tx,
+        role: role_tx,
     };
     tokio::spawn(conn::run(stream, session, cmd_rx, shared, config));
     let features = loop {
@@ -149,6 +152,7 @@ where
             cmds: cmd_tx,
             events,
             state,
+            role,
             features,
         }),
     })
@@ -169,6 +173,13 @@ impl SwitchHandle {
     /// that falls more than the event queue behind loses the oldest (tokio `broadcast`).
     pub fn events(&self) -> broadcast::Receiver<SwitchEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// The last `ROLE_STATUS` the switch sent on this connection (another controller took
+    /// the master role, …), without the other events: what a task that only cares about its
+    /// role follows.
+    pub fn role_status(&self) -> watch::Receiver<Option<RoleStatus>> {
+        self.inner.role.clone()
     }
 
     /// The connection state.

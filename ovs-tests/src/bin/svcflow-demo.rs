@@ -214,16 +214,8 @@ fn standby_takes_over(lab: &mut Lab) -> Result<(), SandboxError> {
     );
     lab.replica_rest(1, "PUT", path, &body)?;
     for node in lab.node_names() {
-        let sb = lab.node(node)?;
-        wait_for(
-            &format!("svc-after on {node}"),
-            Duration::from_secs(30),
-            || {
-                sb.dump_flows("br-int")
-                    .ok()
-                    .filter(|f| f.contains("nw_dst=10.96.0.77"))
-            },
-        )?;
+        lab.node(node)?
+            .wait_for_flow("br-int", "nw_dst=10.96.0.77", Duration::from_secs(30))?;
     }
     println!(
         "   svc-after is on all three switches {:.0} ms after the kill",

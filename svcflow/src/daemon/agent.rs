@@ -71,9 +71,9 @@ pub(crate) struct AgentParams {
 pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let node = p.node.clone();
     tracing::info!("node {node}: its switch is connection {}", p.connection);
-    // Subscribed before the claim, so that no role change after it is missed.
-    let mut switch_events = p.switch.events();
-    let mut events_open = true;
+    // Followed from before the claim, so that no role change after it is missed.
+    let mut role = p.switch.role_status();
+    role.borrow_and_update();
     if let Some(standby) = p.after.take() {
         let _ = tokio::time::timeout(SYNC_TIMEOUT, standby).await;
     }
@@ -186,10 +186,10 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 Err(_) => break,
             },
             _ = retry => dirty = true,
-            event = switch_events.recv(), if p.epoch.is_some() && events_open => match event {
-                Ok(openflow::driver::SwitchEvent::RoleStatus(r))
-                    if r.role != openflow::session::role::MASTER =>
-                {
+            // A closed connection ends the watch: the dispatcher stops this task then.
+            Ok(()) = role.changed(), if p.epoch.is_some() => {
+                let status = *role.borrow_and_update();
+                if let Some(r) = status.filter(|r| r.role != openflow::session::role::MASTER) {
                     tracing::warn!(
                         "node {node}: the switch made another controller its master \
                          (generation id {}); stopping",
@@ -197,10 +197,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                     );
                     break;
                 }
-                // The connection closed: the dispatcher stops this task.
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => events_open = false,
-                _ => {}
-            },
+            }
             Some(reply) = queries.recv() => {
                 if let Some(model) = &synced {
                     let _ = reply.send(Snapshot {

@@ -44,16 +44,23 @@ pub(crate) const SWITCH_GRACE: Duration = Duration::from_secs(2);
 /// Where the election keeps the `Master` table's rows (every node's master), once monitored.
 pub(crate) type MasterRows = std::sync::Arc<std::sync::RwLock<Option<ReplicaHandle>>>;
 
-/// The master `node` has according to the `Master` rows: its OpenFlow target and REST address.
-pub(crate) fn master_of(rows: &MasterRows, node: &str) -> Option<(String, String)> {
-    let guard = rows.read().ok()?;
-    let replica = guard.as_ref()?.read();
-    replica.table(MASTER).find_map(|(_, row)| {
-        (row.get("node").and_then(Datum::as_str) == Some(node)).then(|| {
-            let text = |c: &str| row.get(c).and_then(Datum::as_str).unwrap_or("").to_string();
-            (text("owner"), text("rest"))
+/// Each node's master according to the `Master` rows: its OpenFlow target and REST address
+/// (empty until the rows are monitored).
+pub(crate) fn masters_by_node(rows: &MasterRows) -> BTreeMap<String, (String, String)> {
+    let Ok(guard) = rows.read() else {
+        return BTreeMap::new();
+    };
+    let Some(handle) = guard.as_ref() else {
+        return BTreeMap::new();
+    };
+    let replica = handle.read();
+    replica
+        .table(MASTER)
+        .filter_map(|(_, row)| {
+            let text = |c: &str| row.get(c).and_then(Datum::as_str).map(str::to_string);
+            Some((text("node")?, (text("owner")?, text("rest")?)))
         })
-    })
+        .collect()
 }
 
 /// The pause after a claim failed for a reason other than the lock.
@@ -125,6 +132,30 @@ struct Seat {
     rerequest: bool,
 }
 
+impl Seat {
+    /// No longer the owner (a new claim starts from scratch).
+    fn lose(&mut self) {
+        self.owner = false;
+        self.epoch = None;
+    }
+
+    /// Gives the lock up and queues again at the back: the orders that do it.
+    fn release(&mut self, node: &str, now: Instant) -> Vec<Order> {
+        self.lose();
+        self.last_move = Some(now);
+        vec![
+            Order::Unlock(node.to_string()),
+            Order::Lock(node.to_string()),
+        ]
+    }
+
+    /// Whether the node last moved a hold-down ago or more (or never).
+    fn settled(&self, now: Instant, hold_down: Duration) -> bool {
+        self.last_move
+            .is_none_or(|t| now.saturating_duration_since(t) >= hold_down)
+    }
+}
+
 /// The election's decisions for this replica.
 #[derive(Debug)]
 pub(crate) struct Election {
@@ -191,8 +222,7 @@ impl Election {
     /// stays queued for it (ovsdb-server keeps a robbed owner in the queue).
     pub(crate) fn lost(&mut self, node: &str) {
         if let Some(seat) = self.seats.get_mut(node) {
-            seat.owner = false;
-            seat.epoch = None;
+            seat.lose();
         }
     }
 
@@ -200,8 +230,7 @@ impl Election {
     /// client re-queues for the locks it had requested).
     pub(crate) fn disconnected(&mut self) {
         for seat in self.seats.values_mut() {
-            seat.owner = false;
-            seat.epoch = None;
+            seat.lose();
         }
     }
 
@@ -246,39 +275,17 @@ impl Election {
     /// fight over the switch.
     pub(crate) fn deposed(&mut self, node: &str, now: Instant) -> Vec<Order> {
         match self.seats.get_mut(node) {
-            Some(seat) if seat.owner => {
-                seat.owner = false;
-                seat.epoch = None;
-                seat.last_move = Some(now);
-                vec![
-                    Order::Unlock(node.to_string()),
-                    Order::Lock(node.to_string()),
-                ]
-            }
+            Some(seat) if seat.owner => seat.release(node, now),
             _ => vec![],
         }
-    }
-
-    fn settled(&self, seat: &Seat, now: Instant) -> bool {
-        seat.last_move
-            .is_none_or(|t| now.saturating_duration_since(t) >= self.hold_down)
     }
 
     /// What to do now.
     pub(crate) fn poll(&mut self, now: Instant) -> Vec<Order> {
         let mut out = Vec::new();
-        let hold_down = self.hold_down;
-        let names: Vec<String> = self.seats.keys().cloned().collect();
-        for node in names {
-            let Some(seat) = self.seats.get(&node) else {
-                continue;
-            };
-            let settled = self.settled(seat, now);
-            let preferred = preferred(&seat.live, &node) == Some(self.me.as_str());
-            let others = seat.live.iter().any(|r| *r != self.me);
-            let Some(seat) = self.seats.get_mut(&node) else {
-                continue;
-            };
+        let (me, hold_down) = (self.me.as_str(), self.hold_down);
+        for (node, seat) in &mut self.seats {
+            let settled = seat.settled(now, hold_down);
             if !seat.requested {
                 if seat.retry_at.is_some_and(|t| t > now) {
                     continue;
@@ -288,32 +295,29 @@ impl Election {
                 if std::mem::take(&mut seat.rerequest) {
                     out.push(Order::Unlock(node.clone()));
                 }
-                out.push(Order::Lock(node));
+                out.push(Order::Lock(node.clone()));
             } else if seat.owner {
                 let cut_off = seat
                     .switch_lost
                     .is_some_and(|t| now.saturating_duration_since(t) >= SWITCH_GRACE);
+                let others = seat.live.iter().any(|r| r != me);
                 if cut_off && others && settled {
-                    seat.owner = false;
-                    seat.epoch = None;
-                    seat.last_move = Some(now);
-                    out.push(Order::Unlock(node.clone()));
-                    out.push(Order::Lock(node));
+                    out.extend(seat.release(node, now));
                 } else if seat.epoch.is_none() && seat.retry_at.is_none_or(|t| t <= now) {
                     seat.retry_at = None;
                     out.push(Order::Claim {
+                        node: node.clone(),
                         floor: seat.floor,
-                        node,
                     });
                 }
-            } else if preferred
+            } else if preferred(&seat.live, node) == Some(me)
                 && settled
                 && seat
                     .switch_since
                     .is_some_and(|t| now.saturating_duration_since(t) >= hold_down)
             {
                 seat.last_move = Some(now);
-                out.push(Order::Steal(node));
+                out.push(Order::Steal(node.clone()));
             }
         }
         out

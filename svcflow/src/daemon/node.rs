@@ -220,9 +220,16 @@ async fn keep_converged(
             }
             reported = Some(now);
         }
-        // The replicas the switch is connected to, for the election of its master.
-        let connected = connected_controllers(&vs.replica.read(), &setup.bridge);
-        if controllers.as_ref() != Some(&connected) {
+        // The replicas the switch is connected to, for the election of its master (only
+        // replicas share a switch, and only they elect).
+        let live = |r: &ovsdb::Replica| {
+            setup
+                .shared_controller
+                .then(|| connected_controllers(r, &setup.bridge))
+        };
+        if let Some(connected) = live(&vs.replica.read())
+            && controllers.as_ref() != Some(&connected)
+        {
             if changes
                 .send(Change::Controllers(node.to_string(), connected.clone()))
                 .is_err()
@@ -239,8 +246,8 @@ async fn keep_converged(
                 let setup_needed = setup_ops(r, setup).map_or(true, |ops| !ops.is_empty());
                 (setup_needed
                     || Some(bindings(r, &setup.bridge)) != last
-                    || Some(connected_controllers(r, &setup.bridge)) != last_controllers)
-                    .then_some(())
+                    || live(r).is_some_and(|c| Some(c) != last_controllers))
+                .then_some(())
             })
             .await;
         match changed {

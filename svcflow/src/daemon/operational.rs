@@ -3,7 +3,7 @@
 //! switches (flow and group statistics) and explained by the desired state last synced, which
 //! each node's task builds when asked (nothing is kept for it between requests).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
 use coe::rest::Published;
@@ -56,23 +56,24 @@ impl OperationalSource for Operational {
             return Vec::new();
         };
         let nodes: Vec<String> = models.borrow().model.nodes.keys().cloned().collect();
-        let here: Vec<String> = match self.installed.read() {
+        let here: BTreeSet<String> = match self.installed.read() {
             Ok(map) => map.keys().cloned().collect(),
-            Err(_) => Vec::new(),
+            Err(_) => BTreeSet::new(),
+        };
+        let (me, masters) = match &self.masters {
+            Some((me, rows)) => (me.as_str(), super::election::masters_by_node(rows)),
+            None => ("", BTreeMap::new()),
         };
         nodes
             .into_iter()
             .filter(|n| !here.contains(n))
-            .map(|node| {
-                let elsewhere = self.masters.as_ref().and_then(|(me, rows)| {
-                    super::election::master_of(rows, &node).filter(|(owner, _)| owner != me)
-                });
-                match elsewhere {
+            .map(
+                |node| match masters.get(&node).filter(|(owner, _)| owner != me) {
                     Some((master, rest)) => Unreported {
                         node,
                         reason: "mastered by another replica".into(),
-                        master: Some(master),
-                        rest: Some(rest),
+                        master: Some(master.clone()),
+                        rest: Some(rest.clone()),
                     },
                     None => Unreported {
                         node,
@@ -80,8 +81,8 @@ impl OperationalSource for Operational {
                         master: None,
                         rest: None,
                     },
-                }
-            })
+                },
+            )
             .collect()
     }
 

@@ -206,33 +206,31 @@ impl Dispatcher {
             node.clone(),
             Running {
                 connection,
-                switch: switch.clone(),
+                switch,
                 task: None,
                 standby: None,
             },
         );
         match self.mastership(&node) {
-            Some(epoch) => self.start_agent(&node, connection, &switch, epoch),
-            None => self.standby(&node, connection, &switch),
+            Some(epoch) => self.start_agent(&node, epoch),
+            None => self.standby(&node),
         }
     }
 
     /// Starts `node`'s task on its running connection.
-    fn start_agent(
-        &mut self,
-        node: &str,
-        connection: u64,
-        switch: &SwitchHandle,
-        epoch: Option<u64>,
-    ) {
+    fn start_agent(&mut self, node: &str, epoch: Option<u64>) {
+        let Some(running) = self.agents.get_mut(node) else {
+            return;
+        };
+        let (connection, switch) = (running.connection, running.switch.clone());
+        let after = running.standby.take();
         self.metrics.master(node, true);
         self.tasks_started += 1;
         let task_id = self.tasks_started;
-        let after = self.agents.get_mut(node).and_then(|r| r.standby.take());
         let params = AgentParams {
             node: node.to_string(),
             connection,
-            switch: switch.clone(),
+            switch,
             config: self.config.clone(),
             host: self.host_node.as_deref() == Some(node),
             models: self.models.clone(),
@@ -253,9 +251,13 @@ impl Dispatcher {
 
     /// Makes `node`'s connection a slave, off the dispatcher's loop: it must not write, and
     /// must not get the packet-ins that only the master answers.
-    fn standby(&mut self, node: &str, connection: u64, switch: &SwitchHandle) {
+    fn standby(&mut self, node: &str) {
+        let Some(running) = self.agents.get(node) else {
+            return;
+        };
+        let (connection, switch) = (running.connection, running.switch.clone());
         self.metrics.master(node, false);
-        let (name, switch) = (node.to_string(), switch.clone());
+        let name = node.to_string();
         let task = tokio::spawn(async move {
             match super::role::become_slave(&switch).await {
                 Ok(()) => tracing::info!(
@@ -307,14 +309,13 @@ impl Dispatcher {
             Some(e) => self.masters.insert(node.clone(), e),
             None => self.masters.remove(&node),
         };
-        let Some(running) = self.agents.get(&node) else {
+        if !self.agents.contains_key(&node) {
             return;
-        };
-        let (connection, switch) = (running.connection, running.switch.clone());
+        }
         self.stop_agent(&node);
         match epoch {
-            Some(e) => self.start_agent(&node, connection, &switch, Some(e)),
-            None => self.standby(&node, connection, &switch),
+            Some(e) => self.start_agent(&node, Some(e)),
+            None => self.standby(&node),
         }
     }
 
