@@ -163,3 +163,82 @@ async fn it_vanishes_and_comes_back_on_the_same_port_with_its_state() {
         1
     );
 }
+
+/// Leases are written as leader election writes them: a create of an existing name and a
+/// replace from a stale version are refused with 409, so two writers never both win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_are_written_with_optimistic_concurrency() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{DeleteParams, PostParams};
+    let server = FakeApiServer::start_new().await.unwrap();
+    let api: Api<Lease> = Api::namespaced(server.client().unwrap(), "kube-system");
+    let lease = |holder: &str| -> Lease {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"app": "svcflow"}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 0},
+        }))
+        .unwrap()
+    };
+    assert!(api.get_opt("n1").await.unwrap().is_none());
+    let first = api
+        .create(&PostParams::default(), &lease("a"))
+        .await
+        .unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    assert_eq!(first.metadata.namespace.as_deref(), Some("kube-system"));
+    // A second create of the same name loses.
+    let err = api
+        .create(&PostParams::default(), &lease("b"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err}"
+    );
+    // A replace from the version read wins once; the same version again is a conflict.
+    let mut take = lease("b");
+    take.metadata.resource_version = Some(rv.clone());
+    let taken = api
+        .replace("n1", &PostParams::default(), &take)
+        .await
+        .unwrap();
+    assert_ne!(taken.metadata.resource_version, Some(rv));
+    let err = api
+        .replace("n1", &PostParams::default(), &take)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict"),
+        "{err}"
+    );
+    let now = api.get("n1").await.unwrap();
+    assert_eq!(
+        now.spec.unwrap().holder_identity.as_deref(),
+        Some("b"),
+        "the winner's write stands"
+    );
+    assert_eq!(server.writes(), (4, 2));
+    // Replacing a missing lease is a 404; a list by label finds the lease; delete removes it.
+    let err = api
+        .replace("n2", &PostParams::default(), &lease("a"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 400 || s.code == 404),
+        "{err}"
+    );
+    let listed = api
+        .list(&ListParams::default().labels("app=svcflow"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    api.delete("n1", &DeleteParams::default()).await.unwrap();
+    assert!(api.get_opt("n1").await.unwrap().is_none());
+    // Every other kind is written the same way.
+    let services: Api<Service> = Api::namespaced(server.client().unwrap(), "default");
+    services
+        .create(&PostParams::default(), &service("s", json!({})))
+        .await
+        .unwrap();
+    assert!(server.get::<Service>("default", "s").is_some());
+}

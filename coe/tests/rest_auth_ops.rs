@@ -455,3 +455,35 @@ async fn request_bodies_share_a_budget() {
     assert_eq!(statuses, ("503".to_string(), "200".to_string()));
     server.abort();
 }
+
+/// A northbound whose state the controller does not act on (replicas electing over Leases)
+/// refuses every write with 405 and the reason, and still serves reads.
+#[tokio::test]
+async fn a_northbound_that_refuses_writes_says_why_and_still_reads() {
+    let h = Harness::with(
+        |c| c.refuse_writes = Some("writes go to Kubernetes here".into()),
+        Arc::new(Unavailable),
+    );
+    let path = item(Kind::Service, "svc-1");
+    let body = json!({"service:services": [watcher_service("svc-1", "web", "10.96.0.10", 80)]});
+    for method in ["PUT", "POST", "DELETE"] {
+        let (status, reply) = h.call(method, &path, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method}: {reply}");
+        let error = &reply["errors"]["error"][0];
+        assert_eq!(error["error-tag"], "operation-not-supported", "{method}");
+        assert_eq!(
+            error["error-message"], "writes go to Kubernetes here",
+            "{method}"
+        );
+    }
+    let (status, reply) = h.call("GET", &container(Kind::Service), None).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    // A method the resource has no route for keeps the router's own answer.
+    let (status, reply) = h.call("PATCH", &path, Some(body)).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(error_of(&reply).1, "operation-not-supported");
+    assert_ne!(
+        reply["errors"]["error"][0]["error-message"],
+        "writes go to Kubernetes here"
+    );
+}

@@ -2,11 +2,19 @@
 //! the master is killed, from the `kill -9` to the first barrier from the new master (its first
 //! sync after claiming the switch, as its log stamps it).
 //!
-//! Two optimized `svcflow run` replicas (`--store ovsdb:` on a real 3-member Raft-clustered
-//! `ovsdb-server`, `--hold-down 2`) drive one sandbox node with a service on two pods. Each
-//! round kills the current master, waits for the survivor's first sync, restarts the killed
-//! replica and lets the node settle. The anchor, in the same run: one daemon and no replica,
-//! killed and restarted at once (what a supervisor does), from the kill to its first sync.
+//! Two optimized `svcflow run` replicas drive one sandbox node with a service on two pods,
+//! electing in each of the two ways:
+//!
+//! - REST mode: `--store ovsdb:` on a real 3-member Raft-clustered `ovsdb-server`, OVSDB
+//!   locks;
+//! - Kubernetes mode: watching the in-process fake API server, `--election lease` with
+//!   Leases of `SVCFLOW_FAILOVER_LEASE` seconds (default 2; the target is under the lease
+//!   duration plus 1 s).
+//!
+//! Both with `--hold-down 2`. Each round kills the current master, waits for the survivor's
+//! first sync, restarts the killed replica and lets the node settle. The anchor, in the same
+//! run: one daemon and no replica, killed and restarted at once (what a supervisor does),
+//! from the kill to its first sync.
 //!
 //! ```sh
 //! cargo build --release -p svcflow
@@ -139,39 +147,83 @@ fn replicas_round(kills: usize) -> Vec<Duration> {
     raft.wait_leader(Duration::from_secs(30)).expect("a leader");
     let store = format!("ovsdb:{}", raft.unix_remote_list());
     let mut sb = sandbox();
-    let mut run = 1u32;
-    let mut replicas: Vec<Daemon> = (0..2)
-        .map(|i| {
-            run += 1;
-            replica(&sb, &store, i, run)
-        })
-        .collect();
+    let mut replicas: Vec<Daemon> = (0..2).map(|i| replica(&sb, &store, i, i as u32)).collect();
     let logs = |r: &[Daemon]| -> String { r.iter().map(Daemon::log).collect() };
     let node = pods(&mut sb, &|| logs(&replicas));
     load(&sb, &node, &|| logs(&replicas));
+    let out = kill_rounds(kills, &mut replicas, &|i, run| replica(&sb, &store, i, run));
+    wait_serving(&node.client, &|| logs(&replicas));
+    drop(replicas);
+    drop(node);
+    drop(sb);
+    drop(raft);
+    out
+}
+
+/// Kills the master of two replicas `kills` times; returns the time from each kill to the
+/// survivor's first sync as master. `replicas` are the running two, `start(i, run)` starts
+/// replica `i` again.
+fn kill_rounds(
+    kills: usize,
+    replicas: &mut [Daemon],
+    start: &dyn Fn(usize, u32) -> Daemon,
+) -> Vec<Duration> {
+    let logs = |r: &[Daemon]| -> String { r.iter().map(Daemon::log).collect() };
+    let mut run = 10u32;
     let mut out = Vec::new();
     for round in 0..kills {
         // Settled: one replica masters the switch, past the other's hold-down.
         std::thread::sleep(Duration::from_secs(4));
         let master = (0..2)
             .find(|i| is_master(&replicas[*i].log()))
-            .unwrap_or_else(|| panic!("round {round}: no master\n{}", logs(&replicas)));
+            .unwrap_or_else(|| panic!("round {round}: no master\n{}", logs(replicas)));
         let survivor = 1 - master;
         let since = time_of_day();
         replicas[master].kill();
         let took = wait_for("the survivor's first sync", Duration::from_secs(60), || {
             first_sync_after(&replicas[survivor].log(), "master of its switch", since)
         })
-        .unwrap_or_else(|e| panic!("round {round}: {e}\n{}", logs(&replicas)));
+        .unwrap_or_else(|e| panic!("round {round}: {e}\n{}", logs(replicas)));
         out.push(took);
         run += 1;
-        replicas[master] = replica(&sb, &store, master, run);
+        replicas[master] = start(master, run);
     }
-    wait_serving(&node.client, &|| logs(&replicas));
+    out
+}
+
+/// Kubernetes mode: two replicas electing over the fake API server's Leases.
+fn leases_round(kills: usize, lease_seconds: u64) -> Vec<Duration> {
+    use ovs_tests::kube::{KubeNode, lease_replica, write_kubeconfig};
+    let mut node = KubeNode::start_daemons(|sb, kubeconfig| {
+        let path = write_kubeconfig(sb, kubeconfig);
+        (0..2)
+            .map(|i| lease_replica(sb, i, i as u32, &path, lease_seconds).expect("a replica"))
+            .collect()
+    });
+    let _pods: Vec<_> = [("pa", "10.244.0.11", 11), ("pb", "10.244.0.12", 12)]
+        .into_iter()
+        .map(|(name, ip, port)| {
+            let pod = node.add_pod(name, ip, port);
+            let server = pod.serve(name, &["tcp:8080"]).expect("a server");
+            (pod, server)
+        })
+        .collect();
+    let client = node.add_pod("pc", "10.244.0.13", 13);
+    node.put_web("web", "10.96.0.10");
+    let mut replicas = vec![node.daemon, node.others.remove(0)];
+    wait_serving(&client, &|| replicas.iter().map(Daemon::log).collect());
+    let path = node
+        .sb
+        .dir()
+        .join("kubeconfig")
+        .to_string_lossy()
+        .to_string();
+    let sb = &node.sb;
+    let out = kill_rounds(kills, &mut replicas, &|i, run| {
+        lease_replica(sb, i, run, &path, lease_seconds).expect("a replica")
+    });
+    wait_serving(&client, &|| replicas.iter().map(Daemon::log).collect());
     drop(replicas);
-    drop(node);
-    drop(sb);
-    drop(raft);
     out
 }
 
@@ -205,6 +257,7 @@ fn single_round(kills: usize) -> Vec<Duration> {
 fn main() {
     release_daemon("failover");
     let kills = env_list("SVCFLOW_FAILOVER_KILLS", &[20])[0];
+    let lease = env_list("SVCFLOW_FAILOVER_LEASE", &[2])[0] as u64;
     println!(
         "# failover: {} cores, {}; {kills} kills each",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -215,18 +268,24 @@ fn main() {
     );
     let started = Instant::now();
     let mut replicated = replicas_round(kills);
+    let mut leased = leases_round(kills, lease);
     let mut single = single_round(kills);
     println!();
     println!("| after `kill -9` of | until | kills | p50 | p99 | max |");
     println!("| --- | --- | --- | ---: | ---: | ---: |");
     for (what, until, samples) in [
         (
-            "the master, 2 replicas (OVSDB locks)",
+            &"the master, 2 replicas (OVSDB locks)".to_string(),
             "the new master's first sync",
             &mut replicated,
         ),
         (
-            "the only daemon, restarted at once (anchor)",
+            &format!("the master, 2 replicas (Kubernetes Leases of {lease} s)"),
+            "the new master's first sync",
+            &mut leased,
+        ),
+        (
+            &"the only daemon, restarted at once (anchor)".to_string(),
             "its first sync",
             &mut single,
         ),

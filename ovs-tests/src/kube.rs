@@ -157,6 +157,44 @@ pub fn service(name: &str, spec: Value, status: Option<Value>) -> Service {
     from(object)
 }
 
+/// Starts replica `i` of several electing over Leases (`--election lease`, namespace
+/// `svcflow`, `lease_seconds` long, hold-down 2 s), in the node's namespace with its own
+/// state directory, watching the cluster through the kubeconfig file `kubeconfig`. Its
+/// OpenFlow port is 6653 + i, REST 8181 + i, metrics 10249 + 10 i, health 10256 + 10 i; `run`
+/// numbers its log.
+pub fn lease_replica(
+    sb: &Sandbox,
+    i: usize,
+    run: u32,
+    kubeconfig: &str,
+    lease_seconds: u64,
+) -> Result<Daemon, crate::SandboxError> {
+    let args = [
+        format!("--openflow-listen=127.0.0.1:{}", 6653 + i),
+        format!("--rest-listen=127.0.0.1:{}", 8181 + i),
+        format!("--metrics-listen=127.0.0.1:{}", 10249 + 10 * i),
+        format!("--healthz-listen=127.0.0.1:{}", 10256 + 10 * i),
+        format!("--ovsdb-remote={NODE}={}", sb.db_remote()),
+        format!("--kubeconfig={kubeconfig}"),
+        "--election=lease".into(),
+        "--lease-namespace=svcflow".into(),
+        format!("--lease-duration={lease_seconds}"),
+        "--hold-down=2".into(),
+        "--encap=none".into(),
+        "--log-level=info".into(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let state = sb.dir().join(format!("state-{i}"));
+    Daemon::spawn_with_state(sb, run, Some(sb.node_netns()), &args, &state)
+}
+
+/// Writes the kubeconfig text into the sandbox's directory; returns the file's path.
+pub fn write_kubeconfig(sb: &Sandbox, text: &str) -> String {
+    let path = sb.dir().join("kubeconfig");
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write the kubeconfig: {e}"));
+    path.to_string_lossy().to_string()
+}
+
 /// Splits a `--peer` answer, `NAME@IP`, into the backend and the source address it saw.
 pub fn peer(answer: &str) -> (&str, &str) {
     answer.split_once('@').unwrap_or((answer, ""))
@@ -276,6 +314,27 @@ impl KubeNode {
     /// Replaces EndpointSlice `name` of `service`; see [`slice`].
     pub fn put_slice(&self, service: &str, name: &str, ports: Value, endpoints: Vec<Value>) {
         self.put(&slice(service, name, ports, endpoints));
+    }
+
+    /// A ClusterIP Service `name` on `ip`:80 (TCP `http`, target port 8080) and its
+    /// EndpointSlice `<name>-1`: pods 10.244.0.11 and 10.244.0.12 on this node, ready (the
+    /// pods the replica tests serve from).
+    pub fn put_web(&self, name: &str, ip: &str) {
+        self.put(&service(
+            name,
+            json!({"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip],
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080}]}),
+            None,
+        ));
+        self.put_slice(
+            name,
+            &format!("{name}-1"),
+            json!([{"name": "http", "protocol": "TCP", "port": 8080}]),
+            vec![
+                endpoint("10.244.0.11", NODE, Conditions::READY),
+                endpoint("10.244.0.12", NODE, Conditions::READY),
+            ],
+        );
     }
 
     /// A pod of `default` on this node: a host on `ofport` with address `ip` in the pod CIDR,

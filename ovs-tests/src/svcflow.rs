@@ -131,6 +131,17 @@ impl Daemon {
         netns: Option<&str>,
         args: &[&str],
     ) -> Result<Daemon, SandboxError> {
+        Self::spawn_with_state(sb, n, netns, args, &sb.dir().join("state"))
+    }
+
+    /// [`Daemon::spawn`] with its own `--state-dir` (replicas that each keep a local store).
+    pub fn spawn_with_state(
+        sb: &Sandbox,
+        n: u32,
+        netns: Option<&str>,
+        args: &[&str],
+        state_dir: &std::path::Path,
+    ) -> Result<Daemon, SandboxError> {
         let log = sb.dir().join(format!("svcflow-{n}.log"));
         let mut command = match netns {
             Some(ns) => {
@@ -144,7 +155,7 @@ impl Daemon {
             .arg("run")
             .args(args)
             .arg("--state-dir")
-            .arg(sb.dir().join("state"))
+            .arg(state_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)

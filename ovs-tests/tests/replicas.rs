@@ -144,16 +144,7 @@ impl Lab {
         put_web(&|path, body| {
             rest(&lab.sb, 0, "PUT", path, body).unwrap_or_else(|e| panic!("PUT {path}: {e}"));
         });
-        let works = wait_for("the service to answer", Duration::from_secs(30), || {
-            let attempt = lab
-                .client
-                .connect("tcp", VIP, 1, &["--timeout-ms", "1000"])
-                .ok()?;
-            attempt.first()?.as_ref().ok().cloned()
-        });
-        if let Err(e) = works {
-            panic!("{e}\n{}", lab.logs());
-        }
+        wait_answers(&lab.client, &|| lab.logs());
         lab
     }
 
@@ -347,43 +338,7 @@ fn a_frozen_master_steps_down_when_it_wakes_and_no_flow_flaps() {
     )
     .unwrap();
     lab.wait_for_service("10.96.0.78", Instant::now());
-    let (flows_before, before_at) = (flow_ages(&lab.sb), Instant::now());
-    let slept = lab.replicas[&master].log().len();
-    lab.replicas[&master].signal("CONT").unwrap();
-    let stepped_down = wait_for(
-        "the woken replica to step down",
-        Duration::from_secs(30),
-        || {
-            let log = lab.replicas[&master].log();
-            log.get(slept..)
-                .filter(|after| after.contains("no longer its master"))
-                .map(str::to_string)
-        },
-    );
-    let after_wake = stepped_down.unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
-    let (before_step_down, _) = after_wake.split_once("no longer its master").unwrap();
-    assert!(
-        !before_step_down.contains("synced model revision"),
-        "the woken replica wrote to the switch before stepping down\n{}",
-        lab.logs()
-    );
-    wait_settled(&lab.sb, &[0, 1], &|| lab.logs());
-    let flows_after = flow_ages(&lab.sb);
-    let elapsed = before_at.elapsed().as_secs_f64();
-    assert_eq!(
-        flows_before.keys().collect::<Vec<_>>(),
-        flows_after.keys().collect::<Vec<_>>(),
-        "the flows changed after the frozen master woke\n{}",
-        lab.logs()
-    );
-    for (flow, age) in &flows_before {
-        let now = flows_after[flow];
-        assert!(
-            now + 1.5 >= age + elapsed,
-            "{flow} was installed again ({age} s old, then {now} s, {elapsed} s later)\n{}",
-            lab.logs()
-        );
-    }
+    let flows_after = wakes_and_steps_down(&lab.sb, &lab.replicas[&master], &|| lab.logs());
     assert!(flows_after.keys().any(|f| f.contains("nw_dst=10.96.0.78")));
     eprintln!(
         "frozen master {}: replica {other} mastered the switch {took_over:?} after the freeze; \
@@ -473,19 +428,16 @@ fn a_departed_replica_leaves_the_controller_list_and_a_returning_one_rejoins() {
 
 /// With Kubernetes as the input, replicas elect over the same locks: `kill -9` of the master
 /// under a client loop fails no connection, and a Service created right after the kill is on
-/// the switch within 2 s through the survivor. (Electing over Leases, without a shared
-/// database, is not implemented.)
+/// the switch within 2 s through the survivor. (`over_leases_*` below elect without a shared
+/// database.)
 #[test]
 fn in_kubernetes_mode_a_killed_master_hands_its_switch_over_too() {
-    use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use ovs_tests::kube::{Conditions, KubeNode, NODE, endpoint, service, slice};
+    use ovs_tests::kube::KubeNode;
     let cluster = RaftCluster::start(Path::new(SCHEMA), 3)
         .unwrap_or_else(|e| panic!("cannot start the 3-member ovsdb-server cluster: {e}"));
     cluster.wait_leader(Duration::from_secs(30)).unwrap();
     let mut node = KubeNode::start_daemons(|sb, kubeconfig| {
-        let path = sb.dir().join("kubeconfig");
-        std::fs::write(&path, kubeconfig).unwrap();
-        let path = path.to_string_lossy().to_string();
+        let path = ovs_tests::kube::write_kubeconfig(sb, kubeconfig);
         (0..2)
             .map(|i| replica(sb, &cluster, i, 0, &["--kubeconfig", &path]))
             .collect()
@@ -504,34 +456,8 @@ fn in_kubernetes_mode_a_killed_master_hands_its_switch_over_too() {
         pa.serve("pa", &["tcp:8080"]).unwrap(),
         pb.serve("pb", &["tcp:8080"]).unwrap(),
     ];
-    let web = |name: &str, ip: &str| {
-        service(
-            name,
-            serde_json::json!({"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip],
-                "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080}]}),
-            None,
-        )
-    };
-    let endpoints = |name: &str| -> EndpointSlice {
-        slice(
-            name,
-            &format!("{name}-1"),
-            serde_json::json!([{"name": "http", "protocol": "TCP", "port": 8080}]),
-            vec![
-                endpoint("10.244.0.11", NODE, Conditions::READY),
-                endpoint("10.244.0.12", NODE, Conditions::READY),
-            ],
-        )
-    };
-    node.put(&web("web", "10.96.0.10"));
-    node.put(&endpoints("web"));
-    let works = wait_for("the service to answer", Duration::from_secs(60), || {
-        let attempt = pc.connect("tcp", VIP, 1, &["--timeout-ms", "1000"]).ok()?;
-        attempt.first()?.as_ref().ok().cloned()
-    });
-    if let Err(e) = works {
-        panic!("{e}\n{}", logs(&node));
-    }
+    node.put_web("web", "10.96.0.10");
+    wait_answers(&pc, &|| logs(&node));
     let master = wait_settled(&node.sb, &[0, 1], &|| logs(&node));
     let probes = pc.connection_loop(VIP).unwrap();
     let killed = Instant::now();
@@ -539,8 +465,7 @@ fn in_kubernetes_mode_a_killed_master_hands_its_switch_over_too() {
         0 => node.daemon.kill(),
         _ => node.others[0].kill(),
     }
-    node.put(&web("after", "10.96.0.77"));
-    node.put(&endpoints("after"));
+    node.put_web("after", "10.96.0.77");
     let on = node
         .sb
         .wait_for_flow("br-int", "nw_dst=10.96.0.77", Duration::from_secs(30));
@@ -560,6 +485,280 @@ fn in_kubernetes_mode_a_killed_master_hands_its_switch_over_too() {
     );
     drop(node);
     drop(cluster);
+}
+
+/// How long the Lease-mode replicas' Leases last: short, so that failovers are quick.
+const LEASE_SECONDS: u64 = 2;
+
+/// Two replicas watching the fake API server and electing over its Leases (no shared
+/// database: each keeps its own local state), service `web` on pods pa and pb, client pc.
+struct LeaseLab {
+    node: ovs_tests::kube::KubeNode,
+    pc: Host,
+    _servers: Vec<Process>,
+}
+
+impl LeaseLab {
+    fn start() -> LeaseLab {
+        use ovs_tests::kube::{KubeNode, lease_replica, write_kubeconfig};
+        let mut node = KubeNode::start_daemons(|sb, kubeconfig| {
+            let path = write_kubeconfig(sb, kubeconfig);
+            (0..2)
+                .map(|i| lease_replica(sb, i, i as u32, &path, LEASE_SECONDS).unwrap())
+                .collect()
+        });
+        let pa = node.add_pod("pa", "10.244.0.11", 11);
+        let pb = node.add_pod("pb", "10.244.0.12", 12);
+        let pc = node.add_pod("pc", "10.244.0.13", 13);
+        let servers = vec![
+            pa.serve("pa", &["tcp:8080"]).unwrap(),
+            pb.serve("pb", &["tcp:8080"]).unwrap(),
+        ];
+        let lab = LeaseLab {
+            node,
+            pc,
+            _servers: servers,
+        };
+        lab.node.put_web("web", "10.96.0.10");
+        wait_answers(&lab.pc, &|| lab.logs());
+        lab
+    }
+
+    fn replica(&self, i: usize) -> &Daemon {
+        match i {
+            0 => &self.node.daemon,
+            _ => &self.node.others[0],
+        }
+    }
+
+    fn logs(&self) -> String {
+        (0..2)
+            .map(|i| {
+                format!(
+                    "--- replica {i} ({}) ---\n{}",
+                    target(i),
+                    self.replica(i).log()
+                )
+            })
+            .collect()
+    }
+
+    /// Node n1's Lease: its holder and epoch, as the API server has it.
+    fn lease(&self) -> Option<(String, u64)> {
+        use k8s_openapi::api::coordination::v1::Lease;
+        let name = coe::k8s::lease::lease_name("n1");
+        let lease = self.node.api.get::<Lease>("svcflow", &name)?;
+        let holder = lease["spec"]["holderIdentity"].as_str()?.to_string();
+        let epoch = lease["spec"]["leaseTransitions"].as_u64()?;
+        Some((holder, epoch))
+    }
+
+    /// Waits until one replica masters the switch, stays so for two hold-downs, and holds the
+    /// node's Lease; returns it and the Lease's epoch.
+    fn settled(&self) -> (usize, u64) {
+        let master = wait_settled(&self.node.sb, &[0, 1], &|| self.logs());
+        let (holder, epoch) = self
+            .lease()
+            .unwrap_or_else(|| panic!("n1 has no lease\n{}", self.logs()));
+        assert_eq!(holder, target(master), "{}", self.logs());
+        (master, epoch)
+    }
+}
+
+/// Kubernetes mode with Leases and no shared database: exactly one replica holds node n1's
+/// Lease and masters its switch, the other is a slave whose operational view names the
+/// master. `kill -9` of the master under a client loop fails no connection, and a Service
+/// created right after the kill is on the switch within the lease duration plus 1 s, through
+/// the other replica, which took the Lease at a greater epoch.
+#[test]
+fn over_leases_a_killed_masters_node_moves_within_the_lease_duration() {
+    let mut lab = LeaseLab::start();
+    let (master, epoch) = lab.settled();
+    let survivor = 1 - master;
+    assert!(epoch >= 1, "{}", lab.logs());
+    // The slave's operational view says who masters n1, from the Lease.
+    let url = format!(
+        "http://127.0.0.1:{}/restconf/operational/service:service-information",
+        rest_port(survivor)
+    );
+    let text = lab.node.sb.node(&["curl", "-sS", "-f", &url]).unwrap();
+    let view: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // (n2 has no switch here, so it is unreported too.)
+    let unreported = view["service:service-information"]["unreported-nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let n1: Vec<_> = unreported.iter().filter(|u| u["node"] == "n1").collect();
+    assert_eq!(
+        n1,
+        [&serde_json::json!({
+            "node": "n1",
+            "reason": "mastered by another replica",
+            "master": target(master),
+            "rest": format!("http://127.0.0.1:{}", rest_port(master)),
+        })],
+        "{view}"
+    );
+
+    // REST writes are refused with the reason, not kept by one replica alone.
+    let put = format!(
+        "http://127.0.0.1:{}/restconf/config/service:service-information/services/x",
+        rest_port(survivor)
+    );
+    let refused = lab
+        .node
+        .sb
+        .node(&[
+            "curl",
+            "-sS",
+            "-X",
+            "PUT",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &service_body("x", "10.96.0.90"),
+            "-w",
+            " %{http_code}",
+            &put,
+        ])
+        .unwrap();
+    assert!(refused.ends_with(" 405"), "{refused}");
+    assert!(refused.contains("--election lease"), "{refused}");
+
+    let probes = lab.pc.connection_loop(VIP).unwrap();
+    let killed = Instant::now();
+    match master {
+        0 => lab.node.daemon.kill(),
+        _ => lab.node.others[0].kill(),
+    }
+    lab.node.put_web("after", "10.96.0.77");
+    let on = lab
+        .node
+        .sb
+        .wait_for_flow("br-int", "nw_dst=10.96.0.77", Duration::from_secs(30));
+    on.unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    let took = killed.elapsed();
+    let connections = finish(probes, &|| lab.logs());
+    let limit = Duration::from_secs(LEASE_SECONDS + 1);
+    assert!(
+        took < limit,
+        "the Service created after the kill took {took:?} (limit {limit:?})\n{}",
+        lab.logs()
+    );
+    let (holder, after) = lab.lease().unwrap();
+    assert_eq!(holder, target(survivor), "{}", lab.logs());
+    assert!(after > epoch, "epoch {epoch} then {after}\n{}", lab.logs());
+    if let Err(e) = wait_master(&lab.node.sb, survivor, Duration::from_secs(15)) {
+        panic!("{e}: {:?}\n{}", lab.node.sb.controller_roles(), lab.logs());
+    }
+    eprintln!(
+        "Leases: master {} killed; a new Service reached the switch {took:?} later (lease \
+         {LEASE_SECONDS} s); epoch {epoch} -> {after}; {connections} connections, none failed",
+        target(master)
+    );
+}
+
+/// Kubernetes mode with Leases: the master frozen with SIGSTOP loses its node once its Lease
+/// runs out, long before the switch's inactivity probe would drop it; a Service created
+/// meanwhile reaches the switch through the other replica. After SIGCONT the woken replica
+/// learns it lost the Lease, steps down without a successful write, and no flow is installed
+/// again.
+#[test]
+fn over_leases_a_frozen_master_is_replaced_after_its_lease_and_steps_down_when_it_wakes() {
+    let lab = LeaseLab::start();
+    let (master, epoch) = lab.settled();
+    let other = 1 - master;
+    lab.replica(master).signal("STOP").unwrap();
+    let frozen = Instant::now();
+    lab.node.put_web("frozen", "10.96.0.78");
+    let on = lab
+        .node
+        .sb
+        .wait_for_flow("br-int", "nw_dst=10.96.0.78", Duration::from_secs(30));
+    let took = frozen.elapsed();
+    if let Err(e) = on {
+        let _ = lab.replica(master).signal("CONT");
+        panic!("{e}\n{}", lab.logs());
+    }
+    let limit = Duration::from_secs(LEASE_SECONDS + 1);
+    if took >= limit {
+        let _ = lab.replica(master).signal("CONT");
+        panic!(
+            "the other replica took {took:?} (limit {limit:?})\n{}",
+            lab.logs()
+        );
+    }
+    let (holder, after) = lab.lease().unwrap();
+    assert_eq!(holder, target(other), "{}", lab.logs());
+    assert!(after > epoch, "{}", lab.logs());
+    wakes_and_steps_down(&lab.node.sb, lab.replica(master), &|| lab.logs());
+    eprintln!(
+        "Leases: frozen master {}: a Service created meanwhile reached the switch {took:?} after \
+         the freeze, through replica {other}; the woken replica stepped down without writing",
+        target(master)
+    );
+}
+
+/// Sends SIGCONT to the frozen `replica` (of two on `sb`'s switch, which another now
+/// masters) and checks that it steps down without a successful write to the switch, the
+/// switch settles on one master again, and no flow was installed again meanwhile; returns the
+/// switch's flows with their ages.
+fn wakes_and_steps_down(
+    sb: &Sandbox,
+    replica: &Daemon,
+    logs: &dyn Fn() -> String,
+) -> BTreeMap<String, f64> {
+    let (flows_before, before_at) = (flow_ages(sb), Instant::now());
+    let slept = replica.log().len();
+    replica.signal("CONT").unwrap();
+    let stepped_down = wait_for(
+        "the woken replica to step down",
+        Duration::from_secs(30),
+        || {
+            let log = replica.log();
+            log.get(slept..)
+                .filter(|after| after.contains("no longer its master"))
+                .map(str::to_string)
+        },
+    );
+    let after_wake = stepped_down.unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    let (before_step_down, _) = after_wake.split_once("no longer its master").unwrap();
+    assert!(
+        !before_step_down.contains("synced model revision"),
+        "the woken replica wrote to the switch before stepping down\n{}",
+        logs()
+    );
+    wait_settled(sb, &[0, 1], logs);
+    let flows_after = flow_ages(sb);
+    let elapsed = before_at.elapsed().as_secs_f64();
+    assert_eq!(
+        flows_before.keys().collect::<Vec<_>>(),
+        flows_after.keys().collect::<Vec<_>>(),
+        "the flows changed after the frozen master woke\n{}",
+        logs()
+    );
+    for (flow, age) in &flows_before {
+        let now = flows_after[flow];
+        assert!(
+            now + 1.5 >= age + elapsed,
+            "{flow} was installed again ({age} s old, then {now} s, {elapsed} s later)\n{}",
+            logs()
+        );
+    }
+    flows_after
+}
+
+/// Waits (up to 60 s) until the service answers `client`.
+fn wait_answers(client: &Host, logs: &dyn Fn() -> String) {
+    let works = wait_for("the service to answer", Duration::from_secs(60), || {
+        let attempt = client
+            .connect("tcp", VIP, 1, &["--timeout-ms", "1000"])
+            .ok()?;
+        attempt.first()?.as_ref().ok().cloned()
+    });
+    if let Err(e) = works {
+        panic!("{e}\n{}", logs());
+    }
 }
 
 /// Lets the client loop make 40 more attempts, stops it, and checks that none failed;

@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use ipnet::Ipv4Net;
 
 use crate::config::{
-    ConfigError, FileConfig, RunConfig, parse_datapath_type, parse_kubernetes, parse_log_level,
-    parse_ovsdb_remote, parse_port_range,
+    ConfigError, FileConfig, RunConfig, parse_datapath_type, parse_election, parse_kubernetes,
+    parse_log_level, parse_ovsdb_remote, parse_port_range,
 };
 
 /// svcflow: an OpenFlow controller that replaces kube-proxy and iptables on Open vSwitch.
@@ -271,6 +271,20 @@ pub struct RunArgs {
     /// keeps every target [default: 600].
     #[arg(long, value_name = "SECONDS")]
     pub replica_gone_after: Option<u64>,
+    /// How replicas elect each switch's master: `ovsdb` (RFC 7047 locks on the --store
+    /// ovsdb: database), `lease` (one coordination.k8s.io Lease per node; needs Kubernetes)
+    /// or `off` (a single replica); see docs/ha.md [default: ovsdb with an ovsdb: store, else
+    /// off].
+    #[arg(long, value_name = "MODE")]
+    pub election: Option<String>,
+    /// --election lease: the namespace of the nodes' Leases [default: $POD_NAMESPACE, else
+    /// default].
+    #[arg(long, value_name = "NAMESPACE", env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// --election lease: how long a node's Lease lasts unrenewed; a dead master's nodes move
+    /// after at most this long [default: 15].
+    #[arg(long, value_name = "SECONDS")]
+    pub lease_duration: Option<u64>,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     pub check: bool,
@@ -350,6 +364,19 @@ impl RunArgs {
         } else {
             parse_kubernetes(file.kubernetes.as_deref(), file.kubeconfig.as_deref())?
         };
+        let store = match self.store.as_deref().or(file.store.as_deref()) {
+            Some(text) => text.parse().map_err(ConfigError)?,
+            None => coe::rest::StoreKind::Local,
+        };
+        let election = parse_election(
+            self.election.as_deref().or(file.election.as_deref()),
+            &store,
+            kubernetes.is_some(),
+            self.lease_namespace
+                .as_deref()
+                .or(file.lease_namespace.as_deref()),
+            self.lease_duration.or(file.lease_duration).unwrap_or(15),
+        )?;
         Ok(RunConfig {
             openflow_listen: self
                 .openflow_listen
@@ -380,10 +407,7 @@ impl RunArgs {
                 .clone()
                 .or(file.state_dir)
                 .unwrap_or_else(|| PathBuf::from("/var/lib/svcflow")),
-            store: match self.store.as_deref().or(file.store.as_deref()) {
-                Some(text) => text.parse().map_err(ConfigError)?,
-                None => coe::rest::StoreKind::Local,
-            },
+            store,
             log_level,
             host_node: self.host_node.clone().or(file.host_node),
             kubernetes,
@@ -398,6 +422,7 @@ impl RunArgs {
                     .or(file.replica_gone_after)
                     .unwrap_or(600),
             ),
+            election,
         })
     }
 }
@@ -418,6 +443,86 @@ mod tests {
             | Command::Get(_) => {
                 unreachable!("svcflow run")
             }
+        }
+    }
+
+    #[test]
+    fn replicas_elect_over_the_shared_store_or_leases_and_say_what_is_missing() {
+        use crate::config::ElectionMode;
+        let election = |argv: &[&str]| {
+            run_args(argv)
+                .merge(FileConfig::default())
+                .map(|c| c.election)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(election(&[]), Ok(ElectionMode::Off));
+        assert_eq!(
+            election(&["--store", "ovsdb:tcp:127.0.0.1:6641"]),
+            Ok(ElectionMode::Ovsdb(vec!["tcp:127.0.0.1:6641".into()]))
+        );
+        assert_eq!(
+            election(&[
+                "--kubeconfig",
+                "/k",
+                "--election",
+                "lease",
+                "--lease-namespace",
+                "svcflow",
+                "--lease-duration",
+                "4"
+            ]),
+            Ok(ElectionMode::Lease {
+                namespace: "svcflow".into(),
+                duration: std::time::Duration::from_secs(4)
+            })
+        );
+        let file = FileConfig {
+            kubeconfig: Some("/k".into()),
+            election: Some("lease".into()),
+            lease_namespace: Some("kube-system".into()),
+            ..FileConfig::default()
+        };
+        let from_file = run_args(&[]).merge(file).unwrap().election;
+        assert_eq!(
+            from_file,
+            ElectionMode::Lease {
+                namespace: "kube-system".into(),
+                duration: std::time::Duration::from_secs(15)
+            }
+        );
+        for (argv, says) in [
+            (&["--election", "lease"][..], "needs Kubernetes"),
+            (&["--election", "ovsdb"][..], "needs the shared store"),
+            (
+                &["--election", "off", "--store", "ovsdb:tcp:127.0.0.1:1"][..],
+                "must elect",
+            ),
+            (&["--election", "raft"][..], "expected off, ovsdb or lease"),
+            (
+                &[
+                    "--kubeconfig",
+                    "/k",
+                    "--election",
+                    "lease",
+                    "--lease-duration",
+                    "1",
+                ][..],
+                "at least 2 s",
+            ),
+            (
+                &[
+                    "--kubeconfig",
+                    "/k",
+                    "--election",
+                    "lease",
+                    "--lease-namespace",
+                    "Bad_NS",
+                ][..],
+                "not a Kubernetes namespace name",
+            ),
+        ] {
+            let err = election(argv).unwrap_err();
+            assert!(err.contains(says), "{argv:?}: {err}");
         }
     }
 

@@ -51,6 +51,92 @@ pub struct RunConfig {
     /// Replicas: a bridge drops another replica's target once the switch has been
     /// disconnected from it this long; zero keeps every target.
     pub replica_gone_after: std::time::Duration,
+    /// How replicas elect each switch's master.
+    pub election: ElectionMode,
+}
+
+/// How several replicas elect each switch's master (`--election`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ElectionMode {
+    /// One replica: it masters every switch it reaches.
+    Off,
+    /// RFC 7047 locks on the shared `ovsdb:` store, whose members these are.
+    Ovsdb(Vec<String>),
+    /// One Kubernetes Lease per node, in this namespace, lasting this long unrenewed.
+    Lease {
+        /// The Leases' namespace.
+        namespace: String,
+        /// Their `leaseDurationSeconds`.
+        duration: std::time::Duration,
+    },
+}
+
+impl ElectionMode {
+    /// Whether several replicas share the switches.
+    pub fn replicated(&self) -> bool {
+        !matches!(self, ElectionMode::Off)
+    }
+}
+
+/// The election from `--election MODE` (with the store, Kubernetes, and the Lease settings
+/// it needs): `ovsdb` is the default with an `ovsdb:` store, `off` otherwise.
+pub fn parse_election(
+    mode: Option<&str>,
+    store: &coe::rest::StoreKind,
+    kubernetes: bool,
+    lease_namespace: Option<&str>,
+    lease_duration: u64,
+) -> Result<ElectionMode, ConfigError> {
+    let shared = match store {
+        coe::rest::StoreKind::Ovsdb(remotes) => Some(remotes.clone()),
+        coe::rest::StoreKind::Local => None,
+    };
+    match (mode, shared) {
+        (None | Some("ovsdb"), Some(remotes)) => Ok(ElectionMode::Ovsdb(remotes)),
+        (Some("ovsdb"), None) => Err(ConfigError(
+            "election `ovsdb` needs the shared store: give --store ovsdb:REMOTE[,REMOTE...]".into(),
+        )),
+        (None | Some("off"), None) => Ok(ElectionMode::Off),
+        (Some("off"), Some(_)) => Err(ConfigError(
+            "election `off` with an `ovsdb:` store: replicas sharing a store must elect \
+             their switches' masters (--election ovsdb or lease)"
+                .into(),
+        )),
+        (Some("lease"), _) => {
+            if !kubernetes {
+                return Err(ConfigError(
+                    "election `lease` needs Kubernetes: give --kubeconfig or --kubernetes \
+                     in-cluster"
+                        .into(),
+                ));
+            }
+            if lease_duration < 2 {
+                return Err(ConfigError(format!(
+                    "lease duration {lease_duration} s: at least 2 s"
+                )));
+            }
+            let namespace = lease_namespace.unwrap_or("default");
+            let dns_label = !namespace.is_empty()
+                && namespace.len() <= 63
+                && namespace
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !namespace.starts_with('-')
+                && !namespace.ends_with('-');
+            if !dns_label {
+                return Err(ConfigError(format!(
+                    "lease namespace `{namespace}`: not a Kubernetes namespace name"
+                )));
+            }
+            Ok(ElectionMode::Lease {
+                namespace: namespace.to_string(),
+                duration: std::time::Duration::from_secs(lease_duration),
+            })
+        }
+        (Some(other), _) => Err(ConfigError(format!(
+            "election `{other}`: expected off, ovsdb or lease"
+        ))),
+    }
 }
 
 /// An OVSDB server to dial, and the node it belongs to.
@@ -114,6 +200,12 @@ pub struct FileConfig {
     pub hold_down: Option<u64>,
     /// See [`RunConfig::replica_gone_after`], in seconds.
     pub replica_gone_after: Option<u64>,
+    /// `off`, `ovsdb` or `lease`.
+    pub election: Option<String>,
+    /// The Leases' namespace.
+    pub lease_namespace: Option<String>,
+    /// The Leases' duration, in seconds.
+    pub lease_duration: Option<u64>,
 }
 
 /// `system` or `netdev`.

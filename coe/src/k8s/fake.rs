@@ -12,7 +12,12 @@
 //!   `allowWatchBookmarks=true`, and ends after `timeoutSeconds`;
 //! - a watch from a `resourceVersion` older than the last [`FakeApiServer::compact`] gets an
 //!   `ERROR` event carrying a `Status` with code 410 (as a real API server does); a list
-//!   with `resourceVersionMatch=Exact` on such a version gets HTTP 410.
+//!   with `resourceVersionMatch=Exact` on such a version gets HTTP 410;
+//! - `coordination.k8s.io/v1` Leases too, and objects of every kind can be written as a
+//!   client writes them: `GET`, `PUT` and `DELETE` on `.../{plural}/{name}`, `POST` on the
+//!   collection. A `PUT` whose `metadata.resourceVersion` is not the stored one gets 409
+//!   `Conflict`, a `POST` of an existing name 409 `AlreadyExists`, a missing name 404, as
+//!   the optimistic concurrency that leader election relies on requires.
 //!
 //! Tests change objects with [`FakeApiServer::apply`] and [`FakeApiServer::delete`], end every
 //! watch with [`FakeApiServer::close_watches`] or [`FakeApiServer::expire_watches`], and make
@@ -46,15 +51,18 @@ pub enum Kind {
     Pod,
     /// `v1` Namespace.
     Namespace,
+    /// `coordination.k8s.io/v1` Lease.
+    Lease,
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
+        Kind::Lease,
     ];
 
     /// The `kind` field.
@@ -65,12 +73,14 @@ impl Kind {
             Kind::Node => "Node",
             Kind::Pod => "Pod",
             Kind::Namespace => "Namespace",
+            Kind::Lease => "Lease",
         }
     }
 
     fn api_version(self) -> &'static str {
         match self {
             Kind::EndpointSlice => "discovery.k8s.io/v1",
+            Kind::Lease => "coordination.k8s.io/v1",
             _ => "v1",
         }
     }
@@ -78,6 +88,7 @@ impl Kind {
     fn group_prefix(self) -> &'static str {
         match self {
             Kind::EndpointSlice => "/apis/discovery.k8s.io/v1",
+            Kind::Lease => "/apis/coordination.k8s.io/v1",
             _ => "/api/v1",
         }
     }
@@ -89,39 +100,77 @@ impl Kind {
             Kind::Node => "nodes",
             Kind::Pod => "pods",
             Kind::Namespace => "namespaces",
+            Kind::Lease => "leases",
+        }
+    }
+
+    /// The API group as resource names carry it (`""` for the core group).
+    fn group(self) -> &'static str {
+        match self {
+            Kind::EndpointSlice => "discovery.k8s.io",
+            Kind::Lease => "coordination.k8s.io",
+            _ => "",
         }
     }
 
     fn namespaced(self) -> bool {
-        matches!(self, Kind::Service | Kind::EndpointSlice | Kind::Pod)
+        matches!(
+            self,
+            Kind::Service | Kind::EndpointSlice | Kind::Pod | Kind::Lease
+        )
     }
 
     fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// The kind and namespace a request path names, e.g. `/api/v1/namespaces/x/pods`.
-    fn from_path(path: &str) -> Option<(Self, Option<String>)> {
+    /// The kind, namespace and (for one object) name a request path names, e.g.
+    /// `/api/v1/namespaces/x/pods` or `/api/v1/namespaces/x/pods/p`.
+    fn from_path(path: &str) -> Option<Target> {
         let path = path.trim_end_matches('/');
         for kind in Self::ALL {
             let Some(rest) = path.strip_prefix(kind.group_prefix()) else {
                 continue;
             };
-            if rest == format!("/{}", kind.plural()) {
-                return Some((kind, None));
+            let split = match rest.strip_prefix("/namespaces/") {
+                Some(tail) if kind.namespaced() => tail
+                    .split_once('/')
+                    .filter(|(ns, _)| !ns.is_empty())
+                    .map(|(ns, tail)| (Some(ns.to_string()), tail)),
+                _ => rest.strip_prefix('/').map(|tail| (None, tail)),
+            };
+            let Some((namespace, tail)) = split else {
+                continue;
+            };
+            let mut parts = tail.split('/');
+            if parts.next() != Some(kind.plural()) {
+                continue;
             }
-            if kind.namespaced() {
-                if let Some(tail) = rest.strip_prefix("/namespaces/") {
-                    if let Some((ns, plural)) = tail.split_once('/') {
-                        if plural == kind.plural() && !ns.is_empty() {
-                            return Some((kind, Some(ns.to_string())));
-                        }
-                    }
-                }
+            let name = match (parts.next(), parts.next()) {
+                (None, _) => None,
+                (Some(name), None) if !name.is_empty() => Some(name.to_string()),
+                _ => continue,
+            };
+            // One namespaced object needs its namespace.
+            if name.is_some() && kind.namespaced() && namespace.is_none() {
+                continue;
             }
+            return Some(Target {
+                kind,
+                namespace,
+                name,
+            });
         }
         None
     }
+}
+
+/// What a request path names.
+#[derive(Debug)]
+struct Target {
+    kind: Kind,
+    namespace: Option<String>,
+    name: Option<String>,
 }
 
 type Key = (Kind, String, String);
@@ -145,6 +194,8 @@ struct State {
     next_uid: u64,
     lists: BTreeMap<Kind, u64>,
     watches_open: u64,
+    writes: u64,
+    conflicts: u64,
 }
 
 /// Signals to open watch streams.
@@ -166,10 +217,148 @@ struct Shared {
     bookmark_interval: Duration,
 }
 
+/// How a write treats an object that exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// Create it or replace it, whatever its version (what tests do).
+    Upsert,
+    /// `POST`: it must not exist.
+    Create,
+    /// `PUT`: it must exist, at the version the object names (if it names one).
+    Replace,
+}
+
+/// The resource version an object carries.
+fn version_of(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock (a test failing) must not hide the next error.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stores `value` as an object of `kind`: returns it as stored, or the status code and
+    /// `Status` a real API server would answer with.
+    fn store(&self, kind: Kind, mut value: Value, write: Write) -> Result<Value, (u16, Value)> {
+        let name = value["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| (422, status(422, "Invalid", "metadata.name is missing")))?
+            .to_string();
+        let namespace = if kind.namespaced() {
+            let ns = value["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string();
+            value["metadata"]["namespace"] = json!(ns);
+            ns
+        } else {
+            String::new()
+        };
+        value["apiVersion"] = json!(kind.api_version());
+        value["kind"] = json!(kind.name());
+        let what = format!("{}.{} \"{name}\"", kind.plural(), kind.group());
+        let stored = {
+            let mut state = self.lock();
+            let key = (kind, namespace, name);
+            let old = state.objects.get(&key);
+            let refused = match (write, old) {
+                (Write::Create, Some(_)) => Some((
+                    409,
+                    status(409, "AlreadyExists", &format!("{what} already exists")),
+                )),
+                (Write::Replace, None) => {
+                    Some((404, status(404, "NotFound", &format!("{what} not found"))))
+                }
+                (Write::Replace, Some(old))
+                    if value["metadata"]["resourceVersion"]
+                        .as_str()
+                        .is_some_and(|v| v != old["metadata"]["resourceVersion"]) =>
+                {
+                    Some((
+                        409,
+                        status(
+                            409,
+                            "Conflict",
+                            &format!(
+                                "Operation cannot be fulfilled on {what}: the object has been \
+                                 modified; please apply your changes to the latest version and \
+                                 try again"
+                            ),
+                        ),
+                    ))
+                }
+                _ => None,
+            };
+            if write != Write::Upsert {
+                state.writes += 1;
+            }
+            if let Some(refused) = refused {
+                if refused.0 == 409 {
+                    state.conflicts += 1;
+                }
+                return Err(refused);
+            }
+            let old_uid = state
+                .objects
+                .get(&key)
+                .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string));
+            state.rv += 1;
+            let rv = state.rv;
+            let uid = match (value["metadata"]["uid"].as_str(), old_uid) {
+                (Some(uid), _) => uid.to_string(),
+                (None, Some(uid)) => uid,
+                (None, None) => {
+                    state.next_uid += 1;
+                    format!("00000000-0000-0000-0000-{:012}", state.next_uid)
+                }
+            };
+            value["metadata"]["uid"] = json!(uid);
+            value["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let kind_name = if state.objects.contains_key(&key) {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            };
+            state.objects.insert(key, value.clone());
+            state.history.push(Event {
+                rv,
+                kind,
+                kind_name,
+                object: value.clone(),
+            });
+            value
+        };
+        self.changed.send_replace(version_of(&stored));
+        Ok(stored)
+    }
+
+    /// Removes an object; returns it as last seen (with the deletion's version).
+    fn remove(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        let object = {
+            let mut state = self.lock();
+            let mut object =
+                state
+                    .objects
+                    .remove(&(kind, namespace.to_string(), name.to_string()))?;
+            state.rv += 1;
+            let rv = state.rv;
+            object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            state.history.push(Event {
+                rv,
+                kind,
+                kind_name: "DELETED",
+                object: object.clone(),
+            });
+            object
+        };
+        self.changed.send_replace(version_of(&object));
+        Some(object)
     }
 }
 
@@ -255,9 +444,9 @@ impl FakeApiServer {
         self.addr = listener.local_addr()?;
         self.shared.signals.send_modify(|s| s.stop = false);
         let shared = self.shared.clone();
-        let app = Router::new().fallback(move |method: Method, uri: Uri| {
+        let app = Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
             let shared = shared.clone();
-            async move { handle(shared, method, uri) }
+            async move { handle(shared, method, uri, body) }
         });
         let mut stop = self.shared.signals.subscribe();
         self.running = Some(tokio::spawn(async move {
@@ -293,59 +482,12 @@ impl FakeApiServer {
     {
         let kind =
             Kind::from_name(K::KIND).ok_or_else(|| format!("kind {} not served", K::KIND))?;
-        let mut value = serde_json::to_value(object).map_err(|e| e.to_string())?;
-        let name = value["metadata"]["name"]
-            .as_str()
-            .filter(|n| !n.is_empty())
-            .ok_or("metadata.name is missing")?
-            .to_string();
-        let namespace = if kind.namespaced() {
-            let ns = value["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("default")
-                .to_string();
-            value["metadata"]["namespace"] = json!(ns);
-            ns
-        } else {
-            String::new()
-        };
-        value["apiVersion"] = json!(kind.api_version());
-        value["kind"] = json!(kind.name());
-        let rv = {
-            let mut state = self.shared.lock();
-            state.rv += 1;
-            let rv = state.rv;
-            let key = (kind, namespace, name);
-            let old_uid = state
-                .objects
-                .get(&key)
-                .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string));
-            let uid = match (value["metadata"]["uid"].as_str(), old_uid) {
-                (Some(uid), _) => uid.to_string(),
-                (None, Some(uid)) => uid,
-                (None, None) => {
-                    state.next_uid += 1;
-                    format!("00000000-0000-0000-0000-{:012}", state.next_uid)
-                }
-            };
-            value["metadata"]["uid"] = json!(uid);
-            value["metadata"]["resourceVersion"] = json!(rv.to_string());
-            let kind_name = if state.objects.contains_key(&key) {
-                "MODIFIED"
-            } else {
-                "ADDED"
-            };
-            state.objects.insert(key, value.clone());
-            state.history.push(Event {
-                rv,
-                kind,
-                kind_name,
-                object: value,
-            });
-            rv
-        };
-        self.shared.changed.send_replace(rv);
-        Ok(rv)
+        let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
+        let stored = self
+            .shared
+            .store(kind, value, Write::Upsert)
+            .map_err(|(_, status)| status["message"].as_str().unwrap_or("").to_string())?;
+        Ok(version_of(&stored))
     }
 
     /// Deletes an object (`namespace` is ignored for cluster-scoped kinds); returns the new
@@ -353,25 +495,27 @@ impl FakeApiServer {
     pub fn delete<K: k8s_openapi::Resource>(&self, namespace: &str, name: &str) -> Option<u64> {
         let kind = Kind::from_name(K::KIND)?;
         let namespace = if kind.namespaced() { namespace } else { "" };
-        let rv = {
-            let mut state = self.shared.lock();
-            let mut object =
-                state
-                    .objects
-                    .remove(&(kind, namespace.to_string(), name.to_string()))?;
-            state.rv += 1;
-            let rv = state.rv;
-            object["metadata"]["resourceVersion"] = json!(rv.to_string());
-            state.history.push(Event {
-                rv,
-                kind,
-                kind_name: "DELETED",
-                object,
-            });
-            rv
-        };
-        self.shared.changed.send_replace(rv);
-        Some(rv)
+        self.shared
+            .remove(kind, namespace, name)
+            .map(|o| version_of(&o))
+    }
+
+    /// An object as stored (`namespace` is ignored for cluster-scoped kinds).
+    pub fn get<K: k8s_openapi::Resource>(&self, namespace: &str, name: &str) -> Option<Value> {
+        let kind = Kind::from_name(K::KIND)?;
+        let namespace = if kind.namespaced() { namespace } else { "" };
+        let state = self.shared.lock();
+        state
+            .objects
+            .get(&(kind, namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// How many writes (`POST`, `PUT`, `DELETE`) clients have made, and how many were refused
+    /// with 409.
+    pub fn writes(&self) -> (u64, u64) {
+        let state = self.shared.lock();
+        (state.writes, state.conflicts)
     }
 
     /// The current resource version.
@@ -540,13 +684,42 @@ fn parse_query(uri: &Uri) -> Result<Query, String> {
     Ok(q)
 }
 
-fn handle(shared: Arc<Shared>, method: Method, uri: Uri) -> Response {
-    if method != Method::GET {
-        return error(405, "MethodNotAllowed", "the fake API server only reads");
-    }
-    let Some((kind, namespace)) = Kind::from_path(uri.path()) else {
+fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
+    let Some(target) = Kind::from_path(uri.path()) else {
         return error(404, "NotFound", &format!("no resource at {}", uri.path()));
     };
+    let Target {
+        kind,
+        namespace,
+        name,
+    } = target;
+    match (&method, name) {
+        (&Method::GET, None) => {}
+        (&Method::GET, Some(name)) => {
+            let state = shared.lock();
+            let key = (kind, namespace.unwrap_or_default(), name.clone());
+            return match state.objects.get(&key) {
+                Some(object) => json_response(StatusCode::OK, object),
+                None => not_found(kind, &name),
+            };
+        }
+        (&Method::POST, None) => return write(&shared, kind, namespace, None, &body),
+        (&Method::PUT, Some(name)) => return write(&shared, kind, namespace, Some(name), &body),
+        (&Method::DELETE, Some(name)) => {
+            shared.lock().writes += 1;
+            return match shared.remove(kind, namespace.as_deref().unwrap_or_default(), &name) {
+                Some(object) => json_response(StatusCode::OK, &object),
+                None => not_found(kind, &name),
+            };
+        }
+        _ => {
+            return error(
+                405,
+                "MethodNotAllowed",
+                &format!("{method} is not served on {}", uri.path()),
+            );
+        }
+    }
     let query = match parse_query(&uri) {
         Ok(q) => q,
         Err(e) => return error(400, "BadRequest", &e),
@@ -593,6 +766,63 @@ fn handle(shared: Arc<Shared>, method: Method, uri: Uri) -> Response {
         "items": items,
     });
     json_response(StatusCode::OK, &body)
+}
+
+fn not_found(kind: Kind, name: &str) -> Response {
+    let what = format!("{}.{} \"{name}\"", kind.plural(), kind.group());
+    error(404, "NotFound", &format!("{what} not found"))
+}
+
+/// A `POST` (no `name`) or a `PUT` of `body` as an object of `kind` in `namespace`.
+fn write(
+    shared: &Shared,
+    kind: Kind,
+    namespace: Option<String>,
+    name: Option<String>,
+    body: &[u8],
+) -> Response {
+    let mut value: Value = match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => return error(400, "BadRequest", "the body is not an object"),
+        Err(e) => return error(400, "BadRequest", &format!("the body is not JSON: {e}")),
+    };
+    if value["kind"].as_str().is_some_and(|k| k != kind.name()) {
+        return error(400, "BadRequest", "the body's kind does not match the path");
+    }
+    if let Some(ns) = &namespace {
+        match value["metadata"]["namespace"].as_str() {
+            Some(given) if given != ns => {
+                return error(
+                    400,
+                    "BadRequest",
+                    "the body's namespace does not match the path",
+                );
+            }
+            _ => value["metadata"]["namespace"] = json!(ns),
+        }
+    } else if kind.namespaced() {
+        return error(
+            404,
+            "NotFound",
+            "a namespaced object is written under its namespace",
+        );
+    }
+    if let Some(name) = &name
+        && value["metadata"]["name"].as_str() != Some(name)
+    {
+        return error(400, "BadRequest", "the body's name does not match the path");
+    }
+    let (mode, code) = match name {
+        Some(_) => (Write::Replace, StatusCode::OK),
+        None => (Write::Create, StatusCode::CREATED),
+    };
+    match shared.store(kind, value, mode) {
+        Ok(stored) => json_response(code, &stored),
+        Err((code, status)) => json_response(
+            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &status,
+        ),
+    }
 }
 
 fn line(kind_name: &str, object: &Value) -> Bytes {

@@ -13,11 +13,14 @@
 //!   every store has listed, translates the stores after each burst of events and publishes
 //!   the result. While the API server is unreachable the stores keep their last contents, so
 //!   the published model (and the flows) stay as they are; a relist swaps a store at once.
+//! - [`lease`] is I/O too: the per-node `coordination.k8s.io` Leases replicas elect each
+//!   switch's master with (`svcflow run --election lease`).
 //! - `fake` (cargo feature `fake-apiserver`) is an in-process API server for tests.
 
 #[cfg(feature = "fake-apiserver")]
 pub mod fake;
 pub mod keyed;
+pub mod lease;
 pub mod merge;
 pub mod translate;
 pub mod watch;

@@ -30,6 +30,10 @@ pub struct RestConfig {
     /// Where the state is kept: the local write-ahead log in `state_dir` (the default), or a
     /// (clustered) OVSDB database shared by every replica.
     pub store: StoreKind,
+    /// If set, every write is refused (405 `operation-not-supported`) with this reason: the
+    /// state served is not the one the controller acts on (replicas electing over Kubernetes
+    /// Leases each keep their own).
+    pub refuse_writes: Option<String>,
 }
 
 /// Where the REST state is kept.
@@ -78,6 +82,7 @@ impl RestConfig {
             store: StoreKind::Local,
             idle_timeout: super::limits::IDLE_TIMEOUT,
             body_budget_bytes: super::limits::BODY_BUDGET_BYTES,
+            refuse_writes: None,
         }
     }
 

@@ -125,13 +125,13 @@ fn container_path(kind: Kind) -> Value {
                            "401": response_ref("Unauthorized") } },
         "put": { "summary": format!("Replace all {} (atomic)", kind.list()), "tags": [tag], "requestBody": body,
             "responses": { "200": { "description": "Stored" }, "400": response_ref("BadRequest"),
-                           "401": response_ref("Unauthorized"), "415": response_ref("BadMediaType") } },
+                           "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused"), "415": response_ref("BadMediaType") } },
         "post": { "summary": format!("Create {} (atomic; none may exist)", kind.list()), "tags": [tag], "requestBody": body,
             "responses": { "201": { "description": "Created" }, "400": response_ref("BadRequest"),
-                           "401": response_ref("Unauthorized"), "409": response_ref("Conflict"),
+                           "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused"), "409": response_ref("Conflict"),
                            "415": response_ref("BadMediaType") } },
         "delete": { "summary": format!("Delete all {}", kind.list()), "tags": [tag],
-            "responses": { "200": { "description": "Deleted" }, "401": response_ref("Unauthorized") } },
+            "responses": { "200": { "description": "Deleted" }, "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused") } },
     })
 }
 
@@ -146,13 +146,13 @@ fn item_path(kind: Kind) -> Value {
         "put": { "summary": "Create or replace the item (200 either way, as the COE watcher expects)", "tags": [tag],
             "requestBody": body,
             "responses": { "200": { "description": "Stored" }, "400": response_ref("BadRequest"),
-                           "401": response_ref("Unauthorized"), "415": response_ref("BadMediaType") } },
+                           "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused"), "415": response_ref("BadMediaType") } },
         "post": { "summary": "Create the item", "tags": [tag], "requestBody": body,
             "responses": { "201": { "description": "Created" }, "400": response_ref("BadRequest"),
-                           "401": response_ref("Unauthorized"), "409": response_ref("Conflict"),
+                           "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused"), "409": response_ref("Conflict"),
                            "415": response_ref("BadMediaType") } },
         "delete": { "summary": "Delete the item", "tags": [tag],
-            "responses": { "200": { "description": "Deleted" }, "401": response_ref("Unauthorized"),
+            "responses": { "200": { "description": "Deleted" }, "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused"),
                            "404": response_ref("NotFound") } },
     })
 }
@@ -183,6 +183,8 @@ fn components() -> Value {
             "Conflict": error("POST of an item that exists. Nothing changed."),
             "BadMediaType": error("The body is not JSON"),
             "Unavailable": error("The controller has no operational state yet"),
+            "WritesRefused": error("This replica takes no writes: it elects over Kubernetes Leases \
+                and keeps no shared REST state (svcflow run --election lease)"),
         },
         "schemas": {
             "Errors": { "type": "object", "properties": { "errors": { "type": "object", "properties": {

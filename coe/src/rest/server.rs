@@ -142,6 +142,8 @@ struct Shared {
     observer: Option<Observer>,
     /// What request bodies may hold together.
     budget: BodyBudget,
+    /// Why writes are refused, if they are.
+    refuse_writes: Option<String>,
 }
 
 /// A callback told each REST response's HTTP status.
@@ -247,6 +249,7 @@ impl Northbound {
                 operational,
                 observer: None,
                 budget: BodyBudget::new(config.body_budget_bytes, config.max_body_bytes),
+                refuse_writes: config.refuse_writes.clone(),
             }),
             listen: config.listen,
             max_body_bytes: config.max_body_bytes,
@@ -539,6 +542,14 @@ async fn read(
 
 /// Validates, logs (fsync) and applies a change off the async threads, then publishes.
 async fn write(s: AppState, change: Change, ok: StatusCode, location: Option<String>) -> Response {
+    if let Some(why) = &s.refuse_writes {
+        return restconf_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "operation-not-supported",
+            None,
+            why,
+        );
+    }
     let durable = match &s.backing {
         Backing::Local(d) => d.clone(),
         Backing::Replicated(r) => {
@@ -755,6 +766,14 @@ async fn observed(State(s): State<AppState>, resp: Response) -> Response {
 
 /// Gives the errors axum produces itself (405, 413) a RESTCONF body too.
 async fn restconf_bodies(resp: Response) -> Response {
+    // A handler's own RESTCONF error stands; only the router's bare answers are rewritten.
+    let json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if json {
+        return resp;
+    }
     let (tag, message) = match resp.status() {
         StatusCode::METHOD_NOT_ALLOWED => (
             "operation-not-supported",

@@ -41,26 +41,58 @@ const MASTER: &str = "Master";
 /// replica the switch is connected to.
 pub(crate) const SWITCH_GRACE: Duration = Duration::from_secs(2);
 
-/// Where the election keeps the `Master` table's rows (every node's master), once monitored.
-pub(crate) type MasterRows = std::sync::Arc<std::sync::RwLock<Option<ReplicaHandle>>>;
+/// Every node's master as the election knows it, for the operational view: the OVSDB
+/// `Master` table's rows (kept up to date by the client), or the holders of the Leases.
+#[derive(Clone, Default)]
+pub(crate) struct Masters(std::sync::Arc<std::sync::RwLock<MasterSource>>);
 
-/// Each node's master according to the `Master` rows: its OpenFlow target and REST address
-/// (empty until the rows are monitored).
-pub(crate) fn masters_by_node(rows: &MasterRows) -> BTreeMap<String, (String, String)> {
-    let Ok(guard) = rows.read() else {
-        return BTreeMap::new();
-    };
-    let Some(handle) = guard.as_ref() else {
-        return BTreeMap::new();
-    };
-    let replica = handle.read();
-    replica
-        .table(MASTER)
-        .filter_map(|(_, row)| {
-            let text = |c: &str| row.get(c).and_then(Datum::as_str).map(str::to_string);
-            Some((text("node")?, (text("owner")?, text("rest")?)))
-        })
-        .collect()
+#[derive(Default)]
+enum MasterSource {
+    #[default]
+    Unknown,
+    Rows(ReplicaHandle),
+    Leases(BTreeMap<String, (String, String)>),
+}
+
+impl Masters {
+    /// Whether the `Master` rows are monitored yet.
+    fn has_rows(&self) -> bool {
+        self.0
+            .read()
+            .map(|m| matches!(*m, MasterSource::Rows(_)))
+            .unwrap_or(false)
+    }
+
+    fn set(&self, source: MasterSource) {
+        if let Ok(mut m) = self.0.write() {
+            *m = source;
+        }
+    }
+
+    /// Each node's holder and its REST address, from the Leases.
+    pub(crate) fn set_leases(&self, holders: BTreeMap<String, (String, String)>) {
+        self.set(MasterSource::Leases(holders));
+    }
+
+    /// Each node's master: its OpenFlow target and REST address (empty until known).
+    pub(crate) fn by_node(&self) -> BTreeMap<String, (String, String)> {
+        let Ok(guard) = self.0.read() else {
+            return BTreeMap::new();
+        };
+        let handle = match &*guard {
+            MasterSource::Unknown => return BTreeMap::new(),
+            MasterSource::Leases(holders) => return holders.clone(),
+            MasterSource::Rows(handle) => handle,
+        };
+        let replica = handle.read();
+        replica
+            .table(MASTER)
+            .filter_map(|(_, row)| {
+                let text = |c: &str| row.get(c).and_then(Datum::as_str).map(str::to_string);
+                Some((text("node")?, (text("owner")?, text("rest")?)))
+            })
+            .collect()
+    }
 }
 
 /// The pause after a claim failed for a reason other than the lock.
@@ -160,7 +192,7 @@ impl Seat {
 #[derive(Debug)]
 pub(crate) struct Election {
     me: String,
-    hold_down: Duration,
+    pub(crate) hold_down: Duration,
     seats: BTreeMap<String, Seat>,
 }
 
@@ -278,6 +310,21 @@ impl Election {
             Some(seat) if seat.owner => seat.release(node, now),
             _ => vec![],
         }
+    }
+
+    /// Takes in what the dispatcher says; returns the orders it calls for at once.
+    pub(crate) fn follow(&mut self, input: Input, now: Instant) -> Vec<Order> {
+        match input {
+            Input::Controllers(node, live) => self.controllers(&node, live, now),
+            Input::Switch(node, up) => self.switch(&node, up, now),
+            Input::Gone(node) => return self.gone(&node),
+            Input::Stale(node, generation) => self.stale(&node, generation),
+            Input::Deposed(node) => {
+                tracing::warn!("node {node}: its switch has another master; giving the node up");
+                return self.deposed(&node, now);
+            }
+        }
+        Vec::new()
     }
 
     /// What to do now.
@@ -457,6 +504,29 @@ async fn claim(client: &Client, me: &Me, node: &str, floor: u64) -> Result<u64, 
     Ok(epoch)
 }
 
+/// Tells the dispatcher which nodes this replica now masters, and with which epochs, where
+/// that changed since `announced`.
+pub(crate) fn announce(
+    election: &Election,
+    announced: &mut BTreeMap<String, u64>,
+    changes: &mpsc::UnboundedSender<Change>,
+) {
+    let mastered = election.masters();
+    for (node, epoch) in &mastered {
+        if announced.get(node) != Some(epoch) {
+            tracing::info!("node {node}: this replica is its master (epoch {epoch})");
+            let _ = changes.send(Change::Master(node.clone(), Some(*epoch)));
+        }
+    }
+    for node in announced.keys() {
+        if !mastered.contains_key(node) {
+            tracing::info!("node {node}: this replica is no longer its master");
+            let _ = changes.send(Change::Master(node.clone(), None));
+        }
+    }
+    *announced = mastered;
+}
+
 /// Runs the election until shutdown: queues for the nodes' locks on the shared database,
 /// follows what `inputs` says, and tells the dispatcher through `changes` which nodes this
 /// replica masters (`Change::Master`).
@@ -466,7 +536,7 @@ pub(crate) async fn run(
     remotes: Vec<String>,
     mut election: Election,
     me: Me,
-    masters: MasterRows,
+    masters: Masters,
     mut inputs: mpsc::UnboundedReceiver<Input>,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
@@ -500,20 +570,7 @@ pub(crate) async fn run(
             }
             now = Instant::now();
         }
-        let mastered = election.masters();
-        for (node, epoch) in &mastered {
-            if announced.get(node) != Some(epoch) {
-                tracing::info!("node {node}: this replica is its master (epoch {epoch})");
-                let _ = changes.send(Change::Master(node.clone(), Some(*epoch)));
-            }
-        }
-        for node in announced.keys() {
-            if !mastered.contains_key(node) {
-                tracing::info!("node {node}: this replica is no longer its master");
-                let _ = changes.send(Change::Master(node.clone(), None));
-            }
-        }
-        announced = mastered;
+        announce(&election, &mut announced, &changes);
         let wake = election
             .next_deadline(now)
             .unwrap_or(now + Duration::from_secs(3600));
@@ -522,19 +579,8 @@ pub(crate) async fn run(
             _ = tokio::time::sleep_until(wake) => {}
             input = inputs.recv() => match input {
                 None => break,
-                Some(Input::Controllers(node, live)) => {
-                    election.controllers(&node, live, Instant::now())
-                }
-                Some(Input::Switch(node, up)) => election.switch(&node, up, Instant::now()),
-                Some(Input::Gone(node)) => {
-                    for order in election.gone(&node) {
-                        execute(&client, &me, order, &mut election, &mut locks).await;
-                    }
-                }
-                Some(Input::Stale(node, generation)) => election.stale(&node, generation),
-                Some(Input::Deposed(node)) => {
-                    tracing::warn!("node {node}: its switch has another master; giving the node up");
-                    for order in election.deposed(&node, Instant::now()) {
+                Some(input) => {
+                    for order in election.follow(input, Instant::now()) {
                         execute(&client, &me, order, &mut election, &mut locks).await;
                     }
                 }
@@ -561,19 +607,14 @@ pub(crate) async fn run(
                     election.disconnected();
                 }
                 Some(ClientEvent::Connected) => {
-                    let missing = masters.read().map(|m| m.is_none()).unwrap_or(false);
-                    if missing {
+                    if !masters.has_rows() {
                         // Every node's master, for the operational view (kept by the client).
                         let requests = BTreeMap::from([(
                             MASTER.to_string(),
                             MonitorRequest::columns(&["node", "owner", "rest"]),
                         )]);
                         match client.replica(DB, "svcflow-masters", requests).await {
-                            Ok(handle) => {
-                                if let Ok(mut m) = masters.write() {
-                                    *m = Some(handle);
-                                }
-                            }
+                            Ok(handle) => masters.set(MasterSource::Rows(handle)),
                             Err(e) => tracing::warn!("election: monitoring {MASTER} failed: {e}"),
                         }
                     }

@@ -8,9 +8,10 @@
 //! - the dispatcher ([`reconcile`]) runs one task per connected switch ([`agent`]), which
 //!   keeps that switch equal to its node's desired state on its own schedule: a slow or hung
 //!   switch delays no other; the services they render alike are held once for all of them;
-//! - with replicas (`--store ovsdb:`), [`election`] decides which nodes this replica masters
-//!   (OVSDB locks on the shared database), and only those get a task; [`role`] makes the
-//!   switch the fence (OpenFlow roles and generation ids);
+//! - with replicas, [`election`] decides which nodes this replica masters (OVSDB locks on
+//!   the shared database with `--store ovsdb:`, or Kubernetes Leases through [`lease`]), and
+//!   only those get a task; [`role`] makes the switch the fence (OpenFlow roles and
+//!   generation ids);
 //! - [`metrics`] serves `/metrics`, `/healthz` and `/livez` from what the tasks report.
 //!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
@@ -19,6 +20,7 @@ mod agent;
 mod election;
 mod health;
 mod kubernetes;
+mod lease;
 mod liveness;
 mod metrics;
 mod node;
@@ -39,7 +41,7 @@ use netvirt::node_setup::NodeSetup;
 use openflow::driver::{DriverConfig, Listener, SwitchHandle};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::RunConfig;
+use crate::config::{ElectionMode, RunConfig};
 
 /// What the reconcile task is told.
 #[derive(Debug)]
@@ -144,14 +146,24 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     rest.ovsdb_remotes = overrides.clone();
     rest.node_port_range = config.pipeline.node_port_range.0..=config.pipeline.node_port_range.1;
     rest.store = config.store.clone();
+    if matches!(config.election, ElectionMode::Lease { .. }) {
+        // Each replica's REST state is its own: a write would reach this replica alone.
+        rest.refuse_writes = Some(
+            "this replica elects over Kubernetes Leases (--election lease) and keeps its own \
+             REST state, which the other replicas never see, so a write here could be ignored \
+             or lost: change the cluster through Kubernetes, or run the replicas with \
+             --store ovsdb: to share REST state"
+                .into(),
+        );
+    }
     let installed = operational::Installed::default();
-    let masters = election::MasterRows::default();
+    let masters = election::Masters::default();
     let operational_models = Arc::new(std::sync::OnceLock::new());
     let me = election::Me {
         target: controller_target(config.openflow_listen, config.openflow_advertise),
         rest: rest_url(config.rest_listen, config.openflow_advertise),
     };
-    let replicated = matches!(config.store, coe::rest::StoreKind::Ovsdb(_));
+    let replicated = config.election.replicated();
     let operational: Arc<dyn coe::rest::operational::OperationalSource> =
         Arc::new(operational::Operational {
             installed: installed.clone(),
@@ -201,17 +213,12 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("OpenFlow listener {}: {e}", config.openflow_listen))?;
     tracing::info!("OpenFlow listener on {}", config.openflow_listen);
-    let replicas = match &config.store {
-        coe::rest::StoreKind::Ovsdb(remotes) => Some(remotes.clone()),
-        coe::rest::StoreKind::Local => None,
-    };
     let node_setup = NodeSetup {
         controller: controller_target(config.openflow_listen, config.openflow_advertise),
         datapath_type: config.datapath_type.clone(),
         encap: config.pipeline.encap,
-        shared_controller: replicas.is_some(),
-        departed_after: Some(config.replica_gone_after.as_secs())
-            .filter(|s| replicas.is_some() && *s > 0),
+        shared_controller: replicated,
+        departed_after: Some(config.replica_gone_after.as_secs()).filter(|s| replicated && *s > 0),
         ..NodeSetup::default()
     };
     if config.pipeline.encap != netvirt::config::Encap::None && config.datapath_type == "netdev" {
@@ -233,24 +240,51 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     }
 
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
-    // Replicas: one master per switch, elected on the shared database.
-    let (election_tx, election_task) = match &replicas {
-        Some(remotes) => {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let election = election::Election::new(me.target.clone(), config.hold_down);
-            let task = tokio::spawn(election::run(
-                remotes.clone(),
+    // Replicas: one master per switch, elected on the shared database or over Leases.
+    let (tx, rx) = mpsc::unbounded_channel();
+    let election = election::Election::new(me.target.clone(), config.hold_down);
+    let election_task = match &config.election {
+        ElectionMode::Off => None,
+        ElectionMode::Ovsdb(remotes) => Some(tokio::spawn(election::run(
+            remotes.clone(),
+            election,
+            me.clone(),
+            masters.clone(),
+            rx,
+            changes_tx.clone(),
+            shutdown.clone(),
+        ))),
+        ElectionMode::Lease {
+            namespace,
+            duration,
+        } => {
+            let Some(source) = &config.kubernetes else {
+                return Err("election over Leases needs Kubernetes".into());
+            };
+            let client = coe::k8s::client(source)
+                .await
+                .map_err(|e| format!("Kubernetes (for the Leases): {e}"))?;
+            let leases =
+                coe::k8s::lease::Leases::new(client, namespace, &me.target, &me.rest, *duration);
+            tracing::info!(
+                "election: this replica is {} (REST {}); Leases in namespace {namespace}, \
+                 {duration:?} each; hold-down {:?}",
+                me.target,
+                me.rest,
+                config.hold_down
+            );
+            Some(tokio::spawn(lease::run(
+                leases,
                 election,
-                me.clone(),
+                lease::Book::new(me.target.clone(), *duration),
                 masters.clone(),
                 rx,
                 changes_tx.clone(),
                 shutdown.clone(),
-            ));
-            (Some(tx), Some(task))
+            )))
         }
-        None => (None, None),
     };
+    let election_tx = election_task.is_some().then_some(tx);
     tracing::info!(
         "metrics on http://{}/metrics, health on http://{}/healthz",
         config.metrics_listen,

@@ -47,7 +47,7 @@ pub(crate) struct Operational {
     /// The model the node tasks follow (set once the inputs are up), for the nodes to report.
     pub models: Arc<std::sync::OnceLock<tokio::sync::watch::Receiver<Arc<Published>>>>,
     /// With replicas: this replica's OpenFlow target, and every node's master.
-    pub masters: Option<(String, super::election::MasterRows)>,
+    pub masters: Option<(String, super::election::Masters)>,
 }
 
 impl OperationalSource for Operational {
@@ -61,7 +61,7 @@ impl OperationalSource for Operational {
             Err(_) => BTreeSet::new(),
         };
         let (me, masters) = match &self.masters {
-            Some((me, rows)) => (me.as_str(), super::election::masters_by_node(rows)),
+            Some((me, rows)) => (me.as_str(), rows.by_node()),
             None => ("", BTreeMap::new()),
         };
         nodes
