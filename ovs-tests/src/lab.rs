@@ -1294,6 +1294,17 @@ impl Lab {
         }
     }
 
+    /// Drops (or, `cut` false, stops dropping) every packet between replica `i`'s OpenFlow
+    /// port and every node's switch, on the nodes' management ports: the replica runs and
+    /// reaches the database, but no switch.
+    pub fn cut_replica(&self, i: usize, cut: bool) -> Result<(), SandboxError> {
+        for n in &self.nodes {
+            n.sandbox
+                .cut_tcp_port_on(MGMT_PORT, OPENFLOW_PORT + i as u16, cut)?;
+        }
+        Ok(())
+    }
+
     /// The OpenFlow target replica `i` advertises to the bridges.
     pub fn replica_target(&self, i: usize) -> String {
         format!("tcp:{}:{}", self.controller_ip(), OPENFLOW_PORT + i as u16)

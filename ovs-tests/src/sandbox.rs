@@ -198,19 +198,25 @@ impl Sandbox {
     /// neither `gact` nor `prio`: an ingress `tc` filter redirects the packets to an `ifb`
     /// device `ofcut` that is down, which drops them.) One port at a time.
     pub fn cut_tcp_port(&self, port: u16, cut: bool) -> Result<(), SandboxError> {
+        self.cut_tcp_port_on("lo", port, cut)
+    }
+
+    /// [`Sandbox::cut_tcp_port`] for the packets the node namespace receives on `dev` (a lab
+    /// node's management port, where its switch reaches the controllers).
+    pub fn cut_tcp_port_on(&self, dev: &str, port: u16, cut: bool) -> Result<(), SandboxError> {
         if cut {
             self.node(&["ip", "link", "add", "ofcut", "type", "ifb"])?;
-            self.node(&["tc", "qdisc", "add", "dev", "lo", "ingress"])?;
+            self.node(&["tc", "qdisc", "add", "dev", dev, "ingress"])?;
             let port = port.to_string();
             for direction in ["dport", "sport"] {
                 self.node(&[
-                    "tc", "filter", "add", "dev", "lo", "parent", "ffff:", "protocol", "ip", "u32",
+                    "tc", "filter", "add", "dev", dev, "parent", "ffff:", "protocol", "ip", "u32",
                     "match", "ip", direction, &port, "0xffff", "action", "mirred", "egress",
                     "redirect", "dev", "ofcut",
                 ])?;
             }
         } else {
-            self.node(&["tc", "qdisc", "del", "dev", "lo", "ingress"])?;
+            self.node(&["tc", "qdisc", "del", "dev", dev, "ingress"])?;
             self.node(&["ip", "link", "del", "ofcut"])?;
         }
         Ok(())
@@ -511,6 +517,13 @@ impl Sandbox {
     /// `ovs-ofctl dump-flows` without statistics, one flow per line.
     pub fn dump_flows(&self, bridge: &str) -> Result<String, SandboxError> {
         self.ofctl("dump-flows", bridge, &["--no-stats"])
+    }
+
+    /// Each flow on `bridge` (its `ovs-ofctl dump-flows` text without statistics) with its
+    /// age in seconds.
+    pub fn flow_ages(&self, bridge: &str) -> Result<BTreeMap<String, f64>, SandboxError> {
+        let stats = self.flow_stats(bridge)?;
+        Ok(stats.into_iter().map(|(f, (age, _))| (f, age)).collect())
     }
 
     /// Each flow on `bridge` (its `ovs-ofctl dump-flows` text without statistics) with its

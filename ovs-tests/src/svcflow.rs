@@ -296,6 +296,32 @@ pub fn rest_on(
     rest_to(sb, &base, method, path, body)
 }
 
+/// What changed on a switch between two readings of its flows' ages ([`Sandbox::flow_ages`])
+/// taken `elapsed` seconds apart: each flow added, removed, or installed again (younger than
+/// its age at the first reading plus `elapsed`, with 1.5 s of slack for the readings
+/// themselves). Empty when no flow was touched.
+pub fn flows_touched(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    elapsed: f64,
+) -> Vec<String> {
+    let mut touched: Vec<String> = before
+        .keys()
+        .filter(|f| !after.contains_key(*f))
+        .map(|f| format!("removed: {f}"))
+        .collect();
+    for (flow, now) in after {
+        match before.get(flow) {
+            None => touched.push(format!("added: {flow}")),
+            Some(age) if now + 1.5 < age + elapsed => touched.push(format!(
+                "installed again ({age} s old, then {now} s, {elapsed} s later): {flow}"
+            )),
+            Some(_) => {}
+        }
+    }
+    touched
+}
+
 /// The replica (by number) that the switch has as its sole master, given its controllers'
 /// roles ([`Sandbox::controller_roles`]) and the targets of the replicas that run: exactly
 /// one of them master and every other one slave, or None.
