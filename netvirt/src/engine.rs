@@ -37,12 +37,37 @@ pub const BUNDLE_MAX: usize = 5_000;
 /// `docs/performance.md`, the session bench).
 pub const FULL_SYNC_BUNDLE: usize = 1_000;
 
+/// Bundles an engine has sent its switch since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BundleCounts {
+    /// Committed: the switch applied them.
+    pub committed: u64,
+    /// Refused or lost: the switch applied none of their messages.
+    pub failed: u64,
+}
+
+/// Sends one bundle to `switch`, counting how it went in `counts`.
+async fn send(
+    switch: &SwitchHandle,
+    counts: &mut BundleCounts,
+    chunk: Vec<Body>,
+) -> Result<(), Error> {
+    let result = switch.bundle(chunk).await;
+    match &result {
+        Ok(_) => counts.committed += 1,
+        Err(_) => counts.failed += 1,
+    }
+    result?;
+    Ok(())
+}
+
 /// One node's desired state and its switch.
 pub struct Engine {
     switch: SwitchHandle,
     shards: Shards,
     /// Whether the switch holds exactly what `shards` held before the next update.
     in_sync: bool,
+    bundles: BundleCounts,
 }
 
 impl Engine {
@@ -52,6 +77,7 @@ impl Engine {
             switch,
             shards: Shards::default(),
             in_sync: false,
+            bundles: BundleCounts::default(),
         }
     }
 
@@ -62,12 +88,18 @@ impl Engine {
             switch,
             shards: Shards::sharing(renders),
             in_sync: false,
+            bundles: BundleCounts::default(),
         }
     }
 
     /// The switch.
     pub fn switch(&self) -> &SwitchHandle {
         &self.switch
+    }
+
+    /// The bundles sent so far.
+    pub fn bundles(&self) -> BundleCounts {
+        self.bundles
     }
 
     /// The desired state, by shard.
@@ -108,7 +140,7 @@ impl Engine {
                 if chunk.is_empty() {
                     break;
                 }
-                self.switch.bundle(chunk).await?;
+                send(&self.switch, &mut self.bundles, chunk).await?;
             }
             drop(steps);
             drop(pending);
@@ -135,7 +167,7 @@ impl Engine {
                 if chunk.is_empty() {
                     break;
                 }
-                self.switch.bundle(chunk).await?;
+                send(&self.switch, &mut self.bundles, chunk).await?;
             }
             drop(plan);
             report.conntrack_flushed = self.flush(config.service_zone).await?;

@@ -1,13 +1,19 @@
-//! `healthCheckNodePort`: what each node answers for the LoadBalancer services with
-//! `externalTrafficPolicy: Local`, as kube-proxy's health-check server does. A load balancer
-//! probes every node on the service's health-check node port and sends traffic only to the
-//! nodes that answer 200, which are the nodes with local endpoints. Pure: the server that
-//! answers lives in the `svcflow` daemon.
+//! Local endpoints, as kube-proxy reports them:
+//!
+//! - `healthCheckNodePort`: what each node answers for the LoadBalancer services with
+//!   `externalTrafficPolicy: Local`, as kube-proxy's health-check server does. A load balancer
+//!   probes every node on the service's health-check node port and sends traffic only to the
+//!   nodes that answer 200, which are the nodes with local endpoints;
+//! - [`no_local_endpoints`]: the service ports with a `Local` traffic policy that have no
+//!   local endpoint on a node, which kube-proxy counts in
+//!   `kubeproxy_sync_proxy_rules_no_local_endpoints_total`.
+//!
+//! Pure: the server that answers lives in the `svcflow` daemon.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use crate::model::{Model, ServiceKey, TrafficPolicy};
+use crate::model::{Endpoint, Model, Service, ServiceKey, ServiceType, TrafficPolicy};
 use crate::resolve::endpoint_port;
 
 /// What one health-check node port answers on one node.
@@ -75,6 +81,71 @@ pub fn health_checks(model: &Model, node: &str) -> BTreeMap<u16, HealthCheck> {
         );
     }
     out
+}
+
+/// How many ports of a service have a `Local` traffic policy and no local endpoint on a
+/// node, by policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct NoLocal {
+    /// `internalTrafficPolicy: Local` (traffic to its cluster IPs from the node's pods).
+    pub internal: usize,
+    /// `externalTrafficPolicy: Local`, for services reached from outside (node ports, load
+    /// balancer or external IPs).
+    pub external: usize,
+}
+
+impl std::ops::Add for NoLocal {
+    type Output = NoLocal;
+
+    fn add(self, other: NoLocal) -> NoLocal {
+        NoLocal {
+            internal: self.internal.saturating_add(other.internal),
+            external: self.external.saturating_add(other.external),
+        }
+    }
+}
+
+/// Takes counts away, never below zero.
+impl std::ops::Sub for NoLocal {
+    type Output = NoLocal;
+
+    fn sub(self, other: NoLocal) -> NoLocal {
+        NoLocal {
+            internal: self.internal.saturating_sub(other.internal),
+            external: self.external.saturating_sub(other.external),
+        }
+    }
+}
+
+/// The ports of `service` that `node` serves under a `Local` traffic policy without a local
+/// endpoint: traffic to them from the node's pods (internal) or from outside (external)
+/// finds nothing to go to there, as kube-proxy counts them (a ready endpoint on the node
+/// that serves the port counts as local).
+pub fn no_local_endpoints(service: &Service, endpoints: &[Endpoint], node: &str) -> NoLocal {
+    let external = service.external_traffic_policy == TrafficPolicy::Local
+        && (matches!(
+            service.kind,
+            ServiceType::NodePort | ServiceType::LoadBalancer
+        ) || !service.external_ips.is_empty());
+    let internal = service.internal_traffic_policy == TrafficPolicy::Local;
+    if !external && !internal {
+        return NoLocal::default();
+    }
+    let bare = service
+        .ports
+        .iter()
+        .filter(|p| {
+            !endpoints.iter().any(|e| {
+                e.conditions.ready
+                    && e.node.as_deref() == Some(node)
+                    && endpoint_port(p, e).is_some()
+            })
+        })
+        .count();
+    NoLocal {
+        internal: if internal { bare } else { 0 },
+        external: if external { bare } else { 0 },
+    }
 }
 
 /// `text` as a JSON string literal.
@@ -184,6 +255,44 @@ mod tests {
         assert_eq!(n1[&32001].status(), 503);
         let n3 = health_checks(&model, "n3");
         assert_eq!(n3[&32000].status(), 503);
+    }
+
+    #[test]
+    fn ports_under_a_local_policy_without_a_ready_local_endpoint_are_counted_by_policy() {
+        // A LoadBalancer with externalTrafficPolicy Local and two ports, endpoints on n1
+        // (ready) and n2 (terminating).
+        let web = service("web", Some(32000), TrafficPolicy::Local);
+        let eps = [ep("10.0.0.1", "n1", true), ep("10.0.0.2", "n2", false)];
+        assert_eq!(no_local_endpoints(&web, &eps, "n1"), NoLocal::default());
+        let both = NoLocal {
+            internal: 0,
+            external: 2,
+        };
+        assert_eq!(no_local_endpoints(&web, &eps, "n2"), both);
+        assert_eq!(no_local_endpoints(&web, &[], "n3"), both);
+        // Internal Local counts too, for any type; external only for outside reach.
+        let mut internal = service("internal", None, TrafficPolicy::Local);
+        internal.kind = ServiceType::ClusterIp;
+        internal.internal_traffic_policy = TrafficPolicy::Local;
+        assert_eq!(
+            no_local_endpoints(&internal, &eps, "n2"),
+            NoLocal {
+                internal: 2,
+                external: 0
+            }
+        );
+        internal.external_ips = vec!["192.0.2.9".parse().unwrap()];
+        assert_eq!(
+            no_local_endpoints(&internal, &eps, "n2"),
+            NoLocal {
+                internal: 2,
+                external: 2
+            }
+        );
+        // Cluster policies are never counted.
+        let cluster = service("cluster", None, TrafficPolicy::Cluster);
+        assert_eq!(no_local_endpoints(&cluster, &[], "n1"), NoLocal::default());
+        assert_eq!(both + both - both, both);
     }
 
     #[test]

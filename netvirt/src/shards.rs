@@ -32,6 +32,7 @@ use crate::desired::{
     render_service, service_plans,
 };
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
+use crate::health::{NoLocal, no_local_endpoints};
 use crate::ids;
 use crate::model::{Map, Model, Namespace, Node, PodInterface, Service, ServiceKey};
 use crate::pipeline::{group, table};
@@ -55,6 +56,8 @@ struct Shard {
     groups: SortedVec<u32, GroupEntry>,
     services: SortedVec<String, ServicePortState>,
     conflicts: Vec<String>,
+    /// Its ports under a `Local` traffic policy without a local endpoint on the node.
+    no_local: NoLocal,
 }
 
 /// Services' rendered shards, shared by every node's [`Shards`] that renders one alike.
@@ -193,7 +196,14 @@ impl Shard {
             groups: out.state.groups.into_iter().collect(),
             services: out.services.into_iter().collect(),
             conflicts: out.conflicts,
+            no_local: NoLocal::default(),
         }
+    }
+
+    /// The shard with its count of ports without a local endpoint.
+    fn with_no_local(mut self, no_local: NoLocal) -> Self {
+        self.no_local = no_local;
+        self
     }
 }
 
@@ -238,6 +248,9 @@ pub struct Shards {
     recent: Vec<String>,
     /// Conntrack entries made stale by updates since the last [`Shards::take_stale`].
     stale: Vec<StaleConntrack>,
+    /// The services' ports without a local endpoint under a `Local` policy, summed over the
+    /// shards as they come and go.
+    no_local: NoLocal,
 }
 
 impl Default for Shards {
@@ -256,6 +269,7 @@ impl Default for Shards {
             conflicted: BTreeSet::new(),
             recent: Vec::new(),
             stale: Vec::new(),
+            no_local: NoLocal::default(),
         }
     }
 }
@@ -677,10 +691,13 @@ impl Shards {
                 continue;
             };
             let names = plan_names(&plans);
+            let endpoints = model.endpoints.get(&key).map_or(&[][..], Vec::as_slice);
+            let no_local = no_local_endpoints(service, endpoints, &node.name);
             let out = render_service(service, plans, self.ids.ids(), config, bindings);
-            let shard = self
-                .renders
-                .intern(&key, Shard::new(Some(key.clone()), names, out));
+            let shard = self.renders.intern(
+                &key,
+                Shard::new(Some(key.clone()), names, out).with_no_local(no_local),
+            );
             let key = shard.key.clone().unwrap_or_else(|| Arc::new(key));
             for name in &shard.names {
                 // The allocator's copy of the name, so the node holds it once.
@@ -775,6 +792,12 @@ impl Shards {
             .values()
             .flat_map(|s| s.services.iter().map(|(k, v)| (k.clone(), v.clone())))
             .collect()
+    }
+
+    /// The services' ports under a `Local` traffic policy without a local endpoint on this
+    /// node, by policy (kept up to date as shards change, not counted again).
+    pub fn no_local_endpoints(&self) -> NoLocal {
+        self.no_local
     }
 
     /// The number of desired flows and groups.
@@ -912,6 +935,7 @@ impl Shards {
             Owner::Service(key) => self.services.remove(key.as_ref()),
         };
         if let Some(old) = &old {
+            self.no_local = self.no_local - old.no_local;
             if before.is_some() {
                 self.stale.extend(stale_conntrack(old, new.as_deref()));
             }
@@ -934,6 +958,7 @@ impl Shards {
         }
         self.conflicted.remove(&owner);
         let Some(new) = new else { return };
+        self.no_local = self.no_local + new.no_local;
         if !new.conflicts.is_empty() {
             self.conflicted.insert(owner.clone());
         }

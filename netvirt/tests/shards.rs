@@ -6,7 +6,8 @@
 use std::path::Path;
 
 use netvirt::desired::desired;
-use netvirt::model::{Endpoint, ServiceKey};
+use netvirt::health::{NoLocal, no_local_endpoints};
+use netvirt::model::{Endpoint, ServiceKey, TrafficPolicy};
 use netvirt::plan::apply;
 use netvirt::scenario::Scenario;
 use netvirt::shards::{Renders, Shards};
@@ -34,6 +35,8 @@ enum Edit {
     RemovePod(usize),
     /// Lower the group size limit, splitting services.
     Split(usize),
+    /// Set service `s`'s internal and external traffic policies (`true`: Local).
+    Policy(usize, bool, bool),
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -42,6 +45,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         (0..8usize, 1..250u8).prop_map(|(s, n)| Edit::AddEndpoint(s, n)),
         (0..8usize, 0..4usize, 0..4u16).prop_map(|(s, i, w)| Edit::Weigh(s, i, w)),
         (0..8usize).prop_map(Edit::RemoveService),
+        (0..8usize, any::<bool>(), any::<bool>()).prop_map(|(s, i, e)| Edit::Policy(s, i, e)),
         (0..8usize, 1..250u8, any::<bool>()).prop_map(|(s, n, same)| Edit::CopyService(s, n, same)),
         (0..4usize).prop_map(Edit::RemovePod),
         (1..4usize).prop_map(Edit::Split),
@@ -118,6 +122,21 @@ fn perform(s: &mut Scenario, e: &Edit) {
             }
         }
         Edit::Split(max) => s.config.group_buckets_max = max,
+        Edit::Policy(svc, internal, external) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(service) = s.model.services.get_mut(&k)
+            {
+                let policy = |local| {
+                    if local {
+                        TrafficPolicy::Local
+                    } else {
+                        TrafficPolicy::Cluster
+                    }
+                };
+                service.internal_traffic_policy = policy(internal);
+                service.external_traffic_policy = policy(external);
+            }
+        }
     }
 }
 
@@ -154,6 +173,12 @@ proptest! {
             prop_assert_eq!(a, b);
             apply(&mut state, &delta).unwrap();
             prop_assert_eq!(&state, &fresh.state, "the delta after {:?} does not lead there", e);
+            // The ports without a local endpoint, kept by shard, are those counted afresh.
+            let counted = s.model.services.iter().fold(NoLocal::default(), |sum, (k, svc)| {
+                let eps = s.model.endpoints.get(k).map_or(&[][..], Vec::as_slice);
+                sum + no_local_endpoints(svc, eps, &s.node.name)
+            });
+            prop_assert_eq!(shards.no_local_endpoints(), counted, "after {:?}", e);
         }
     }
 }

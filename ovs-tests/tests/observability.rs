@@ -62,6 +62,15 @@ fn metrics_and_health_follow_real_syncs() {
     .unwrap_or(0.0);
     let services = sample(&first, "kubeproxy_sync_proxy_rules_service_changes_total").unwrap();
     let ok_requests = sample(&first, "svcflow_rest_requests_total{code=\"200\"}").unwrap();
+    let committed = "svcflow_bundles_total{node=\"n1\",result=\"committed\"}";
+    let bundles = sample(&first, committed).unwrap();
+    assert!(bundles >= 1.0, "{first}");
+    let no_local = |policy: &str| {
+        format!(
+            "kubeproxy_sync_proxy_rules_no_local_endpoints_total{{node=\"n1\",traffic_policy=\"{policy}\"}}"
+        )
+    };
+    assert_eq!(sample(&first, &no_local("external")), Some(0.0), "{first}");
 
     // One service: one more service change, a sync, its programming latency, a REST 200.
     rest(
@@ -102,6 +111,38 @@ fn metrics_and_health_follow_real_syncs() {
         sample(&then, "kubeproxy_sync_proxy_rules_service_changes_pending"),
         Some(0.0)
     );
+    assert!(sample(&then, committed).unwrap() > bundles, "{then}");
+    assert_eq!(
+        sample(
+            &then,
+            "svcflow_bundles_total{node=\"n1\",result=\"failed\"}"
+        ),
+        None,
+        "{then}"
+    );
+
+    // A NodePort with externalTrafficPolicy Local and no endpoint anywhere: one port
+    // without a local endpoint, as kube-proxy counts it; gone with the service.
+    let local = "service:service-information/services/svc-l";
+    rest(
+        &sb,
+        "PUT",
+        local,
+        r#"{"service:services":[{"service:uid":"svc-l","service:name":"l",
+        "service:network-NS":"default","service:cluster-ip-address":"10.96.0.89",
+        "service:external-traffic-policy":"Local",
+        "service:service-ports":[{"service:name":"http","service:port":80,
+        "service:target-port":"8080","service:node-port":30089}]}]}"#,
+    )
+    .unwrap();
+    wait_until("the Local service counted", &daemon, || {
+        sample(&scrape(&sb), &no_local("external")) == Some(1.0)
+    });
+    assert_eq!(sample(&scrape(&sb), &no_local("internal")), Some(0.0));
+    rest(&sb, "DELETE", local, "").unwrap();
+    wait_until("the Local service no longer counted", &daemon, || {
+        sample(&scrape(&sb), &no_local("external")) == Some(0.0)
+    });
     // A 404 is counted by its status.
     let _ = rest(&sb, "GET", "service:service-information/services/nope", "");
     let after = scrape(&sb);

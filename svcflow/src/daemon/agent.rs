@@ -101,6 +101,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let rejects = tokio::spawn(serve_rejects(p.switch.clone()));
     let (query_tx, mut queries) = mpsc::channel::<Query>(16);
     let mut engine = Engine::sharing(p.switch.clone(), &p.renders);
+    let mut bundles_told = netvirt::engine::BundleCounts::default();
     p.metrics.switch(&node, true);
     let mut host_applied: Option<Vec<Vec<String>>> = None;
     let mut last_bundle: Option<Instant> = None;
@@ -122,15 +123,22 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
             dirty = false;
             let model = p.models.borrow_and_update().clone();
             let bindings = p.bindings.borrow_and_update().clone();
-            match sync(
+            let outcome = sync(
                 &p,
                 &mut engine,
                 &mut host_applied,
                 &model,
                 bindings.as_ref(),
             )
-            .await
-            {
+            .await;
+            let sent = engine.bundles();
+            p.metrics.bundles(
+                &node,
+                sent.committed.saturating_sub(bundles_told.committed),
+                sent.failed.saturating_sub(bundles_told.failed),
+            );
+            bundles_told = sent;
+            match outcome {
                 Ok(sent) => {
                     retry_at = None;
                     if sent {
@@ -313,6 +321,8 @@ async fn sync(
         Err(_) => return Err(Skip::Failed(format!("no answer within {SYNC_TIMEOUT:?}"))),
     };
     let (flows, groups) = engine.shards().len();
+    p.metrics
+        .no_local(name, engine.shards().no_local_endpoints());
     p.metrics.synced(
         name,
         model.revision,

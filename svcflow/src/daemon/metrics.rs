@@ -42,6 +42,14 @@ pub(crate) struct BundleLabel {
     pub result: String,
 }
 
+/// A node and a traffic policy (`internal`, `external`), as kube-proxy labels
+/// `no_local_endpoints`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct PolicyLabel {
+    pub node: String,
+    pub traffic_policy: String,
+}
+
 /// An HTTP status code, as a label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct CodeLabel {
@@ -96,6 +104,8 @@ pub(crate) struct Metrics {
     switch_connected: Family<NodeLabel, Gauge>,
     switch_master: Family<NodeLabel, Gauge>,
     bundles: Family<BundleLabel, Counter>,
+    sent_bundles: Family<BundleLabel, Counter>,
+    no_local: Family<PolicyLabel, Gauge>,
     conntrack_flushes: Family<NodeLabel, Counter>,
     ovsdb_connected: Family<NodeLabel, Gauge>,
     rest_requests: Family<CodeLabel, Counter>,
@@ -123,6 +133,8 @@ impl Metrics {
             switch_connected: Family::default(),
             switch_master: Family::default(),
             bundles: Family::default(),
+            sent_bundles: Family::default(),
+            no_local: Family::default(),
             conntrack_flushes: Family::default(),
             ovsdb_connected: Family::default(),
             rest_requests: Family::default(),
@@ -191,6 +203,16 @@ impl Metrics {
             "svcflow_syncs",
             "Syncs of the node's switch, by result (ok, failed)",
             m.bundles.clone(),
+        );
+        registry.register(
+            "svcflow_bundles",
+            "OpenFlow bundles sent to the node's switch, by result (committed, failed)",
+            m.sent_bundles.clone(),
+        );
+        registry.register(
+            "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+            "Service ports with a Local traffic policy (internal or external) and no local endpoint on the node",
+            m.no_local.clone(),
         );
         registry.register(
             "svcflow_conntrack_flushes",
@@ -310,6 +332,32 @@ impl Metrics {
             let mut h = self.health();
             h.synced.remove(node);
             self.update_pending(&mut h);
+        }
+    }
+
+    /// Bundles a node's task sent since it last said (committed, failed).
+    pub(crate) fn bundles(&self, node: &str, committed: u64, failed: u64) {
+        for (result, n) in [("committed", committed), ("failed", failed)] {
+            if n > 0 {
+                self.sent_bundles
+                    .get_or_create(&BundleLabel {
+                        node: node.to_string(),
+                        result: result.into(),
+                    })
+                    .inc_by(n);
+            }
+        }
+    }
+
+    /// A node's service ports with a `Local` policy and no local endpoint, as last synced.
+    pub(crate) fn no_local(&self, node: &str, counts: netvirt::health::NoLocal) {
+        for (policy, n) in [("internal", counts.internal), ("external", counts.external)] {
+            self.no_local
+                .get_or_create(&PolicyLabel {
+                    node: node.to_string(),
+                    traffic_policy: policy.into(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 
