@@ -87,6 +87,21 @@ async fn until(
     }
 }
 
+/// The seeded server with service `web` on one endpoint (10.1.0.5), and watchers that have
+/// published it.
+async fn watching_web() -> (FakeApiServer, Watchers, Models) {
+    let server = seeded().await;
+    server.apply(&service("web", "10.96.0.10")).unwrap();
+    server.apply(&slice("web", "web-a", &["10.1.0.5"])).unwrap();
+    let watchers = Watchers::start(server.client().unwrap(), config());
+    let mut models = watchers.subscribe();
+    until(&mut models, "one endpoint", |m| {
+        endpoints(m, "web").is_some_and(|e| e == ["10.1.0.5"])
+    })
+    .await;
+    (server, watchers, models)
+}
+
 fn endpoints(m: &KubeModel, name: &str) -> Option<Vec<String>> {
     m.translation
         .model
@@ -169,15 +184,7 @@ async fn create_scale_and_delete_a_service() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_that_end_or_expire_resume_and_converge() {
-    let server = seeded().await;
-    server.apply(&service("web", "10.96.0.10")).unwrap();
-    server.apply(&slice("web", "web-a", &["10.1.0.5"])).unwrap();
-    let watchers = Watchers::start(server.client().unwrap(), config());
-    let mut models = watchers.subscribe();
-    until(&mut models, "one endpoint", |m| {
-        endpoints(m, "web").is_some_and(|e| e.len() == 1)
-    })
-    .await;
+    let (server, _watchers, mut models) = watching_web().await;
 
     // The server ends every watch (its timeout); watchers resume from their version, so a
     // change made in between is seen without a relist.
@@ -262,4 +269,27 @@ async fn the_model_survives_an_api_server_outage_and_resyncs_after() {
     })
     .await;
     assert!(m.generation > before.generation);
+}
+
+/// An API server (or a proxy in front of it) that refuses to resume a watch with a plain HTTP
+/// 410, not an `ERROR` event in a stream: the watchers list again and converge, instead of
+/// retrying the same version forever (kube-rs issue 1042).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_refused_with_a_plain_http_410_lists_again() {
+    let (server, _watchers, mut models) = watching_web().await;
+    let lists = server.lists(Kind::EndpointSlice);
+    server.answer_gone_with_http(true);
+    // A change, then the history forgotten and every watch ended: each watcher comes back
+    // from a version the server no longer has.
+    server.apply(&slice("web", "web-a", &["10.1.0.8"])).unwrap();
+    server.compact();
+    server.close_watches();
+    until(&mut models, "the endpoint seen through a new list", |m| {
+        endpoints(m, "web").is_some_and(|e| e == ["10.1.0.8"])
+    })
+    .await;
+    assert!(
+        server.lists(Kind::EndpointSlice) > lists,
+        "listed again after the 410"
+    );
 }

@@ -11,8 +11,9 @@
 //!   given `resourceVersion` (all objects as `ADDED` for none or `0`), `BOOKMARK`s when
 //!   `allowWatchBookmarks=true`, and ends after `timeoutSeconds`;
 //! - a watch from a `resourceVersion` older than the last [`FakeApiServer::compact`] gets an
-//!   `ERROR` event carrying a `Status` with code 410 (as a real API server does); a list
-//!   with `resourceVersionMatch=Exact` on such a version gets HTTP 410;
+//!   `ERROR` event carrying a `Status` with code 410 (as a real API server does), or with
+//!   [`FakeApiServer::answer_gone_with_http`] a plain HTTP 410; a list with
+//!   `resourceVersionMatch=Exact` on such a version gets HTTP 410;
 //! - `coordination.k8s.io/v1` Leases too, and objects of every kind can be written as a
 //!   client writes them: `GET`, `PUT` and `DELETE` on `.../{plural}/{name}`, `POST` on the
 //!   collection. A `PUT` whose `metadata.resourceVersion` is not the stored one gets 409
@@ -210,6 +211,9 @@ struct Signals {
 }
 
 struct Shared {
+    /// Answer a watch from a compacted version with a plain HTTP 410, as some API servers
+    /// and proxies do, instead of a 200 stream carrying an `ERROR` event.
+    gone_as_http: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     /// The current resource version, for waking watches.
     changed: watch::Sender<u64>,
@@ -395,6 +399,7 @@ impl FakeApiServer {
             ..State::default()
         };
         let shared = Arc::new(Shared {
+            gone_as_http: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(state),
             changed,
             signals,
@@ -541,6 +546,14 @@ impl FakeApiServer {
     pub fn expire_watches(&self) {
         self.compact();
         self.shared.signals.send_modify(|s| s.gone += 1);
+    }
+
+    /// From now on (or, `on` false, no longer), a watch from a version older than the last
+    /// compaction is refused with a plain HTTP 410 `Status`, before any stream starts.
+    pub fn answer_gone_with_http(&self, on: bool) {
+        self.shared
+            .gone_as_http
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How many lists of `kind` it has served.
@@ -852,6 +865,17 @@ fn watch_stream(
         .as_deref()
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|v| *v != 0);
+    if let Some(rv) = from
+        && shared
+            .gone_as_http
+            .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        let compacted = shared.lock().compacted;
+        if rv < compacted {
+            let message = format!("too old resource version: {rv} ({compacted})");
+            return error(410, "Expired", &message);
+        }
+    }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let mut changed = shared.changed.subscribe();
     let mut signals = shared.signals.subscribe();

@@ -258,7 +258,7 @@ impl Leases {
         use kube::runtime::WatchStreamExt;
         let config = watcher::Config::default().labels(SELECTOR);
         let mut listing: Vec<NodeLease> = Vec::new();
-        watcher(self.api.clone(), config)
+        super::watch::relisting(self.api.clone(), config)
             .default_backoff()
             .filter_map(move |event| {
                 let out = match event {

@@ -341,7 +341,7 @@ impl Kinds<'_> {
             max: self.config.max_backoff.max(self.config.min_backoff),
             next: self.config.min_backoff,
         };
-        let stream = reflector::reflector(writer, watcher(api, wc)).backoff(backoff);
+        let stream = reflector::reflector(writer, relisting(api, wc)).backoff(backoff);
         let notify = self.notify.clone();
         let pending = self.pending.clone();
         let observer = self.observer.clone();
@@ -397,6 +397,45 @@ impl Kinds<'_> {
         }));
         reader
     }
+}
+
+/// Whether a watcher error is a watch refused with a plain HTTP 410 (Gone). kube's client
+/// does not look at a watch response's status: it reads the body's `Status` as an error
+/// item of the stream (`WatchFailed`), after which the watcher resumes from the same version.
+fn gone(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::WatchFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 410
+    )
+}
+
+/// kube's watcher, started over with a fresh list when the API server refuses to resume a
+/// watch with a plain HTTP 410. kube-runtime handles a 410 that comes as an `ERROR` event
+/// in the stream, but retries a watch request answered with HTTP 410 from the same
+/// `resourceVersion` forever (kube-rs issue 1042), so the store would never change again.
+/// The error is still passed on (the caller counts it and backs off); the next item comes
+/// from a new watcher, whose list the reflector swaps in.
+pub(crate) fn relisting<K>(
+    api: Api<K>,
+    wc: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let start = move |api: &Api<K>, wc: &watcher::Config| watcher(api.clone(), wc.clone()).boxed();
+    let first = start(&api, &wc);
+    futures::stream::unfold((api, wc, first), move |(api, wc, mut inner)| async move {
+        let item = inner.next().await?;
+        if let Err(e) = &item
+            && gone(e)
+        {
+            tracing::info!("Kubernetes watch refused with 410 Gone; listing again");
+            inner = start(&api, &wc);
+        }
+        Some((item, (api, wc, inner)))
+    })
 }
 
 /// Publishes the translation of the stores once all are listed, then after each burst, by
