@@ -197,6 +197,59 @@ impl OperationalSource for Partial {
             },
         ]
     }
+
+    fn plan(
+        &self,
+        node: Option<String>,
+    ) -> BoxFuture<'_, Result<Vec<coe::rest::operational::NodePlan>, String>> {
+        Box::pin(async move {
+            let plan = coe::rest::operational::NodePlan {
+                node: "worker1".into(),
+                bridge: "br-int".into(),
+                changes: vec!["flow add table=20, priority=100,ip actions=drop".into()],
+            };
+            Ok(match node.as_deref() {
+                None | Some("worker1") => vec![plan],
+                Some(_) => vec![],
+            })
+        })
+    }
+}
+
+/// The dry-run plan is served for every node or one, with the nodes not planned here and
+/// why; a node nobody has is a 404; a source that cannot plan is a 503.
+#[tokio::test]
+async fn the_plan_is_served_with_the_nodes_it_leaves_out() {
+    let h = Harness::with(|_| {}, Arc::new(Partial));
+    let (s, all) = h.call("GET", coe::rest::server::PLAN_PATH, None).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    let plan = &all["svcflow:plan"];
+    assert_eq!(plan["nodes"][0]["node"], "worker1");
+    assert_eq!(plan["nodes"][0]["bridge"], "br-int");
+    assert_eq!(
+        plan["nodes"][0]["changes"][0],
+        "flow add table=20, priority=100,ip actions=drop"
+    );
+    assert_eq!(
+        plan["unreported-nodes"].as_array().unwrap().len(),
+        2,
+        "{all}"
+    );
+    let one = format!("{}/worker2", coe::rest::server::PLAN_PATH);
+    let (s, two) = h.call("GET", &one, None).await;
+    assert_eq!(s, StatusCode::OK, "{two}");
+    assert_eq!(two["svcflow:plan"]["nodes"], json!([]));
+    assert_eq!(
+        two["svcflow:plan"]["unreported-nodes"][0]["master"],
+        "tcp:10.0.0.2:6653"
+    );
+    let missing = format!("{}/nope", coe::rest::server::PLAN_PATH);
+    let (s, body) = h.call("GET", &missing, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(error_of(&body).1, "data-missing");
+    let h = Harness::new();
+    let (s, _) = h.call("GET", coe::rest::server::PLAN_PATH, None).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
 }
 
 #[tokio::test]
@@ -290,9 +343,9 @@ async fn openapi_document_is_served_kept_in_docs_and_covers_every_route() {
 
     // Every documented path and method is routed.
     let paths = served["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 11);
+    assert_eq!(paths.len(), 13);
     for (path, ops) in paths {
-        let concrete = path.replace("{uid}", "x");
+        let concrete = path.replace("{uid}", "x").replace("{node}", "x");
         for method in ["get", "put", "post", "delete"] {
             if ops.get(method).is_none() {
                 continue;

@@ -215,3 +215,97 @@ fn kubernetes_watch_relists_are_counted() {
             .then_some(())
     });
 }
+
+/// `svcflow plan` is a dry run against the live switch: empty while the switch holds the
+/// model; after flows and a group are changed behind svcflow's back, it prints the bundle
+/// that puts them back (and changes nothing itself); applied with `ovs-ofctl bundle`, that
+/// bundle leaves nothing more to plan.
+#[test]
+fn a_plan_shows_drift_on_the_live_switch_and_ovs_ofctl_applies_it() {
+    use ovs_tests::svcflow::fixture::{put_web, web_pods};
+    let mut sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let daemon = Daemon::start(&sb, 1, "info").unwrap();
+    wait_until("br-int", &daemon, || sb.dump_flows("br-int").is_ok());
+    let (_client, _servers) = web_pods(&mut sb);
+    put_web(&|path, body| {
+        rest(&sb, "PUT", path, body).unwrap_or_else(|e| panic!("PUT {path}: {e}"));
+    });
+    wait_until("the service synced", &daemon, || {
+        sb.dump_flows("br-int")
+            .is_ok_and(|flows| flows.contains("nw_dst=10.96.0.10"))
+    });
+    let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
+    let bin = bin.to_string_lossy().to_string();
+    let plan = |more: &[&str]| -> String {
+        let mut argv = vec![bin.as_str(), "plan"];
+        argv.extend_from_slice(more);
+        sb.node(&argv)
+            .unwrap_or_else(|e| panic!("svcflow plan: {e}\n{}", daemon.log()))
+    };
+    let in_sync = "# node n1: the switch holds the model; nothing to change\n";
+    assert_eq!(plan(&[]), in_sync);
+
+    // Drift: the service's flows deleted, and a group's buckets emptied.
+    let before = sb.dump_flows("br-int").unwrap();
+    let groups = sb.ofctl("dump-groups", "br-int", &[]).unwrap();
+    let group = groups
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("group_id=")?.split(',').next())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no group: {groups}"));
+    sb.ofctl("del-flows", "br-int", &["ip,nw_dst=10.96.0.10"])
+        .unwrap();
+    sb.ofctl(
+        "mod-group",
+        "br-int",
+        &[&format!("group_id={group},type=all")],
+    )
+    .unwrap();
+    let drifted = plan(&["--node", "n1"]);
+    let lines: Vec<&str> = drifted.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("flow add") && l.contains("nw_dst=10.96.0.10")),
+        "{drifted}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("group modify group_id={group},"))),
+        "{drifted}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("flow add") || l.starts_with("group modify")),
+        "only what drifted: {drifted}"
+    );
+    eprintln!("the plan after the drift:\n{drifted}");
+    // The plan changed nothing: the flows are still gone.
+    assert!(
+        !sb.dump_flows("br-int")
+            .unwrap()
+            .contains("nw_dst=10.96.0.10")
+    );
+    // The JSON form says the same.
+    let json: serde_json::Value =
+        serde_json::from_str(&plan(&["--node", "n1", "-o", "json"])).unwrap();
+    assert_eq!(json["nodes"][0]["node"], "n1");
+    assert_eq!(
+        json["nodes"][0]["changes"].as_array().unwrap().len(),
+        lines.len()
+    );
+
+    // Applied by hand, as its header says, it restores the switch exactly.
+    let owned: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    sb.ofctl_bundle("br-int", &owned).unwrap();
+    assert_eq!(sb.dump_flows("br-int").unwrap(), before);
+    assert_eq!(plan(&[]), in_sync);
+
+    // A node the model does not have is an error, said.
+    let mut argv = vec![bin.as_str(), "plan", "--node", "nope"];
+    argv.truncate(4);
+    let err = sb.node(&argv).unwrap_err().to_string();
+    assert!(err.contains("no node `nope` in the model"), "{err}");
+}

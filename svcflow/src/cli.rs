@@ -43,6 +43,34 @@ pub enum Command {
     /// scenarios' TOML format), offline, as `ovs-ofctl dump-flows --no-stats` and
     /// `dump-groups` print them.
     Render(RenderArgs),
+    /// Dry run: print what the daemon would change on each node's live switch now, read
+    /// from the switches and the current model, as an `ovs-ofctl bundle` file; nothing is
+    /// changed.
+    Plan(PlanArgs),
+}
+
+/// Where the commands that ask the daemon reach its REST northbound.
+#[derive(Debug, Args)]
+pub struct DaemonRest {
+    /// The daemon's REST northbound.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8181")]
+    pub rest: String,
+    /// An `Authorization` header value (`Basic …` or `Bearer …`), or `SVCFLOW_AUTH`.
+    #[arg(long, env = "SVCFLOW_AUTH", value_name = "VALUE")]
+    pub auth: Option<String>,
+}
+
+/// `svcflow plan` arguments.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// One node only.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    #[command(flatten)]
+    pub daemon: DaemonRest,
+    /// `text` (the default: a bundle file) or `json`.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "text")]
+    pub output: String,
 }
 
 /// `svcflow get` subcommands.
@@ -59,12 +87,8 @@ pub struct GetArgs {
     /// One service: `NAMESPACE/NAME` or its uid.
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
-    /// The daemon's REST northbound.
-    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8181")]
-    pub rest: String,
-    /// An `Authorization` header value (`Basic …` or `Bearer …`), or `SVCFLOW_AUTH`.
-    #[arg(long, env = "SVCFLOW_AUTH", value_name = "VALUE")]
-    pub auth: Option<String>,
+    #[command(flatten)]
+    pub daemon: DaemonRest,
     /// `table` (the default) or `json`.
     #[arg(short = 'o', long, value_name = "FORMAT", default_value = "table")]
     pub output: String,
@@ -440,6 +464,7 @@ mod tests {
             | Command::NodeSetup(_)
             | Command::Store(_)
             | Command::Render(_)
+            | Command::Plan(_)
             | Command::Get(_) => {
                 unreachable!("svcflow run")
             }

@@ -153,7 +153,7 @@ fn table(services: &[Value]) -> String {
 }
 
 /// GET `path` from `rest` (`http://HOST:PORT`); the body of a 200, else the answer's error.
-fn get(rest: &str, path: &str, auth: Option<&str>) -> Result<Vec<u8>, String> {
+pub(crate) fn get(rest: &str, path: &str, auth: Option<&str>) -> Result<Vec<u8>, String> {
     let host = rest
         .strip_prefix("http://")
         .ok_or_else(|| format!("{rest}: expected http://HOST:PORT"))?

@@ -7,6 +7,7 @@ mod dump;
 mod get;
 mod node_setup;
 mod ofp;
+mod plan;
 mod store;
 
 use std::io::Write;
@@ -74,13 +75,43 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match get::services(&args.rest, args.auth.as_deref(), args.name.as_deref(), json) {
+            match get::services(
+                &args.daemon.rest,
+                args.daemon.auth.as_deref(),
+                args.name.as_deref(),
+                json,
+            ) {
                 Ok(text) => {
                     let _ = write!(std::io::stdout(), "{text}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
                     eprintln!("svcflow get: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        cli::Command::Plan(args) => {
+            let json = match args.output.as_str() {
+                "json" => true,
+                "text" => false,
+                other => {
+                    eprintln!("svcflow plan: -o {other}: expected text or json");
+                    return ExitCode::from(2);
+                }
+            };
+            match plan::plan(
+                &args.daemon.rest,
+                args.daemon.auth.as_deref(),
+                args.node.as_deref(),
+                json,
+            ) {
+                Ok(text) => {
+                    let _ = write!(std::io::stdout(), "{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("svcflow plan: {e}");
                     ExitCode::FAILURE
                 }
             }

@@ -52,6 +52,34 @@ pub fn document() -> Value {
             }
         }}),
     );
+    let plan = |summary: &str| {
+        json!({
+            "summary": summary,
+            "tags": ["operational"],
+            "responses": {
+                "200": { "description": "The plans, and the nodes that cannot be planned here", "content": json_content(json!({
+                    "type": "object",
+                    "properties": { "svcflow:plan": { "type": "object", "properties": {
+                        "nodes": { "type": "array", "items": schema_ref("NodePlan") },
+                        "unreported-nodes": { "type": "array", "items": schema_ref("Unreported") },
+                    } } }
+                })) },
+                "401": response_ref("Unauthorized"),
+                "503": response_ref("Unavailable"),
+            }
+        })
+    };
+    paths.insert(
+        "/restconf/operational/svcflow:plan".into(),
+        json!({ "get": plan("Dry run: what svcflow would change on each switch now, read from the live switches; nothing is changed") }),
+    );
+    let mut one = plan("Dry run for one node");
+    one["parameters"] = json!([ { "name": "node", "in": "path", "required": true, "schema": { "type": "string" } } ]);
+    one["responses"]["404"] = response_ref("NotFound");
+    paths.insert(
+        "/restconf/operational/svcflow:plan/{node}".into(),
+        json!({ "get": one }),
+    );
     paths.insert(
         "/openapi.json".into(),
         json!({ "get": {
@@ -259,6 +287,13 @@ fn components() -> Value {
                 "reason": { "type": "string", "example": "mastered by another replica" },
                 "master": { "type": "string", "description": "the OpenFlow target of the replica that masters the node" },
                 "rest": { "type": "string", "description": "where that replica serves REST", "example": "http://10.0.0.2:8181" },
+            } },
+            "NodePlan": { "type": "object", "required": ["node", "bridge", "changes"], "properties": {
+                "node": { "type": "string" },
+                "bridge": { "type": "string", "example": "br-int" },
+                "changes": { "type": "array", "items": { "type": "string" },
+                    "description": "in order, as the lines of an `ovs-ofctl bundle` file; empty when the switch holds the model",
+                    "example": ["flow add cookie=0x5f00000000000001, table=40, priority=100,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:1"] },
             } },
             "FlowState": { "type": "object", "properties": {
                 "node": { "type": "string" }, "table-id": { "type": "integer" }, "priority": { "type": "integer" },

@@ -1,6 +1,8 @@
 //! The operational view: what the controller actually installed for each service, with
-//! counters. The daemon implements [`OperationalSource`]; the server serves its answer at
-//! `GET /restconf/operational/service:service-information`.
+//! counters, and the dry-run plan: what it would change on each switch now. The daemon
+//! implements [`OperationalSource`]; the server serves its answers at
+//! `GET /restconf/operational/service:service-information` and
+//! `GET /restconf/operational/svcflow:plan`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +23,28 @@ pub trait OperationalSource: Send + Sync + 'static {
     fn unreported(&self) -> Vec<Unreported> {
         Vec::new()
     }
+
+    /// What the controller would change on each node's switch (or on `node`'s only) to bring
+    /// it to the current model, read from the live switch and changing nothing. `Err` becomes
+    /// a 503.
+    fn plan(&self, node: Option<String>) -> BoxFuture<'_, Result<Vec<NodePlan>, String>> {
+        let _ = node;
+        Box::pin(async { Err("this controller does not plan".to_string()) })
+    }
+}
+
+/// One node's dry-run plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NodePlan {
+    /// The node.
+    pub node: String,
+    /// Its bridge.
+    pub bridge: String,
+    /// The changes, in the order the controller would send them, as the lines of an
+    /// `ovs-ofctl bundle` file (`flow add …`, `flow modify_strict …`, `flow delete_strict …`,
+    /// `group add|modify|delete …`): empty when the switch holds the model.
+    pub changes: Vec<String>,
 }
 
 /// A node the operational view has no state for.

@@ -55,6 +55,8 @@ use super::{openapi, parse};
 pub const OPENAPI_PATH: &str = "/openapi.json";
 /// The operational view of all services.
 pub const OPERATIONAL_PATH: &str = "/restconf/operational/service:service-information";
+/// Where the dry-run plan is served (`/{node}` below it for one node).
+pub const PLAN_PATH: &str = "/restconf/operational/svcflow:plan";
 
 /// What the northbound publishes after accepted writes (and once at startup).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -430,7 +432,9 @@ fn router(shared: AppState, max_body: usize) -> Router {
             .route(&kind.container_path(), container_routes(kind))
             .route(&kind.item_path_template(), item_routes(kind));
     }
-    r.route(OPERATIONAL_PATH, get(operational_all))
+    r.route(PLAN_PATH, get(plan_all))
+        .route(&format!("{PLAN_PATH}/{{node}}"), get(plan_one))
+        .route(OPERATIONAL_PATH, get(operational_all))
         .route(
             &format!("{OPERATIONAL_PATH}/services/{{uid}}"),
             get(operational_one),
@@ -677,6 +681,47 @@ async fn operational_all(State(s): State<AppState>) -> Response {
             )),
         )
             .into_response(),
+        Err(e) => restconf_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "operation-failed",
+            None,
+            &e,
+        ),
+    }
+}
+
+async fn plan_all(State(s): State<AppState>) -> Response {
+    plan(s, None).await
+}
+
+async fn plan_one(State(s): State<AppState>, Path(node): Path<String>) -> Response {
+    plan(s, Some(node)).await
+}
+
+/// Every node's plan (or `node`'s), with the nodes it cannot plan and why.
+async fn plan(s: AppState, node: Option<String>) -> Response {
+    match s.operational.plan(node.clone()).await {
+        Ok(plans) => {
+            let mut unreported = s.operational.unreported();
+            if let Some(node) = &node {
+                unreported.retain(|u| &u.node == node);
+                if plans.is_empty() && unreported.is_empty() {
+                    return restconf_error(
+                        StatusCode::NOT_FOUND,
+                        "data-missing",
+                        Some(&format!("svcflow:plan/{}", super::error::excerpt(node))),
+                        &format!("no node `{}` in the model", super::error::excerpt(node)),
+                    );
+                }
+            }
+            let mut body = json!({ "nodes": plans });
+            if !unreported.is_empty()
+                && let Some(o) = body.as_object_mut()
+            {
+                o.insert("unreported-nodes".into(), json!(unreported));
+            }
+            (StatusCode::OK, axum::Json(json!({ "svcflow:plan": body }))).into_response()
+        }
         Err(e) => restconf_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "operation-failed",

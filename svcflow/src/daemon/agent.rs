@@ -37,8 +37,14 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 /// The least time between two bundles to one switch.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(50);
 
-/// A request for what the node's switch was last synced to.
-pub(crate) type Query = oneshot::Sender<Snapshot>;
+/// What the operational view asks a node's task.
+pub(crate) enum Query {
+    /// What the node's switch was last synced to.
+    Snapshot(oneshot::Sender<Snapshot>),
+    /// The dry-run plan: what a sync would change on the live switch now, as the lines of an
+    /// `ovs-ofctl bundle` file.
+    Plan(oneshot::Sender<Result<Vec<String>, String>>),
+}
 
 /// What a node's task needs.
 pub(crate) struct AgentParams {
@@ -206,11 +212,23 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                     break;
                 }
             }
-            Some(reply) = queries.recv() => {
-                if let Some(model) = &synced {
-                    let _ = reply.send(Snapshot {
-                        services: Arc::new(engine.services()),
-                        model: model.clone(),
+            Some(query) = queries.recv() => match query {
+                Query::Snapshot(reply) => {
+                    if let Some(model) = &synced {
+                        let _ = reply.send(Snapshot {
+                            services: Arc::new(engine.services()),
+                            model: model.clone(),
+                        });
+                    }
+                }
+                Query::Plan(reply) => {
+                    // Read and diffed off this loop: a plan never delays a sync.
+                    let model = p.models.borrow().clone();
+                    let bindings = p.bindings.borrow().clone();
+                    let (switch, config, name) = (p.switch.clone(), p.config.clone(), node.clone());
+                    tokio::spawn(async move {
+                        let planned = dry_run(&name, &switch, &model, &config, bindings).await;
+                        let _ = reply.send(planned);
                     });
                 }
             }
@@ -220,6 +238,32 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     if p.epoch.is_some() && !*shutdown.borrow() {
         let _ = p.report.send(super::Change::Deposed(node, p.task_id));
     }
+}
+
+/// What a sync would change on `switch` now: the full render of the node in `model`
+/// against the switch as read, as `ovs-ofctl bundle` lines in the order they would be sent.
+async fn dry_run(
+    node: &str,
+    switch: &SwitchHandle,
+    model: &Published,
+    config: &Config,
+    bindings: Option<NodeBindings>,
+) -> Result<Vec<String>, String> {
+    let Some(spec) = model.model.nodes.get(node) else {
+        return Err(format!("node {node} is not in the model"));
+    };
+    let Some(bindings) = bindings else {
+        return Err(format!("node {node}: no OVSDB bindings yet"));
+    };
+    let actual = tokio::time::timeout(SYNC_TIMEOUT, netvirt::agent::read_state(switch))
+        .await
+        .map_err(|_| format!("node {node}: the switch did not answer within {SYNC_TIMEOUT:?}"))?
+        .map_err(|e| format!("node {node}: reading the switch: {e}"))?;
+    let want = netvirt::desired::desired(spec, &model.model, config, &bindings);
+    Ok(netvirt::plan::plan(&want.state, &actual)
+        .iter()
+        .map(|step| netvirt::flow::OfctlStep(step).to_string())
+        .collect())
 }
 
 /// Whether the switch still has this connection as its master.

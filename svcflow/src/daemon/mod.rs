@@ -169,6 +169,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             installed: installed.clone(),
             models: operational_models.clone(),
             masters: replicated.then(|| (me.target.clone(), masters.clone())),
+            bridge: NodeSetup::default().bridge,
         });
     let nb = tokio::task::spawn_blocking(move || Northbound::open(&rest, operational))
         .await

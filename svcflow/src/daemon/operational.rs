@@ -8,7 +8,8 @@ use std::sync::{Arc, RwLock};
 
 use coe::rest::Published;
 use coe::rest::operational::{
-    BoxFuture, BucketState, FlowState, GroupState, OperationalSource, ServiceState, Unreported,
+    BoxFuture, BucketState, FlowState, GroupState, NodePlan, OperationalSource, ServiceState,
+    Unreported,
 };
 use netvirt::desired::ServicePortState;
 use netvirt::flow::{DumpFlow, FlowEntry, FlowKey};
@@ -48,6 +49,8 @@ pub(crate) struct Operational {
     pub models: Arc<std::sync::OnceLock<tokio::sync::watch::Receiver<Arc<Published>>>>,
     /// With replicas: this replica's OpenFlow target, and every node's master.
     pub masters: Option<(String, super::election::Masters)>,
+    /// The nodes' bridge, as plans name it.
+    pub bridge: String,
 }
 
 impl OperationalSource for Operational {
@@ -86,6 +89,34 @@ impl OperationalSource for Operational {
             .collect()
     }
 
+    fn plan(&self, node: Option<String>) -> BoxFuture<'_, Result<Vec<NodePlan>, String>> {
+        Box::pin(async move {
+            let nodes: Vec<(String, NodeView)> = match self.installed.read() {
+                Ok(map) => map
+                    .iter()
+                    .filter(|(n, _)| node.as_ref().is_none_or(|want| *n == want))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                Err(_) => return Err("operational state is unavailable".to_string()),
+            };
+            let mut plans = Vec::new();
+            for (node, view) in nodes {
+                let (tx, rx) = oneshot::channel();
+                let asked = view.query.send(Query::Plan(tx)).await;
+                let Some(planned) = asked.ok().and(rx.await.ok()) else {
+                    // Its switch left meanwhile: it is among the unreported nodes now.
+                    continue;
+                };
+                plans.push(NodePlan {
+                    node,
+                    bridge: self.bridge.clone(),
+                    changes: planned?,
+                });
+            }
+            Ok(plans)
+        })
+    }
+
     fn services(&self) -> BoxFuture<'_, Result<Vec<ServiceState>, String>> {
         Box::pin(async move {
             let nodes: Vec<(String, NodeView)> = match self.installed.read() {
@@ -102,7 +133,7 @@ impl OperationalSource for Operational {
             let mut services: BTreeMap<String, ServiceState> = BTreeMap::new();
             for (node, view) in nodes {
                 let (tx, rx) = oneshot::channel();
-                let asked = view.query.send(tx).await;
+                let asked = view.query.send(Query::Snapshot(tx)).await;
                 let Some(snapshot) = asked.ok().and(rx.await.ok()) else {
                     // Its switch left meanwhile.
                     continue;
