@@ -271,6 +271,17 @@ fn services_translate_field_by_field() {
             }),
         ),
         (
+            "trafficDistribution PreferSameNode",
+            svc(
+                json!({"clusterIP": "10.96.0.10", "trafficDistribution": "PreferSameNode",
+                       "ports": [{"port": 80, "targetPort": 8080}]}),
+            ),
+            Some(Service {
+                traffic_distribution: TrafficDistribution::PreferSameNode,
+                ..base("10.96.0.10", vec![http80()])
+            }),
+        ),
+        (
             "headless is ignored",
             svc(json!({"clusterIP": "None", "ports": [{"port": 80}]})),
             None,
@@ -486,6 +497,7 @@ fn ep(
         },
         zone: None,
         zone_hints: Vec::new(),
+        node_hints: Vec::new(),
         weight: None,
     }
 }
@@ -789,9 +801,10 @@ fn the_translation_is_deterministic_whatever_the_store_order() {
     assert_eq!(one, two);
 }
 
-/// Zone hints (`hints.forZones`) reach the model; empty names are dropped.
+/// Zone and node hints (`hints.forZones`, `hints.forNodes`) reach the model; empty names are
+/// dropped.
 #[test]
-fn endpoint_zone_hints_translate() {
+fn endpoint_zone_and_node_hints_translate() {
     let service =
         svc(json!({"clusterIP": "10.96.0.10", "ports": [{"port": 80, "targetPort": 8080}]}));
     let t = translate(&Snapshot {
@@ -799,8 +812,9 @@ fn endpoint_zone_hints_translate() {
         endpoint_slices: vec![obj(slice(
             "web-a",
             json!([{"port": 8080}]),
-            json!([{"addresses": ["10.1.0.5"], "zone": "z1",
-                    "hints": {"forZones": [{"name": "z1"}, {"name": "z2"}, {"name": ""}]}},
+            json!([{"addresses": ["10.1.0.5"], "zone": "z1", "nodeName": "n1",
+                    "hints": {"forZones": [{"name": "z1"}, {"name": "z2"}, {"name": ""}],
+                              "forNodes": [{"name": "n1"}, {"name": ""}]}},
                    {"addresses": ["10.1.0.6"], "zone": "z2"}]),
         ))],
         ..Snapshot::default()
@@ -811,6 +825,8 @@ fn endpoint_zone_hints_translate() {
         hints,
         vec![vec!["z1".to_string(), "z2".to_string()], vec![]]
     );
+    let nodes: Vec<Vec<String>> = eps.iter().map(|e| e.node_hints.clone()).collect();
+    assert_eq!(nodes, vec![vec!["n1".to_string()], vec![]]);
     assert!(t.warnings.is_empty(), "{:?}", t.warnings);
 }
 

@@ -79,6 +79,7 @@ fn model(services: u32, endpoints: u32, nodes: usize) -> Model {
                 conditions: Default::default(),
                 zone: None,
                 zone_hints: Vec::new(),
+                node_hints: Vec::new(),
                 weight: None,
             })
             .collect();

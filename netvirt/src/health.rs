@@ -212,6 +212,7 @@ mod tests {
             },
             zone: None,
             zone_hints: vec![],
+            node_hints: Vec::new(),
             weight: None,
         }
     }

@@ -278,6 +278,9 @@ pub enum TrafficDistribution {
     /// `PreferClose` (or `PreferSameZone`): prefer the endpoints of the receiving node's
     /// zone, by the EndpointSlice zone hints, or by the endpoints' zones when there are none.
     PreferClose,
+    /// `PreferSameNode`: prefer the endpoints on the receiving node, by the EndpointSlice
+    /// node hints, or by the endpoints' nodes when there are none; then as `PreferClose`.
+    PreferSameNode,
 }
 
 /// Kubernetes service types that svcflow programs.
@@ -417,6 +420,9 @@ pub struct Endpoint {
     /// `hints.forZones`: the zones whose nodes should use this endpoint (topology-aware
     /// routing); empty when the slice gives no hint.
     pub zone_hints: Vec<String>,
+    /// `hints.forNodes`: the nodes that should use this endpoint (`trafficDistribution:
+    /// PreferSameNode`); empty when the slice gives no hint.
+    pub node_hints: Vec<String>,
     /// Relative weight; `None` takes the default (local or remote weight).
     pub weight: Option<u16>,
 }

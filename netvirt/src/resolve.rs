@@ -74,11 +74,16 @@ pub fn service_backends(
 ///   candidate's node has the receiving node's value of that label; `*` takes every
 ///   candidate. A key the receiving node has no label for is skipped. When no key matches,
 ///   nothing is left and the connection fails.
+/// - Else **node hints** (`trafficDistribution: PreferSameNode`), as kube-proxy uses them:
+///   when every candidate has node hints and some name the receiving node, those; for inputs
+///   that give no node hints, a `PreferSameNode` service takes the candidates on the
+///   receiving node. When none is left this way, the zone steps below decide.
 /// - Else **zone hints**, as kube-proxy uses them: only when the node has a zone and every
 ///   candidate has hints; the candidates hinted for the node's zone, or all of them when none
 ///   is.
-/// - Else **`trafficDistribution: PreferClose`** by the endpoints' own zones (for inputs
-///   that give no hints): the candidates in the node's zone, or all when none is.
+/// - Else **`trafficDistribution: PreferClose`** (or `PreferSameNode`, falling back) by the
+///   endpoints' own zones (for inputs that give no hints): the candidates in the node's
+///   zone, or all when none is.
 pub fn by_topology<'e>(
     candidates: Vec<&'e Endpoint>,
     service: &Service,
@@ -110,6 +115,25 @@ pub fn by_topology<'e>(
         }
         return Vec::new();
     }
+    let node_hinted = !candidates.is_empty() && candidates.iter().all(|e| !e.node_hints.is_empty());
+    let same_node: Vec<&Endpoint> = if node_hinted {
+        candidates
+            .iter()
+            .copied()
+            .filter(|e| e.node_hints.contains(&node.name))
+            .collect()
+    } else if service.traffic_distribution == TrafficDistribution::PreferSameNode {
+        candidates
+            .iter()
+            .copied()
+            .filter(|e| e.node.as_ref() == Some(&node.name))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !same_node.is_empty() {
+        return same_node;
+    }
     let Some(zone) = node.labels.get(ZONE_LABEL) else {
         return candidates;
     };
@@ -120,7 +144,10 @@ pub fn by_topology<'e>(
             .copied()
             .filter(|e| e.zone_hints.contains(zone))
             .collect()
-    } else if service.traffic_distribution == TrafficDistribution::PreferClose {
+    } else if matches!(
+        service.traffic_distribution,
+        TrafficDistribution::PreferClose | TrafficDistribution::PreferSameNode
+    ) {
         candidates
             .iter()
             .copied()
@@ -240,6 +267,7 @@ mod tests {
             },
             zone: None,
             zone_hints: Vec::new(),
+            node_hints: Vec::new(),
             weight: None,
         }
     }
@@ -472,6 +500,62 @@ mod tests {
                 &[("kubernetes.io/hostname", "n4"), (ZONE_LABEL, "z3")],
             ),
         ]
+    }
+
+    #[test]
+    fn prefer_same_node_takes_the_receiving_nodes_endpoints_then_its_zones() {
+        let nodes: crate::model::Map<String, crate::model::Node> =
+            cluster().into_iter().map(|n| (n.name.clone(), n)).collect();
+        let left = |endpoints: &[Endpoint], distribution, at: &str| -> Vec<String> {
+            let svc = service(&[], distribution);
+            let receiving = nodes
+                .get(at)
+                .cloned()
+                .unwrap_or_else(|| node(at, &[(ZONE_LABEL, "z1")]));
+            by_topology(endpoints.iter().collect(), &svc, &receiving)
+                .iter()
+                .map(|e| e.node.clone().unwrap_or_default())
+                .collect()
+        };
+        let plain = topology_endpoints(&[]);
+        // Without hints: the endpoints on the node; none there, the node's zone; else all.
+        assert_eq!(
+            left(&plain, TrafficDistribution::PreferSameNode, "n3"),
+            ["n3"]
+        );
+        assert_eq!(
+            left(&plain, TrafficDistribution::PreferSameNode, "n5"),
+            ["n1", "n2"],
+            "n5 (z1) has no endpoint: its zone's"
+        );
+        // Not asked for: every endpoint.
+        assert_eq!(
+            left(&plain, TrafficDistribution::Any, "n3"),
+            ["n1", "n2", "n3", "n4"]
+        );
+        // Node hints, as the EndpointSlice controller sets them for PreferSameNode, decide
+        // whatever the service says: n1's endpoint is hinted for n1 and n2.
+        let mut hinted = topology_endpoints(&[]);
+        for e in &mut hinted {
+            e.node_hints = vec![e.node.clone().unwrap_or_default()];
+        }
+        hinted[0].node_hints.push("n2".into());
+        hinted.remove(1);
+        assert_eq!(left(&hinted, TrafficDistribution::Any, "n2"), ["n1"]);
+        assert_eq!(left(&hinted, TrafficDistribution::Any, "n4"), ["n4"]);
+        // Hints that name other nodes only: the zone steps decide (n5 is in z1, whose only
+        // endpoint left is n1's).
+        assert_eq!(
+            left(&hinted, TrafficDistribution::PreferSameNode, "n5"),
+            ["n1"]
+        );
+        // Hints on some endpoints only are ignored, as kube-proxy ignores them.
+        let mut half = topology_endpoints(&[]);
+        half[0].node_hints = vec!["n3".into()];
+        assert_eq!(
+            left(&half, TrafficDistribution::Any, "n3"),
+            ["n1", "n2", "n3", "n4"]
+        );
     }
 
     #[test]

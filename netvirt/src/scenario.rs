@@ -127,6 +127,9 @@ struct ServiceFile {
     topology_keys: Vec<String>,
     #[serde(default)]
     prefer_close: bool,
+    /// `trafficDistribution: PreferSameNode`.
+    #[serde(default)]
+    prefer_same_node: bool,
     #[serde(default)]
     endpoints: Vec<EndpointFile>,
 }
@@ -158,6 +161,8 @@ struct EndpointFile {
     zone: Option<String>,
     #[serde(default)]
     zone_hints: Vec<String>,
+    #[serde(default)]
+    node_hints: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -294,6 +299,7 @@ impl Scenario {
                     },
                     zone: e.zone.clone(),
                     zone_hints: e.zone_hints.clone(),
+                    node_hints: e.node_hints.clone(),
                     weight: e.weight,
                 })
                 .collect();
@@ -311,7 +317,9 @@ impl Scenario {
                 Some(timeout_seconds) => SessionAffinity::ClientIp { timeout_seconds },
                 None => SessionAffinity::None,
             };
-            let traffic_distribution = if svc.prefer_close {
+            let traffic_distribution = if svc.prefer_same_node {
+                TrafficDistribution::PreferSameNode
+            } else if svc.prefer_close {
                 TrafficDistribution::PreferClose
             } else {
                 TrafficDistribution::Any

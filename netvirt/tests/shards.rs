@@ -77,6 +77,7 @@ fn perform(s: &mut Scenario, e: &Edit) {
                     conditions: Default::default(),
                     zone: None,
                     zone_hints: Vec::new(),
+                    node_hints: Vec::new(),
                     weight: None,
                 });
             }

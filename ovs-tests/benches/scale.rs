@@ -74,6 +74,7 @@ fn endpoint(i: u32, j: u32) -> Endpoint {
         conditions: Default::default(),
         zone: None,
         zone_hints: Vec::new(),
+        node_hints: Vec::new(),
         weight: None,
     }
 }

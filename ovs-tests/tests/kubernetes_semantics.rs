@@ -5,8 +5,8 @@
 //! says: a client's connections stick to one endpoint, only listed sources reach the LB IP,
 //! and the node answers its load balancer's health checks with its local endpoint count.
 //! Topology: the EndpointSlices place one of two local pods on another node (`n2`, in another
-//! zone), so topology keys and zone hints visibly narrow the endpoints n1 uses, and keys that
-//! match nothing refuse connections.
+//! zone), so topology keys, zone hints and `trafficDistribution: PreferSameNode` visibly
+//! narrow the endpoints n1 uses, and keys that match nothing refuse connections.
 //!
 //! It runs `target/<profile>/svcflow`: `cargo build -p svcflow` first (or set `SVCFLOW_BIN`).
 
@@ -158,24 +158,47 @@ fn affinity_source_ranges_health_checks_and_topology_from_kubernetes() {
             "status": {"addresses": [{"type": "InternalIP", "address": "192.168.50.11"}]},
         })))
         .unwrap();
-    for (name, ip, annotations, spec) in [
+    let hinted_by_zone = json!([
+        {"addresses": ["10.244.0.11"], "nodeName": "n1", "zone": "z1",
+         "hints": {"forZones": [{"name": "z1"}]}},
+        {"addresses": ["10.244.0.12"], "nodeName": "n2", "zone": "z2",
+         "hints": {"forZones": [{"name": "z2"}]}},
+    ]);
+    // Zone hints that point n1 (z1) at pb: PreferSameNode must still keep n1's own pa.
+    let same_node = json!([
+        {"addresses": ["10.244.0.11"], "nodeName": "n1", "zone": "z2",
+         "hints": {"forZones": [{"name": "z2"}]}},
+        {"addresses": ["10.244.0.12"], "nodeName": "n2", "zone": "z1",
+         "hints": {"forZones": [{"name": "z1"}]}},
+    ]);
+    for (name, ip, annotations, spec, endpoints) in [
         (
             "by-host",
             "10.96.0.22",
             json!({TOPOLOGY_KEYS: "kubernetes.io/hostname,*"}),
             json!({}),
+            &hinted_by_zone,
         ),
         (
             "nowhere",
             "10.96.0.23",
             json!({TOPOLOGY_KEYS: "rack"}),
             json!({}),
+            &hinted_by_zone,
         ),
         (
             "hinted",
             "10.96.0.24",
             json!({}),
             json!({"trafficDistribution": "PreferClose"}),
+            &hinted_by_zone,
+        ),
+        (
+            "same-node",
+            "10.96.0.25",
+            json!({}),
+            json!({"trafficDistribution": "PreferSameNode"}),
+            &same_node,
         ),
     ] {
         let mut spec = spec;
@@ -193,12 +216,7 @@ fn affinity_source_ranges_health_checks_and_topology_from_kubernetes() {
                              "labels": {"kubernetes.io/service-name": name}},
                 "addressType": "IPv4",
                 "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
-                "endpoints": [
-                    {"addresses": ["10.244.0.11"], "nodeName": "n1", "zone": "z1",
-                     "hints": {"forZones": [{"name": "z1"}]}},
-                    {"addresses": ["10.244.0.12"], "nodeName": "n2", "zone": "z2",
-                     "hints": {"forZones": [{"name": "z2"}]}},
-                ],
+                "endpoints": endpoints,
             })))
             .unwrap();
     }
@@ -224,10 +242,12 @@ fn affinity_source_ranges_health_checks_and_topology_from_kubernetes() {
     );
 
     // Topology keys: the first key (same host) keeps n1's pa only; zone hints keep z1's pa;
-    // keys that match nothing on n1 refuse the connection.
+    // PreferSameNode keeps n1's own pa over the zone hints; keys that match nothing on n1
+    // refuse the connection.
     for (vip, what) in [
         ("10.96.0.22:80", "topology keys"),
         ("10.96.0.24:80", "zone hints"),
+        ("10.96.0.25:80", "PreferSameNode"),
     ] {
         let counts = tally(&pc.connect("tcp", vip, 10, &[]).unwrap());
         assert_eq!(

@@ -671,6 +671,7 @@ async fn a_5000_endpoint_service_installs_spreads_over_every_chained_group_and_c
             conditions: Default::default(),
             zone: None,
             zone_hints: Vec::new(),
+            node_hints: Vec::new(),
             weight: None,
         })
         .collect();

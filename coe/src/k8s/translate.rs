@@ -19,7 +19,8 @@
 //!   with `externalTrafficPolicy: Local`, its `healthCheckNodePort` is kept. The annotation
 //!   [`TOPOLOGY_KEYS_ANNOTATION`] gives topology keys ([`topology_keys`]); with
 //!   `externalTrafficPolicy: Local` they are dropped with a warning. `trafficDistribution`
-//!   `PreferClose` (or `PreferSameZone`) maps to [`TrafficDistribution::PreferClose`].
+//!   `PreferClose` (or `PreferSameZone`) maps to [`TrafficDistribution::PreferClose`],
+//!   `PreferSameNode` to [`TrafficDistribution::PreferSameNode`].
 //! - **EndpointSlice** (`discovery.k8s.io/v1`), joined to its Service by the
 //!   `kubernetes.io/service-name` label in the same namespace. `FQDN` slices and slices with the
 //!   `service.kubernetes.io/headless` label are ignored. Each endpoint's first address becomes
@@ -745,10 +746,13 @@ impl Translator {
         let traffic_distribution = match spec.traffic_distribution.as_deref() {
             None | Some("") => TrafficDistribution::Any,
             Some("PreferClose") | Some("PreferSameZone") => TrafficDistribution::PreferClose,
+            Some("PreferSameNode") => TrafficDistribution::PreferSameNode,
             Some(other) => {
                 self.warn(obj.warning(
                     "spec.trafficDistribution",
-                    format!("`{other}` is not PreferClose or PreferSameZone; ignored"),
+                    format!(
+                        "`{other}` is not PreferClose, PreferSameZone or PreferSameNode; ignored"
+                    ),
                     Dropped::Value,
                 ));
                 TrafficDistribution::Any
@@ -865,18 +869,16 @@ impl Translator {
                 node: e.node_name.clone().filter(|n| !n.is_empty()),
                 conditions,
                 zone: e.zone.clone().filter(|z| !z.is_empty()),
-                zone_hints: e
-                    .hints
-                    .as_ref()
-                    .and_then(|h| h.for_zones.as_ref())
-                    .map(|zones| {
-                        zones
-                            .iter()
-                            .map(|z| z.name.clone())
-                            .filter(|z| !z.is_empty())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                zone_hints: hint_names(
+                    e.hints
+                        .iter()
+                        .flat_map(|h| h.for_zones.iter().flatten().map(|z| &z.name)),
+                ),
+                node_hints: hint_names(
+                    e.hints
+                        .iter()
+                        .flat_map(|h| h.for_nodes.iter().flatten().map(|n| &n.name)),
+                ),
                 weight: None,
             });
         }
@@ -931,4 +933,9 @@ fn service_port(p: &core::ServicePort, kind: ServiceType) -> Result<ServicePort,
         target_port,
         node_port,
     })
+}
+
+/// The names of an endpoint's hints, without empty ones.
+fn hint_names<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    names.filter(|n| !n.is_empty()).cloned().collect()
 }

@@ -360,6 +360,7 @@ impl Translator {
                     conditions: EndpointConditions::default(),
                     zone: None,
                     zone_hints: Vec::new(),
+                    node_hints: Vec::new(),
                     weight: a.weight,
                 });
             }
@@ -394,6 +395,7 @@ impl Translator {
                     conditions: EndpointConditions::default(),
                     zone: None,
                     zone_hints: Vec::new(),
+                    node_hints: Vec::new(),
                     weight: None,
                 });
             }

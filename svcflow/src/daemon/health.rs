@@ -187,6 +187,7 @@ mod tests {
                 conditions: EndpointConditions::default(),
                 zone: None,
                 zone_hints: vec![],
+                node_hints: Vec::new(),
                 weight: None,
             })
             .collect();

@@ -215,6 +215,7 @@ mod tests {
             conditions: EndpointConditions::default(),
             zone: None,
             zone_hints: Vec::new(),
+            node_hints: Vec::new(),
             weight: None,
         }
     }
