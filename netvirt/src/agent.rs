@@ -105,9 +105,13 @@ impl SyncReport {
 }
 
 /// The packet-out that refuses the connection of a packet sent to the controller by a service
-/// with no endpoint (`table=40` `controller` action), or `None` for any other packet-in.
+/// with no endpoint, or by the service CIDR's catch-all (`table=40` `controller` actions under
+/// a service or refusal cookie), or `None` for any other packet-in.
 pub fn reject(packet_in: &PacketIn) -> Option<PacketOut> {
-    if cookie::kind_of(packet_in.cookie) != Some(cookie::SERVICE) {
+    if !matches!(
+        cookie::kind_of(packet_in.cookie),
+        Some(cookie::SERVICE | cookie::REFUSE)
+    ) {
         return None;
     }
     let in_port = packet_in.match_.get(Field::InPortOxm)?.value;

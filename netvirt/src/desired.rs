@@ -282,6 +282,23 @@ impl Builder<'_> {
             c,
             apply(vec![ct(cfg.service_zone, table::HAIRPIN, true, None)]),
         );
+        // Except in the service CIDR: a new connection there that no service port takes (an
+        // address no service owns, or a port a service address does not serve) is refused at
+        // once, as kube-proxy's nftables mode refuses it, instead of leaving by the uplink to
+        // time out. (A /0 "CIDR" would refuse everything; it is not one.)
+        let cidr = cfg.service_cidr;
+        let refuse = cookie::make(cookie::REFUSE, 0);
+        if cidr.prefix_len() > 0 {
+            let (net, mask) = (u32::from(cidr.network()), u32::from(cidr.netmask()));
+            for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
+                let m = if mask == u32::MAX {
+                    l4(protocol).with(Field::Ipv4Dst, net)
+                } else {
+                    l4(protocol).with_masked(Field::Ipv4Dst, net, mask)
+                };
+                self.flow(table::SERVICE, 1, m, refuse, apply(vec![reject_action()]));
+            }
+        }
         self.flow(table::HAIRPIN, 0, Match::new(), c, vec![goto(table::L3)]);
         // Clearing in_port lets hairpin traffic leave by the port it came in on.
         self.flow(

@@ -103,6 +103,8 @@ pub mod cookie {
     pub const ELAN: u8 = 4;
     /// The node's own ports and addresses (gateway port, uplink).
     pub const NODE: u8 = 5;
+    /// The service CIDR's refusal of new connections no service port takes.
+    pub const REFUSE: u8 = 6;
 
     /// Flows learned for session affinity (table 43) carry this mark instead of svcflow's, so
     /// that the agent, which owns every flow under [`MARK`], never deletes what the switch

@@ -475,6 +475,41 @@ async fn a_service_without_endpoints_refuses_at_once() {
     assert_eq!(host, vec![Err("refused".to_string())]);
 }
 
+/// In the service CIDR (10.96.0.0/12), a new connection that no service port takes is refused
+/// at once, as kube-proxy's nftables mode refuses it: to an address no service owns, and to
+/// a port a service address does not serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_cidr_refuses_what_no_service_serves() {
+    let node = installed().await;
+    let started = Instant::now();
+    for (proto, target, what) in [
+        ("tcp", "10.96.0.99:80", "TCP to an address no service owns"),
+        ("udp", "10.96.0.99:53", "UDP to an address no service owns"),
+        (
+            "tcp",
+            "10.96.0.10:81",
+            "TCP to a port the service address does not serve",
+        ),
+    ] {
+        let got = node
+            .pod("p3")
+            .connect(proto, target, 2, &["--timeout-ms", "3000"])
+            .unwrap();
+        assert_eq!(got, vec![Err("refused".to_string()); 2], "{what}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "refused by a reply, not a timeout: took {:?}",
+        started.elapsed()
+    );
+    // The service's own port still answers.
+    let served = node
+        .pod("p3")
+        .connect("tcp", "10.96.0.10:80", 1, &[])
+        .unwrap();
+    assert!(served[0].is_ok(), "{served:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_ovs_vswitchd_restart_state_is_replayed_and_stale_state_removed() {
     let mut node = installed().await;
