@@ -309,3 +309,42 @@ fn a_plan_shows_drift_on_the_live_switch_and_ovs_ofctl_applies_it() {
     let err = sb.node(&argv).unwrap_err().to_string();
     assert!(err.contains("no node `nope` in the model"), "{err}");
 }
+
+/// In Kubernetes mode a change that comes from the API server is a new model revision too:
+/// the network-programming latency gets a sample for it once the switch has it, and nothing
+/// stays pending.
+#[test]
+fn kubernetes_changes_are_programmed_and_measured() {
+    let mut node = ovs_tests::kube::KubeNode::start();
+    let pa = node.add_pod("pa", "10.244.0.11", 11);
+    let _server = pa.serve("pa", &["tcp:8080"]).unwrap();
+    node.wait("the first sync", || {
+        node.daemon
+            .log()
+            .contains("node n1: synced model revision")
+            .then_some(())
+    });
+    let programmed = |scrape: &str| {
+        sample(scrape, "kubeproxy_network_programming_duration_seconds_count").unwrap_or(0.0)
+    };
+    let before = programmed(&scrape(&node.sb));
+    node.put(&ovs_tests::kube::service(
+        "measured",
+        serde_json::json!({"type": "ClusterIP", "clusterIP": "10.96.0.66",
+            "clusterIPs": ["10.96.0.66"],
+            "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080}]}),
+        None,
+    ));
+    node.wait("the Service on the switch", || {
+        node.sb
+            .dump_flows("br-int")
+            .ok()
+            .filter(|f| f.contains("nw_dst=10.96.0.66"))
+    });
+    node.wait("a programming sample for it", || {
+        let now = scrape(&node.sb);
+        (programmed(&now) > before
+            && sample(&now, "kubeproxy_sync_proxy_rules_service_changes_pending") == Some(0.0))
+        .then_some(())
+    });
+}

@@ -2,7 +2,8 @@
 //! their model with the REST northbound's into the one channel the rest of the daemon reads.
 //!
 //! Precedence (see [`coe::k8s::merge`]): Kubernetes wins on a key both define; each conflict
-//! is logged once, when it appears. Until every watched kind has been listed once, the REST
+//! is logged once, when it appears. The merged model's revision is the REST revision plus the
+//! Kubernetes generation, so that it grows with a change of either input. Until every watched kind has been listed once, the REST
 //! model is published alone; while the API server is unreachable the last Kubernetes model
 //! stays in the merge, so installed flows stay as they are.
 
@@ -54,10 +55,13 @@ pub(crate) fn combine(
         &kube.translation.model,
         &kube.translation.ovsdb_remotes,
     );
+    // Both inputs' counters only grow, so their sum grows with every change of either: a
+    // Kubernetes change is a new revision too, which the node tasks, the programming latency
+    // and the pending counts follow as they follow REST writes.
     let published = Published {
         model: merged.model,
         ovsdb_remotes: merged.ovsdb_remotes,
-        revision: rest.revision,
+        revision: rest.revision.saturating_add(kube.generation),
     };
     (published, merged.conflicts)
 }
@@ -138,8 +142,9 @@ mod tests {
                 labels: Default::default(),
             },
         );
+        kube.generation = 3;
         let (merged, _) = combine(&mut merger, &rest, Some(&kube));
-        assert_eq!(merged.revision, 4);
+        assert_eq!(merged.revision, 7, "REST's 4 plus Kubernetes' 3");
         assert_eq!(merged.model.nodes.keys().collect::<Vec<_>>(), ["n1", "vm"]);
     }
 }
