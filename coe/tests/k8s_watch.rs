@@ -293,3 +293,44 @@ async fn a_watch_refused_with_a_plain_http_410_lists_again() {
         "listed again after the 410"
     );
 }
+
+/// The EndpointSlice controller's `last-change-trigger-time` reaches the model that carries
+/// the change, the earliest of a burst's; a generation without a slice change has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_change_carries_its_trigger_time() {
+    let (server, _watchers, mut models) = watching_web().await;
+    let mut changed = slice("web", "web-a", &["10.1.0.9"]);
+    changed.metadata.annotations = Some(
+        [(
+            coe::k8s::TRIGGER_TIME_ANNOTATION.to_string(),
+            "2026-11-24T09:41:00Z".to_string(),
+        )]
+        .into(),
+    );
+    server.apply(&changed).unwrap();
+    let m = until(&mut models, "the changed endpoint", |m| {
+        endpoints(m, "web").is_some_and(|e| e == ["10.1.0.9"])
+    })
+    .await;
+    let want = std::time::UNIX_EPOCH + Duration::from_secs(1_795_513_260);
+    assert_eq!(m.triggered_at, Some(want));
+    server.apply(&service("api", "10.96.0.12")).unwrap();
+    let m = until(&mut models, "the new service", |m| {
+        m.translation
+            .model
+            .services
+            .contains_key(&ServiceKey::new("default", "api"))
+    })
+    .await;
+    assert_eq!(m.triggered_at, None, "a Service change has no trigger time");
+    // A slice without the annotation, or with a malformed one, has none either.
+    let mut bad = slice("web", "web-a", &["10.1.0.10"]);
+    bad.metadata.annotations = Some(
+        [(
+            coe::k8s::TRIGGER_TIME_ANNOTATION.to_string(),
+            "yesterday".to_string(),
+        )]
+        .into(),
+    );
+    assert_eq!(coe::k8s::trigger_time(&bad), None);
+}

@@ -312,7 +312,8 @@ fn a_plan_shows_drift_on_the_live_switch_and_ovs_ofctl_applies_it() {
 
 /// In Kubernetes mode a change that comes from the API server is a new model revision too:
 /// the network-programming latency gets a sample for it once the switch has it, and nothing
-/// stays pending.
+/// stays pending; an EndpointSlice's `last-change-trigger-time` starts its sample, as
+/// kube-proxy's does.
 #[test]
 fn kubernetes_changes_are_programmed_and_measured() {
     let mut node = ovs_tests::kube::KubeNode::start();
@@ -325,7 +326,11 @@ fn kubernetes_changes_are_programmed_and_measured() {
             .then_some(())
     });
     let programmed = |scrape: &str| {
-        sample(scrape, "kubeproxy_network_programming_duration_seconds_count").unwrap_or(0.0)
+        sample(
+            scrape,
+            "kubeproxy_network_programming_duration_seconds_count",
+        )
+        .unwrap_or(0.0)
     };
     let before = programmed(&scrape(&node.sb));
     node.put(&ovs_tests::kube::service(
@@ -347,4 +352,42 @@ fn kubernetes_changes_are_programmed_and_measured() {
             && sample(&now, "kubeproxy_sync_proxy_rules_service_changes_pending") == Some(0.0))
         .then_some(())
     });
+
+    // Its endpoints, as the EndpointSlice controller wrote them 5 s after the change began.
+    let sum = |scrape: &str| {
+        sample(scrape, "kubeproxy_network_programming_duration_seconds_sum").unwrap_or(0.0)
+    };
+    let (count_before, sum_before) = {
+        let now = scrape(&node.sb);
+        (programmed(&now), sum(&now))
+    };
+    let began = k8s_openapi::chrono::Utc::now() - k8s_openapi::chrono::Duration::seconds(5);
+    let mut slice = ovs_tests::kube::slice(
+        "measured",
+        "measured-1",
+        serde_json::json!([{"name": "http", "protocol": "TCP", "port": 8080}]),
+        vec![ovs_tests::kube::endpoint(
+            "10.244.0.11",
+            ovs_tests::kube::NODE,
+            ovs_tests::kube::Conditions::READY,
+        )],
+    );
+    slice.metadata.annotations = Some(
+        [(
+            coe::k8s::TRIGGER_TIME_ANNOTATION.to_string(),
+            began.to_rfc3339_opts(k8s_openapi::chrono::SecondsFormat::Secs, true),
+        )]
+        .into(),
+    );
+    node.put(&slice);
+    node.wait("a sample from the trigger time", || {
+        let now = scrape(&node.sb);
+        (programmed(&now) > count_before).then(|| sum(&now) - sum_before)
+    });
+    let now = scrape(&node.sb);
+    let took = sum(&now) - sum_before;
+    assert!(
+        (4.0..30.0).contains(&took),
+        "the sample should count from the trigger time, 5 s back: {took} s\n{now}"
+    );
 }

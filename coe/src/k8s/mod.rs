@@ -27,4 +27,7 @@ pub mod watch;
 
 pub use merge::{Conflict, Merged, Merger, merge};
 pub use translate::{Snapshot, Translation, Warning, iface_id, translate};
-pub use watch::{KubeModel, Source, WatchConfig, WatchObserver, WatchSignal, Watchers, client};
+pub use watch::{
+    KubeModel, Source, TRIGGER_TIME_ANNOTATION, WatchConfig, WatchObserver, WatchSignal, Watchers,
+    client, trigger_time,
+};

@@ -118,6 +118,24 @@ pub struct KubeModel {
     pub generation: u64,
     /// The model, remotes and warnings.
     pub translation: Translation,
+    /// When the change this generation carries began, as the EndpointSlice controller says:
+    /// the earliest `endpoints.kubernetes.io/last-change-trigger-time` of the slices it
+    /// changed (kube-proxy measures its network-programming latency from there), if any.
+    pub triggered_at: Option<std::time::SystemTime>,
+}
+
+/// The annotation the EndpointSlice controller stamps with when a slice's change began.
+pub const TRIGGER_TIME_ANNOTATION: &str = "endpoints.kubernetes.io/last-change-trigger-time";
+
+/// A slice's trigger time, if it carries a valid one (RFC 3339).
+pub fn trigger_time(slice: &discovery::EndpointSlice) -> Option<std::time::SystemTime> {
+    let text = slice
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(TRIGGER_TIME_ANNOTATION)?;
+    let at = k8s_openapi::chrono::DateTime::parse_from_rfc3339(text).ok()?;
+    Some(at.with_timezone(&k8s_openapi::chrono::Utc).into())
 }
 
 /// Running watchers. Dropping this stops them.
@@ -456,6 +474,7 @@ async fn publish(
     let mut keyed = Keyed::new(&stores);
     let mut last: Option<Translation> = None;
     let mut generation = 0;
+    let mut triggered_at = None;
     loop {
         let translation = keyed.translation();
         if last.as_ref() != Some(&translation) {
@@ -474,6 +493,7 @@ async fn publish(
             let model = KubeModel {
                 generation,
                 translation: translation.clone(),
+                triggered_at: triggered_at.take(),
             };
             if tx.send(Some(Arc::new(model))).is_err() {
                 return;
@@ -485,6 +505,18 @@ async fn publish(
             tokio::time::sleep(coalesce).await;
         }
         let changes = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+        // The earliest trigger among the slices this burst changed (kept until a change is
+        // published, so a burst that changes nothing passes its trigger on).
+        let trigger = changes
+            .slices
+            .iter()
+            .filter_map(|key| stores.slice(key))
+            .filter_map(|slice| trigger_time(&slice))
+            .min();
+        triggered_at = match (triggered_at, trigger) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         keyed.apply(&stores, &changes);
     }
 }

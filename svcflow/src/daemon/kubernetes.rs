@@ -27,15 +27,16 @@ pub(crate) async fn start(
         .await
         .map_err(|e| format!("Kubernetes: {e}"))?;
     tracing::info!("Kubernetes: watching services, endpoint slices, nodes, pods and namespaces");
+    let observed = metrics.clone();
     let watchers = Watchers::start_observed(
         client,
         WatchConfig::default(),
-        Arc::new(move |resource, signal| metrics.kube(resource, signal)),
+        Arc::new(move |resource, signal| observed.kube(resource, signal)),
     );
     let kube = watchers.subscribe();
     let first = rest.borrow().clone();
     let (tx, merged) = watch::channel(first);
-    let task = tokio::spawn(run(watchers, rest, kube, tx, shutdown));
+    let task = tokio::spawn(run(watchers, rest, kube, tx, shutdown, metrics));
     Ok((merged, task))
 }
 
@@ -72,11 +73,13 @@ async fn run(
     mut kube: watch::Receiver<Option<Arc<KubeModel>>>,
     tx: watch::Sender<Arc<Published>>,
     shutdown: Shutdown,
+    metrics: Arc<super::metrics::Metrics>,
 ) {
     // The watchers stop when this task does.
     let _watchers = watchers;
     let mut conflicts = Vec::new();
     let mut merger = coe::k8s::Merger::default();
+    let mut told = 0;
     loop {
         let r = rest.borrow_and_update().clone();
         let k = kube.borrow_and_update().clone();
@@ -91,6 +94,15 @@ async fn run(
                 services = published.model.services.len(),
                 "merged the Kubernetes model"
             );
+        }
+        // When the change began, for the programming latency of the revision that carries it
+        // (told before the revision is published, so that it is there when counted).
+        // Once per generation: a REST write later is not that change.
+        if let Some(k) = k.as_ref().filter(|k| k.generation > told) {
+            told = k.generation;
+            if let Some(at) = k.triggered_at {
+                metrics.triggered(published.revision, at);
+            }
         }
         tx.send_if_modified(|current| {
             if **current == published {

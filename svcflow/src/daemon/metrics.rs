@@ -81,6 +81,9 @@ struct Pending {
 
 #[derive(Default)]
 struct Health {
+    /// When the changes of revisions not yet published began (the EndpointSlice's trigger
+    /// time), by revision: the programming latency counts from there.
+    triggers: BTreeMap<u64, SystemTime>,
     /// Revisions not yet synced on every connected node, oldest first.
     pending: VecDeque<Pending>,
     /// Each connected node's last synced revision.
@@ -254,16 +257,35 @@ impl Metrics {
         self.service_changes.inc_by(services);
         self.endpoint_changes.inc_by(endpoints);
         let mut h = self.health();
+        // A trigger time for this revision moves its start back to when the change began.
+        let mut at = Instant::now();
+        let triggered = h.triggers.remove(&revision);
+        h.triggers.retain(|r, _| *r > revision);
+        if let Some(began) = triggered
+            && let Ok(ago) = SystemTime::now().duration_since(began)
+        {
+            at = at.checked_sub(ago).unwrap_or(at);
+        }
         if h.pending.back().is_some_and(|p| p.revision >= revision) {
             return;
         }
         h.pending.push_back(Pending {
             revision,
-            at: Instant::now(),
+            at,
             services,
             endpoints,
         });
         self.update_pending(&mut h);
+    }
+
+    /// The change `revision` will carry began at `at` (a Kubernetes EndpointSlice's
+    /// `last-change-trigger-time`), as kube-proxy measures network programming from.
+    pub(crate) fn triggered(&self, revision: u64, at: SystemTime) {
+        let mut h = self.health();
+        // Bounded: only revisions still to come are kept.
+        if h.triggers.len() < 1024 {
+            h.triggers.insert(revision, at);
+        }
     }
 
     /// A node's switch was synced to `revision`.
@@ -558,6 +580,39 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_795_599_660), "2026-11-25T09:41:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    /// The sum of the network-programming histogram, in seconds.
+    fn programming_sum(m: &Metrics) -> f64 {
+        m.encode()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("kubeproxy_network_programming_duration_seconds_sum ")?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    }
+
+    #[test]
+    fn a_trigger_time_starts_the_programming_latency_of_its_revision_only() {
+        let m = Metrics::new();
+        m.switch("n1", true);
+        let report = netvirt::agent::SyncReport::default();
+        m.synced("n1", 1, Duration::from_millis(3), &report, (10, 1));
+        m.triggered(2, SystemTime::now() - Duration::from_secs(3));
+        m.published(2, 0, 1);
+        m.synced("n1", 2, Duration::from_millis(3), &report, (10, 1));
+        let sum = programming_sum(&m);
+        assert!((3.0..4.0).contains(&sum), "{sum}");
+        // The next revision has no trigger: it counts from its publication.
+        m.published(3, 1, 0);
+        m.synced("n1", 3, Duration::from_millis(3), &report, (10, 1));
+        assert!(programming_sum(&m) - sum < 0.5);
+        // A trigger for a revision already published is dropped, not kept for later.
+        m.triggered(1, SystemTime::now() - Duration::from_secs(60));
+        m.published(4, 1, 0);
+        assert!(m.health().triggers.is_empty());
     }
 
     #[test]
