@@ -779,7 +779,7 @@ impl Builder<'_> {
                 Some(timeout) => self.affinity(&name, id, c, timeout, &groups, select),
                 // A big service's slot ranges in table 42 are keyed by `reg5`.
                 None if groups.len() > 1 => {
-                    let mut a = vec![set(reg::CHAIN_ID, id)];
+                    let mut a = vec![set(reg::SERVICE_ID, id)];
                     a.extend(select);
                     a
                 }
@@ -1031,7 +1031,7 @@ impl Builder<'_> {
         }
         for (g, ranges) in groups.iter().zip(&slots.ranges) {
             for &(value, mask) in ranges {
-                let m = Match::new().with(reg::CHAIN_ID, id);
+                let m = Match::new().with(reg::SERVICE_ID, id);
                 let m = if mask == u32::MAX {
                     m.with(reg::CHAIN_SLOT, value)
                 } else {

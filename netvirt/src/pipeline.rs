@@ -38,32 +38,89 @@ pub mod table {
     pub const OUTPUT: u8 = 60;
 }
 
-/// Registers.
+/// Registers: each named bit field the pipeline keeps in a register, as Antrea's `RegField`
+/// does. [`reg::LAYOUT`] lists them; `netvirt/tests/registers.rs` fails if two overlap, or if
+/// a flow of any golden scenario uses register bits that no field of the layout names.
 pub mod reg {
     use openflow::Field;
 
-    /// 1 when the packet came in on the uplink, 2 when it came out of the tunnel
-    /// ([`FROM_TUNNEL`]), 0 otherwise.
-    pub const FROM_UPLINK: Field = Field::Reg0;
-    /// The value of [`FROM_UPLINK`]'s register for a packet from the tunnel.
-    pub const FROM_TUNNEL: u32 = 2;
+    /// Bits `lo..=hi` of register `reg`, named for what they hold.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct RegField {
+        /// What the bits hold.
+        pub name: &'static str,
+        /// The register.
+        pub reg: Field,
+        /// The lowest bit.
+        pub lo: u8,
+        /// The highest bit.
+        pub hi: u8,
+    }
+
+    impl RegField {
+        /// All 32 bits of `reg`.
+        pub const fn whole(name: &'static str, reg: Field) -> Self {
+            RegField {
+                name,
+                reg,
+                lo: 0,
+                hi: 31,
+            }
+        }
+    }
+
+    /// Where the packet came from: 1 the uplink, 2 the tunnel ([`FROM_TUNNEL`]), 0 a local
+    /// port.
+    pub const SOURCE: RegField = RegField::whole("source: 1 uplink, 2 tunnel", Field::Reg0);
+    /// A big service's slot, chosen by `multipath`, which writes its low 16 bits; the slot
+    /// ranges of table 42 match the whole register (its upper bits stay 0).
+    pub const SLOT: RegField = RegField::whole("a big service's slot", Field::Reg1);
     /// Scratch space for the ARP responder's address swap.
-    pub const SCRATCH: Field = Field::Reg2;
+    pub const SWAP: RegField = RegField::whole("ARP address swap", Field::Reg2);
     /// The chosen endpoint's IPv4 address, set by a group bucket.
-    pub const ENDPOINT_IP: Field = Field::Reg3;
+    pub const ENDPOINT_ADDR: RegField = RegField::whole("endpoint IPv4 address", Field::Reg3);
     /// The chosen endpoint's port, set by a group bucket.
-    pub const ENDPOINT_PORT: Field = Field::Reg4;
+    pub const ENDPOINT_L4: RegField = RegField::whole("endpoint port", Field::Reg4);
+    /// The service port's id (its group id): a big service's slot ranges (table 42) and
+    /// session affinity (tables 43 and 44) key on it.
+    pub const SERVICE_PORT: RegField = RegField::whole("service port id", Field::Reg5);
     /// The ingress port's ELAN.
-    pub const ELAN: Field = Field::Reg6;
+    pub const ELAN_ID: RegField = RegField::whole("ELAN id", Field::Reg6);
     /// The output port chosen by L3 forwarding.
-    pub const OUT_PORT: Field = Field::Reg7;
-    /// A big service's slot, chosen by `multipath` (bits 0..15).
-    pub const CHAIN_SLOT: Field = Field::Reg1;
-    /// The service port's id (its group id), for table 42 (a big service's slot ranges) and
-    /// tables 43/44 (session affinity).
-    pub const CHAIN_ID: Field = Field::Reg5;
-    /// The same register under the name session affinity uses.
-    pub const SERVICE_ID: Field = Field::Reg5;
+    pub const OUTPUT: RegField = RegField::whole("output port", Field::Reg7);
+
+    /// Every register field of the pipeline.
+    pub const LAYOUT: [RegField; 8] = [
+        SOURCE,
+        SLOT,
+        SWAP,
+        ENDPOINT_ADDR,
+        ENDPOINT_L4,
+        SERVICE_PORT,
+        ELAN_ID,
+        OUTPUT,
+    ];
+
+    // The fields that fill their register, as the register itself, for matches and loads.
+
+    /// [`SOURCE`]'s register.
+    pub const FROM_UPLINK: Field = SOURCE.reg;
+    /// The value of [`SOURCE`] for a packet from the tunnel.
+    pub const FROM_TUNNEL: u32 = 2;
+    /// [`SWAP`]'s register.
+    pub const SCRATCH: Field = SWAP.reg;
+    /// [`ENDPOINT_ADDR`]'s register.
+    pub const ENDPOINT_IP: Field = ENDPOINT_ADDR.reg;
+    /// [`ENDPOINT_L4`]'s register.
+    pub const ENDPOINT_PORT: Field = ENDPOINT_L4.reg;
+    /// [`ELAN_ID`]'s register.
+    pub const ELAN: Field = ELAN_ID.reg;
+    /// [`OUTPUT`]'s register.
+    pub const OUT_PORT: Field = OUTPUT.reg;
+    /// [`SLOT`]'s register (its bits are [`SLOT`]'s).
+    pub const CHAIN_SLOT: Field = SLOT.reg;
+    /// [`SERVICE_PORT`]'s register.
+    pub const SERVICE_ID: Field = SERVICE_PORT.reg;
 }
 
 /// `ct_state` bits (`lib/packets.h` `CS_*`).
