@@ -720,10 +720,11 @@ impl Builder<'_> {
         // addresses (below).
         let mut internal_actions: BTreeMap<(Protocol, u16), Vec<Action>> = BTreeMap::new();
         for plan in plans {
-            let external_scope = plan.name.ends_with("/external");
-            let cluster_scope = plan.name.ends_with("/cluster");
+            let external_scope = plan.scope == Scope::External;
+            let cluster_scope = plan.scope == Scope::ClusterForExternal;
             let PortPlan {
                 name,
+                scope: _,
                 protocol,
                 port: service_port,
                 addresses,
@@ -1062,6 +1063,7 @@ const NX_MP_ALG_MODULO_N: u16 = 0;
 /// A service port while its groups are being planned.
 pub(crate) struct PortPlan {
     name: String,
+    scope: Scope,
     protocol: Protocol,
     /// The service port's `port` (on cluster, external and LB IPs).
     port: u16,
@@ -1087,10 +1089,11 @@ pub(crate) fn service_plans(
             }
             let found = service_backends(service, port, endpoints, node, policy, config);
             let name = format!(
-                "{}:{}/{}{scope}",
+                "{}:{}/{}{}",
                 service.key,
                 port.port,
-                port.protocol.keyword()
+                port.protocol.keyword(),
+                scope.suffix()
             );
             let v4_backends: Vec<V4Backend> = found
                 .iter()
@@ -1106,6 +1109,7 @@ pub(crate) fn service_plans(
                 });
             plans.push(PortPlan {
                 name,
+                scope,
                 protocol: port.protocol,
                 port: port.port,
                 addresses,
@@ -1260,18 +1264,42 @@ fn reject_action() -> Action {
     })
 }
 
-/// A scope of a service port: group-name suffix, traffic policy, and (address, port) pairs.
-type Scope = (&'static str, TrafficPolicy, Vec<(Ipv4Addr, u16)>);
+/// The traffic scopes of a service port, each with its own group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Its cluster IPs, and its external addresses too when both policies agree.
+    Internal,
+    /// Its external addresses (node ports, external and LB IPs), under the external policy
+    /// when it differs from the internal one.
+    External,
+    /// Every endpoint, for in-cluster traffic to the external addresses when both policies
+    /// are `Local` (its addresses get no flows of their own).
+    ClusterForExternal,
+}
+
+impl Scope {
+    /// The suffix of the scope's group name after `namespace/name:port/protocol`.
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            Scope::Internal => "",
+            Scope::External => "/external",
+            Scope::ClusterForExternal => "/cluster",
+        }
+    }
+}
+
+/// A scope of a service port, its traffic policy, and its (address, port) pairs.
+type Scoped = (Scope, TrafficPolicy, Vec<(Ipv4Addr, u16)>);
 
 /// The address classes of a service port: cluster-internal ones (cluster IPs) follow
 /// `internalTrafficPolicy`; the external ones (node ports, external and LB IPs) follow
-/// `externalTrafficPolicy`. Returns `(name suffix, policy, [(address, port)])`.
+/// `externalTrafficPolicy`. Returns `(scope, policy, [(address, port)])`.
 fn scopes(
     service: &Service,
     port: &ServicePort,
     node: &Node,
     gateway_ip: Option<Ipv4Addr>,
-) -> Vec<Scope> {
+) -> Vec<Scoped> {
     let internal: Vec<(Ipv4Addr, u16)> = service
         .cluster_ips
         .iter()
@@ -1301,23 +1329,27 @@ fn scopes(
         (TrafficPolicy::Cluster, TrafficPolicy::Cluster) => {
             let mut all = internal;
             all.extend(external);
-            vec![("", TrafficPolicy::Cluster, all)]
+            vec![(Scope::Internal, TrafficPolicy::Cluster, all)]
         }
         (TrafficPolicy::Local, TrafficPolicy::Cluster) => vec![
-            ("", TrafficPolicy::Local, internal),
-            ("/external", TrafficPolicy::Cluster, external),
+            (Scope::Internal, TrafficPolicy::Local, internal),
+            (Scope::External, TrafficPolicy::Cluster, external),
         ],
         (TrafficPolicy::Cluster, TrafficPolicy::Local) => vec![
-            ("", TrafficPolicy::Cluster, internal),
-            ("/external", TrafficPolicy::Local, external),
+            (Scope::Internal, TrafficPolicy::Cluster, internal),
+            (Scope::External, TrafficPolicy::Local, external),
         ],
         // In-cluster traffic to the external addresses needs every endpoint, which neither
         // Local scope has: a `/cluster` scope holds them (its addresses get no flows of
         // their own). It comes before `/external`, which uses its actions.
         (TrafficPolicy::Local, TrafficPolicy::Local) => vec![
-            ("", TrafficPolicy::Local, internal),
-            ("/cluster", TrafficPolicy::Cluster, external.clone()),
-            ("/external", TrafficPolicy::Local, external),
+            (Scope::Internal, TrafficPolicy::Local, internal),
+            (
+                Scope::ClusterForExternal,
+                TrafficPolicy::Cluster,
+                external.clone(),
+            ),
+            (Scope::External, TrafficPolicy::Local, external),
         ],
     }
 }
