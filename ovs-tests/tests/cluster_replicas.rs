@@ -110,6 +110,16 @@ fn start() -> (RaftCluster, Lab) {
     (raft, lab)
 }
 
+/// Waits until the lab's switches settle with every replica running; returns the replicas,
+/// each node's master, n1's master, and the other replicas.
+fn settled_on_n1(lab: &Lab) -> (Vec<usize>, BTreeMap<String, usize>, usize, Vec<usize>) {
+    let all: Vec<usize> = (0..REPLICAS).collect();
+    let masters = wait_settled(lab, &all);
+    let victim = masters["n1"];
+    let survivors = all.iter().copied().filter(|i| *i != victim).collect();
+    (all, masters, victim, survivors)
+}
+
 /// [`wait_settled`] among `survivors`, calling `undo` (which lets a stopped or cut-off
 /// replica go again) before failing.
 fn settled_or_undo(lab: &Lab, survivors: &[usize], undo: &dyn Fn()) -> BTreeMap<String, usize> {
@@ -219,15 +229,12 @@ fn three_replicas_share_three_nodes_and_a_killed_or_restarted_replica_fails_no_c
 #[test]
 fn a_frozen_replica_hands_every_node_over_and_wakes_without_a_write() {
     let (raft, lab) = start();
-    let all: Vec<usize> = (0..REPLICAS).collect();
-    let masters = wait_settled(&lab, &all);
-    let victim = masters["n1"];
+    let (all, masters, victim, survivors) = settled_on_n1(&lab);
     let held: Vec<&str> = NODES
         .iter()
         .copied()
         .filter(|n| masters[*n] == victim)
         .collect();
-    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != victim).collect();
     let probes = lab.pod("n1-a").unwrap().connection_loop(VIP).unwrap();
     let frozen_replica = lab.replica(victim).unwrap();
     frozen_replica.signal("STOP").unwrap();
@@ -316,10 +323,7 @@ fn a_frozen_replica_hands_every_node_over_and_wakes_without_a_write() {
 #[test]
 fn a_replica_cut_off_from_every_switch_loses_its_nodes_to_the_others() {
     let (raft, lab) = start();
-    let all: Vec<usize> = (0..REPLICAS).collect();
-    let masters = wait_settled(&lab, &all);
-    let victim = masters["n1"];
-    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != victim).collect();
+    let (all, _, victim, survivors) = settled_on_n1(&lab);
     let probes = lab.pod("n1-a").unwrap().connection_loop(VIP).unwrap();
     lab.cut_replica(victim, true).unwrap();
     let cut = Instant::now();

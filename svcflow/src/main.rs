@@ -21,6 +21,33 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Whether `-o FORMAT` asks for JSON (`json`) or the command's own `text` form; anything
+/// else is a usage error (exit 2).
+fn output(command: &str, format: &str, text: &str) -> Result<bool, ExitCode> {
+    match format {
+        "json" => Ok(true),
+        f if f == text => Ok(false),
+        other => {
+            eprintln!("svcflow {command}: -o {other}: expected {text} or json");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Prints `result`'s text, or its error after `svcflow COMMAND:` (exit 1).
+fn print_or_fail(command: &str, result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(text) => {
+            let _ = write!(std::io::stdout(), "{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("svcflow {command}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match cli.command {
@@ -56,65 +83,36 @@ fn main() -> ExitCode {
         cli::Command::Ofp(cli::OfpCommand::DumpGroups(args)) => {
             print_from_switch("dump-groups", dump::dump_groups(&args.target))
         }
-        cli::Command::Store(command) => match store::run(&command) {
-            Ok(text) => {
-                let _ = write!(std::io::stdout(), "{text}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("svcflow store: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        cli::Command::Store(command) => print_or_fail("store", store::run(&command)),
         cli::Command::Get(cli::GetCommand::Services(args)) => {
-            let json = match args.output.as_str() {
-                "json" => true,
-                "table" => false,
-                other => {
-                    eprintln!("svcflow get: -o {other}: expected table or json");
-                    return ExitCode::from(2);
-                }
+            let json = match output("get", &args.output, "table") {
+                Ok(json) => json,
+                Err(code) => return code,
             };
-            match get::services(
-                &args.daemon.rest,
-                args.daemon.auth.as_deref(),
-                args.name.as_deref(),
-                json,
-            ) {
-                Ok(text) => {
-                    let _ = write!(std::io::stdout(), "{text}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("svcflow get: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            print_or_fail(
+                "get",
+                get::services(
+                    &args.daemon.rest,
+                    args.daemon.auth.as_deref(),
+                    args.name.as_deref(),
+                    json,
+                ),
+            )
         }
         cli::Command::Plan(args) => {
-            let json = match args.output.as_str() {
-                "json" => true,
-                "text" => false,
-                other => {
-                    eprintln!("svcflow plan: -o {other}: expected text or json");
-                    return ExitCode::from(2);
-                }
+            let json = match output("plan", &args.output, "text") {
+                Ok(json) => json,
+                Err(code) => return code,
             };
-            match plan::plan(
-                &args.daemon.rest,
-                args.daemon.auth.as_deref(),
-                args.node.as_deref(),
-                json,
-            ) {
-                Ok(text) => {
-                    let _ = write!(std::io::stdout(), "{text}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("svcflow plan: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            print_or_fail(
+                "plan",
+                plan::plan(
+                    &args.daemon.rest,
+                    args.daemon.auth.as_deref(),
+                    args.node.as_deref(),
+                    json,
+                ),
+            )
         }
         cli::Command::Render(args) => {
             let text = match std::fs::read_to_string(&args.file) {

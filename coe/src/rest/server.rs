@@ -453,6 +453,7 @@ fn router(shared: AppState, max_body: usize) -> Router {
         })
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(shared.clone(), budgeted))
+        .layer(middleware::from_fn_with_state(shared.clone(), refusing))
         .layer(middleware::map_response(restconf_bodies))
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
         .layer(middleware::map_response_with_state(
@@ -546,14 +547,6 @@ async fn read(
 
 /// Validates, logs (fsync) and applies a change off the async threads, then publishes.
 async fn write(s: AppState, change: Change, ok: StatusCode, location: Option<String>) -> Response {
-    if let Some(why) = &s.refuse_writes {
-        return restconf_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "operation-not-supported",
-            None,
-            why,
-        );
-    }
     let durable = match &s.backing {
         Backing::Local(d) => d.clone(),
         Backing::Replicated(r) => {
@@ -777,6 +770,20 @@ async fn authenticate(State(s): State<AppState>, req: Request, next: Next) -> Re
         }
     }
     next.run(req).await
+}
+
+/// Refuses every write to the config tree when writes are refused, before its body is read.
+async fn refusing(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let write = matches!(req.method().as_str(), "PUT" | "POST" | "DELETE");
+    match &s.refuse_writes {
+        Some(why) if write && req.uri().path().starts_with("/restconf/config/") => restconf_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "operation-not-supported",
+            None,
+            why,
+        ),
+        _ => next.run(req).await,
+    }
 }
 
 /// Reserves room for the request's body in the shared budget, holding it until the answer;

@@ -71,7 +71,21 @@ struct Seat {
     held_since: Option<Instant>,
 }
 
+/// The holder and REST address of a Lease as seen: what the operational view shows.
+fn holder_of(seen: &Option<(NodeLease, Instant)>) -> Option<(&str, Option<&str>)> {
+    let (lease, _) = seen.as_ref()?;
+    Some((lease.holder.as_deref()?, lease.rest.as_deref()))
+}
+
 impl Seat {
+    /// Records `seen` as the Lease's last version; whether its holder or REST address changed.
+    fn see(&mut self, seen: Option<(NodeLease, Instant)>) -> bool {
+        let before = holder_of(&self.seen).map(|(h, r)| (h.to_string(), r.map(str::to_string)));
+        self.seen = seen;
+        let after = holder_of(&self.seen);
+        before.as_ref().map(|(h, r)| (h.as_str(), r.as_deref())) != after
+    }
+
     /// The Lease as last seen, if this replica holds it.
     fn held(&self) -> Option<&NodeLease> {
         self.held_since?;
@@ -95,6 +109,8 @@ pub(crate) struct Book {
     duration: Duration,
     /// Whether the watch has listed once: until then a missing Lease may exist.
     listed: bool,
+    /// Whether a Lease's holder changed since [`Book::changed_holders`] last said.
+    holders_changed: bool,
     seats: BTreeMap<String, Seat>,
 }
 
@@ -105,6 +121,7 @@ impl Book {
             me,
             duration,
             listed: false,
+            holders_changed: false,
             seats: BTreeMap::new(),
         }
     }
@@ -173,7 +190,9 @@ impl Book {
 
     /// The node left: forget it (the caller gave its Lease up first).
     pub(crate) fn forget(&mut self, node: &str) {
-        self.seats.remove(node);
+        if let Some(seat) = self.seats.remove(node) {
+            self.holders_changed |= holder_of(&seat.seen).is_some();
+        }
     }
 
     /// The watch listed every Lease.
@@ -186,7 +205,7 @@ impl Book {
         }
         for (node, seat) in &mut self.seats {
             if !listed.contains(node) {
-                seat.seen = None;
+                self.holders_changed |= seat.see(None);
                 if seat.held_since.take().is_some() {
                     out.push(Outcome::Lost(node.clone()));
                 }
@@ -207,7 +226,7 @@ impl Book {
         let node = lease.node.clone();
         let changed = seat.seen.as_ref().is_none_or(|(old, _)| *old != lease);
         if changed {
-            seat.seen = Some((lease, now));
+            self.holders_changed |= seat.see(Some((lease, now)));
         }
         if seat.held_since.is_some() && !ours {
             seat.held_since = None;
@@ -216,12 +235,12 @@ impl Book {
         vec![]
     }
 
-    /// The Lease of a node was deleted.
+    /// The Lease of a node was deleted (or a read found none).
     pub(crate) fn deleted(&mut self, node: &str) -> Vec<Outcome> {
         let Some(seat) = self.seats.get_mut(node) else {
             return vec![];
         };
-        seat.seen = None;
+        self.holders_changed |= seat.see(None);
         match seat.held_since.take() {
             Some(_) => vec![Outcome::Lost(node.to_string())],
             None => vec![],
@@ -234,7 +253,7 @@ impl Book {
         let epoch = lease.epoch;
         let seat = self.seats.entry(node.clone()).or_default();
         let was_held = seat.held_since.is_some();
-        seat.seen = Some((lease, now));
+        self.holders_changed |= seat.see(Some((lease, now)));
         seat.steal = false;
         seat.not_before = None;
         if !seat.want {
@@ -262,11 +281,6 @@ impl Book {
                 vec![]
             }
         }
-    }
-
-    /// A read found no Lease for `node`.
-    pub(crate) fn absent(&mut self, node: &str) -> Vec<Outcome> {
-        self.deleted(node)
     }
 
     /// Whether the Lease as seen is free for this replica to take at `now`.
@@ -357,14 +371,19 @@ impl Book {
         self.seats
             .iter()
             .filter_map(|(node, seat)| {
-                let (lease, _) = seat.seen.as_ref()?;
-                let holder = lease.holder.clone()?;
+                let (holder, rest) = holder_of(&seat.seen)?;
                 Some((
                     node.clone(),
-                    (holder, lease.rest.clone().unwrap_or_default()),
+                    (holder.to_string(), rest.unwrap_or_default().to_string()),
                 ))
             })
             .collect()
+    }
+
+    /// [`Book::holders`], only when a holder changed since it was last asked (a renewal
+    /// changes none, so the map is not rebuilt for each).
+    pub(crate) fn changed_holders(&mut self) -> Option<BTreeMap<String, (String, String)>> {
+        std::mem::take(&mut self.holders_changed).then(|| self.holders())
     }
 }
 
@@ -410,7 +429,9 @@ pub(crate) async fn run(
                 break;
             }
         }
-        masters.set_leases(book.holders());
+        if let Some(holders) = book.changed_holders() {
+            masters.set_leases(holders);
+        }
         super::election::announce(&election, &mut announced, &changes);
         let wake = [election.next_deadline(now), book.next_deadline(now)]
             .into_iter()
@@ -523,7 +544,7 @@ async fn execute(leases: &Leases, book: &mut Book, election: &mut Election, ops:
                 let now = Instant::now();
                 let outcomes = match bounded(book, leases.get(&node)).await {
                     Ok(Some(lease)) => book.seen(lease, now),
-                    Ok(None) => book.absent(&node),
+                    Ok(None) => book.deleted(&node),
                     Err(e) => {
                         tracing::info!("node {node}: reading its lease: {e}");
                         vec![]
