@@ -557,6 +557,7 @@ pub(crate) async fn run(
     );
     let mut locks: BTreeMap<String, String> = BTreeMap::new();
     let mut announced: BTreeMap<String, u64> = BTreeMap::new();
+    let mut first_member = true;
     loop {
         // Until nothing is left to do: a lock granted at once is claimed at once.
         let mut now = Instant::now();
@@ -604,7 +605,13 @@ pub(crate) async fn run(
                 }
                 Some(ClientEvent::Member(member)) => {
                     tracing::info!("election: using {member}");
-                    election.disconnected();
+                    // A later member is a new session: the locks of the old one are gone.
+                    // The first one follows no session, so it takes nothing away; and since
+                    // this loop reads events only between its calls, a lock granted by the
+                    // first session may already be counted when its Member event is read.
+                    if !std::mem::replace(&mut first_member, false) {
+                        election.disconnected();
+                    }
                 }
                 Some(ClientEvent::Connected) => {
                     if !masters.has_rows() {
