@@ -3,7 +3,7 @@
 //! Pure (no socket, no clock, deterministic): `model` (plain data fed by the inputs),
 //! `desired`, `resolve`, `chain`, `ids`, `shards` (the incremental desired state, and the
 //! renders nodes share), `plan`, `apply` (steps as OpenFlow messages), `flow`, `pipeline`,
-//! `reject`, `health`, `node_setup` (what a node must hold, as OVSDB operations and host
+//! `reject`, `trace` (a live trace's probe, temporary flows and report), `health`, `node_setup` (what a node must hold, as OVSDB operations and host
 //! commands, computed, not run), `config` and `scenario`.
 //!
 //! I/O, through an [`openflow::driver::SwitchHandle`] the caller owns: `engine` (sends a
@@ -28,3 +28,4 @@ pub mod reject;
 pub mod resolve;
 pub mod scenario;
 pub mod shards;
+pub mod trace;

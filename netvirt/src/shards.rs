@@ -810,6 +810,14 @@ impl Shards {
         self.flow_owners.is_empty() && self.group_owners.is_empty()
     }
 
+    /// Every desired flow, in table order.
+    pub fn flows(&self) -> impl Iterator<Item = (&FlowKey, &FlowEntry)> + Clone + '_ {
+        self.flow_owners.iter().filter_map(|(key, owners)| {
+            let entry = self.entry(owners.first()?, key)?;
+            Some((&**key, entry))
+        })
+    }
+
     /// The desired entry of one flow.
     pub fn flow(&self, key: &FlowKey) -> Option<&FlowEntry> {
         let owner = self.flow_owners.get(key)?.first()?;

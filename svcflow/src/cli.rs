@@ -47,6 +47,33 @@ pub enum Command {
     /// from the switches and the current model, as an `ovs-ofctl bundle` file; nothing is
     /// changed.
     Plan(PlanArgs),
+    /// Live packet trace: inject a tagged probe into a node's switch from a pod (or an
+    /// address beyond the uplink) to IP:PORT, and print the path it took (classifier,
+    /// service, bucket, NAT, output or drop) in `ovs-ofctl` terms.
+    Trace(TraceArgs),
+}
+
+/// `svcflow trace` arguments.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The node whose switch the probe enters.
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+    /// The source: a pod (`NAMESPACE/NAME`) or an IPv4 address (a pod's, else a host beyond
+    /// the node's uplink).
+    #[arg(long, value_name = "POD|IP")]
+    pub from: String,
+    /// The destination.
+    #[arg(long, value_name = "IP:PORT")]
+    pub to: String,
+    /// `tcp` (a SYN) or `udp`.
+    #[arg(long, value_name = "PROTO", default_value = "tcp")]
+    pub proto: String,
+    #[command(flatten)]
+    pub daemon: DaemonRest,
+    /// `text` (the default) or `json`.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "text")]
+    pub output: String,
 }
 
 /// Where the commands that ask the daemon reach its REST northbound.
@@ -465,7 +492,8 @@ mod tests {
             | Command::Store(_)
             | Command::Render(_)
             | Command::Plan(_)
-            | Command::Get(_) => {
+            | Command::Get(_)
+            | Command::Trace(_) => {
                 unreachable!("svcflow run")
             }
         }

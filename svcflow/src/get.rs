@@ -154,6 +154,18 @@ fn table(services: &[Value]) -> String {
 
 /// GET `path` from `rest` (`http://HOST:PORT`); the body of a 200, else the answer's error.
 pub(crate) fn get(rest: &str, path: &str, auth: Option<&str>) -> Result<Vec<u8>, String> {
+    call(rest, "GET", path, auth, None)
+}
+
+/// One request (a JSON body for POST), and the body of its 200 answer, else the RESTCONF
+/// error's message.
+pub(crate) fn call(
+    rest: &str,
+    method: &str,
+    path: &str,
+    auth: Option<&str>,
+    body: Option<&[u8]>,
+) -> Result<Vec<u8>, String> {
     let host = rest
         .strip_prefix("http://")
         .ok_or_else(|| format!("{rest}: expected http://HOST:PORT"))?
@@ -164,10 +176,17 @@ pub(crate) fn get(rest: &str, path: &str, auth: Option<&str>) -> Result<Vec<u8>,
     let auth = auth
         .map(|a| format!("Authorization: {a}\r\n"))
         .unwrap_or_default();
+    let content = body.map_or_else(String::new, |b| {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        )
+    });
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Accept: application/json\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}{content}Accept: application/json\r\nConnection: close\r\n\r\n"
     )
+    .and_then(|()| stream.write_all(body.unwrap_or_default()))
     .map_err(|e| format!("{host}: {e}"))?;
     let mut raw = Vec::new();
     stream

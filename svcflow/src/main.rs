@@ -9,6 +9,7 @@ mod node_setup;
 mod ofp;
 mod plan;
 mod store;
+mod trace;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -110,6 +111,34 @@ fn main() -> ExitCode {
                     &args.daemon.rest,
                     args.daemon.auth.as_deref(),
                     args.node.as_deref(),
+                    json,
+                ),
+            )
+        }
+        cli::Command::Trace(args) => {
+            let json = match output("trace", &args.output, "text") {
+                Ok(json) => json,
+                Err(code) => return code,
+            };
+            let protocol = match trace::proto(&args.proto) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("svcflow trace: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let request = netvirt::trace::TraceRequest {
+                node: args.node,
+                from: args.from,
+                to: args.to,
+                protocol,
+            };
+            print_or_fail(
+                "trace",
+                trace::trace(
+                    &args.daemon.rest,
+                    args.daemon.auth.as_deref(),
+                    request,
                     json,
                 ),
             )

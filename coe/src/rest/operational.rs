@@ -1,8 +1,8 @@
 //! The operational view: what the controller actually installed for each service, with
-//! counters, and the dry-run plan: what it would change on each switch now. The daemon
-//! implements [`OperationalSource`]; the server serves its answers at
-//! `GET /restconf/operational/service:service-information` and
-//! `GET /restconf/operational/svcflow:plan`.
+//! counters, the dry-run plan: what it would change on each switch now, and the live packet
+//! trace. The daemon implements [`OperationalSource`]; the server serves its answers at
+//! `GET /restconf/operational/service:service-information`,
+//! `GET /restconf/operational/svcflow:plan` and `POST /restconf/operations/svcflow:trace`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,6 +30,41 @@ pub trait OperationalSource: Send + Sync + 'static {
     fn plan(&self, node: Option<String>) -> BoxFuture<'_, Result<Vec<NodePlan>, String>> {
         let _ = node;
         Box::pin(async { Err("this controller does not plan".to_string()) })
+    }
+
+    /// Traces a probe through a node's switch (`netvirt::trace`).
+    fn trace(
+        &self,
+        request: netvirt::trace::TraceRequest,
+    ) -> BoxFuture<'_, Result<netvirt::trace::TraceReport, TraceFailure>> {
+        let _ = request;
+        Box::pin(async {
+            Err(TraceFailure::Unavailable(
+                "this controller does not trace".to_string(),
+            ))
+        })
+    }
+}
+
+/// Why a trace was not run, as the REST answer's status says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceFailure {
+    /// The request names no valid source or destination (400).
+    Invalid(String),
+    /// The node is not in the model (404).
+    NotFound(String),
+    /// This controller does not serve the node's switch now, or every trace tag is in use, or
+    /// the switch refused the temporary flows (503).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for TraceFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TraceFailure::Invalid(s) | TraceFailure::NotFound(s) | TraceFailure::Unavailable(s) => {
+                f.write_str(s)
+            }
+        }
     }
 }
 

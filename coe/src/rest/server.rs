@@ -57,6 +57,9 @@ pub const OPENAPI_PATH: &str = "/openapi.json";
 pub const OPERATIONAL_PATH: &str = "/restconf/operational/service:service-information";
 /// Where the dry-run plan is served (`/{node}` below it for one node).
 pub const PLAN_PATH: &str = "/restconf/operational/svcflow:plan";
+/// Where the live packet trace is asked for (a RESTCONF operation: `{"input": {…}}` in,
+/// `{"output": {…}}` out).
+pub const TRACE_PATH: &str = "/restconf/operations/svcflow:trace";
 
 /// What the northbound publishes after accepted writes (and once at startup).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -433,6 +436,7 @@ fn router(shared: AppState, max_body: usize) -> Router {
             .route(&kind.item_path_template(), item_routes(kind));
     }
     r.route(PLAN_PATH, get(plan_all))
+        .route(TRACE_PATH, axum::routing::post(trace))
         .route(&format!("{PLAN_PATH}/{{node}}"), get(plan_one))
         .route(OPERATIONAL_PATH, get(operational_all))
         .route(
@@ -719,6 +723,55 @@ async fn plan(s: AppState, node: Option<String>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             "operation-failed",
             None,
+            &e,
+        ),
+    }
+}
+
+/// Runs a live trace: `{"input": {"node", "from", "to", "protocol"}}`.
+async fn trace(State(s): State<AppState>, h: HeaderMap, b: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Input {
+        input: netvirt::trace::TraceRequest,
+    }
+    if let Err(e) = json_body(&h) {
+        return request_error(&e);
+    }
+    let input: Input = match serde_json::from_slice(&b) {
+        Ok(i) => i,
+        Err(e) => {
+            return restconf_error(
+                StatusCode::BAD_REQUEST,
+                "malformed-message",
+                Some("svcflow:trace"),
+                &super::error::excerpt(&format!("the trace's input: {e}")),
+            );
+        }
+    };
+    use super::operational::TraceFailure;
+    match s.operational.trace(input.input).await {
+        Ok(report) => (
+            StatusCode::OK,
+            axum::Json(json!({ "svcflow:output": report })),
+        )
+            .into_response(),
+        Err(TraceFailure::Invalid(e)) => restconf_error(
+            StatusCode::BAD_REQUEST,
+            "invalid-value",
+            Some("svcflow:trace"),
+            &e,
+        ),
+        Err(TraceFailure::NotFound(e)) => restconf_error(
+            StatusCode::NOT_FOUND,
+            "data-missing",
+            Some("svcflow:trace"),
+            &e,
+        ),
+        Err(TraceFailure::Unavailable(e)) => restconf_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "operation-failed",
+            Some("svcflow:trace"),
             &e,
         ),
     }

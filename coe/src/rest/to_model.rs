@@ -488,7 +488,7 @@ fn service(s: &types::Service, key: ServiceKey) -> Service {
             _ => TrafficPolicy::Cluster,
         },
         internal_traffic_policy: TrafficPolicy::Cluster,
-        lb_source_ranges: Vec::new(),
+        lb_source_ranges: s.load_balancer_source_ranges.clone(),
         health_check_node_port: None,
         topology: Default::default(),
         traffic_distribution: Default::default(),

@@ -183,6 +183,10 @@ pub struct Service {
     /// svcflow's extension: `externalTrafficPolicy`, `Cluster` (absent) or `Local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_traffic_policy: Option<String>,
+    /// svcflow's extension: `spec.loadBalancerSourceRanges`, the only sources that reach the
+    /// load-balancer ingress addresses (none: every source).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_balancer_source_ranges: Vec<ipnet::IpNet>,
 }
 
 impl Service {

@@ -44,6 +44,11 @@ pub(crate) enum Query {
     /// The dry-run plan: what a sync would change on the live switch now, as the lines of an
     /// `ovs-ofctl bundle` file.
     Plan(oneshot::Sender<Result<Vec<String>, String>>),
+    /// A trace's temporary flows for this node, and its probe if it enters here.
+    Trace(
+        Box<super::trace::Ask>,
+        oneshot::Sender<Result<super::trace::Prepared, coe::rest::operational::TraceFailure>>,
+    ),
 }
 
 /// What a node's task needs.
@@ -220,6 +225,19 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                             model: model.clone(),
                         });
                     }
+                }
+                Query::Trace(ask, reply) => {
+                    let model = p.models.borrow().clone();
+                    let bindings = p.bindings.borrow().clone();
+                    let prepared = super::trace::prepare(
+                        &node,
+                        &model,
+                        bindings.as_ref(),
+                        &engine,
+                        &p.config,
+                        &ask,
+                    );
+                    let _ = reply.send(prepared);
                 }
                 Query::Plan(reply) => {
                     // Read and diffed off this loop: a plan never delays a sync.

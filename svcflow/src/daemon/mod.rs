@@ -28,6 +28,7 @@ mod operational;
 mod reconcile;
 mod role;
 mod switches;
+mod trace;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -170,6 +171,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             models: operational_models.clone(),
             masters: replicated.then(|| (me.target.clone(), masters.clone())),
             bridge: NodeSetup::default().bridge,
+            traces: Default::default(),
         });
     let nb = tokio::task::spawn_blocking(move || Northbound::open(&rest, operational))
         .await

@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 use coe::rest::Published;
 use coe::rest::operational::{
     BoxFuture, BucketState, FlowState, GroupState, NodePlan, OperationalSource, ServiceState,
-    Unreported,
+    TraceFailure, Unreported,
 };
 use netvirt::desired::ServicePortState;
 use netvirt::flow::{DumpFlow, FlowEntry, FlowKey};
@@ -51,6 +51,8 @@ pub(crate) struct Operational {
     pub masters: Option<(String, super::election::Masters)>,
     /// The nodes' bridge, as plans name it.
     pub bridge: String,
+    /// The tags of the traces running.
+    pub traces: super::trace::Tags,
 }
 
 impl OperationalSource for Operational {
@@ -114,6 +116,47 @@ impl OperationalSource for Operational {
                 });
             }
             Ok(plans)
+        })
+    }
+
+    fn trace(
+        &self,
+        request: netvirt::trace::TraceRequest,
+    ) -> BoxFuture<'_, Result<netvirt::trace::TraceReport, TraceFailure>> {
+        Box::pin(async move {
+            let views: Vec<(String, NodeView)> = match self.installed.read() {
+                Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                Err(_) => {
+                    return Err(TraceFailure::Unavailable(
+                        "operational state is unavailable".to_string(),
+                    ));
+                }
+            };
+            if !views.iter().any(|(n, _)| *n == request.node) {
+                let known = self
+                    .models
+                    .get()
+                    .is_some_and(|m| m.borrow().model.nodes.contains_key(&request.node));
+                let node = coe::rest::error::excerpt(&request.node);
+                if !known {
+                    return Err(TraceFailure::NotFound(format!(
+                        "no node `{node}` in the model"
+                    )));
+                }
+                let why = self
+                    .unreported()
+                    .into_iter()
+                    .find(|u| u.node == request.node)
+                    .map_or_else(
+                        || "switch not connected or not synced yet".to_string(),
+                        |u| match u.rest {
+                            Some(rest) => format!("{}; ask {rest}", u.reason),
+                            None => u.reason,
+                        },
+                    );
+                return Err(TraceFailure::Unavailable(format!("node {node}: {why}")));
+            }
+            super::trace::run(views, &self.traces, request).await
         })
     }
 

@@ -207,6 +207,7 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
         ingress_ips: f.ips("ingress-ip-address")?,
         service_ports,
         endpoints,
+        load_balancer_source_ranges: f.nets("load-balancer-source-ranges")?,
         external_traffic_policy: match f.string("external-traffic-policy")?.as_str() {
             "" | "Cluster" => None,
             "Local" => Some("Local".to_string()),
@@ -498,6 +499,27 @@ impl<'a> Fields<'a> {
                 "expected an IP address",
             )),
         }
+    }
+
+    /// A leaf-list of address ranges (`ADDRESS/PREFIX`), without repeats.
+    fn nets(&self, key: &str) -> Result<Vec<ipnet::IpNet>, RequestError> {
+        let mut nets = Vec::new();
+        for (i, v) in self.list(key)?.iter().enumerate() {
+            let at = || format!("{}[{i}]", self.at(key));
+            let s = v
+                .as_str()
+                .ok_or_else(|| RequestError::invalid(at(), "expected ADDRESS/PREFIX"))?;
+            let net: ipnet::IpNet = s.parse().map_err(|_| {
+                RequestError::invalid(
+                    at(),
+                    format!("`{}` is not an address range (ADDRESS/PREFIX)", excerpt(s)),
+                )
+            })?;
+            if !nets.contains(&net) {
+                nets.push(net);
+            }
+        }
+        Ok(nets)
     }
 
     /// A leaf-list of addresses (a single string is taken as a list of one); `""` is skipped.
