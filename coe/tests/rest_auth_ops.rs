@@ -141,6 +141,9 @@ impl OperationalSource for Stub {
                 uid: "s1".into(),
                 namespace: "default".into(),
                 name: "web".into(),
+                cluster_ips: vec!["10.96.0.1".into()],
+                external_ips: vec![],
+                ports: vec!["80/TCP".into()],
                 groups: vec![GroupState {
                     node: "worker1".into(),
                     group_id: 7,
@@ -343,7 +346,7 @@ async fn openapi_document_is_served_kept_in_docs_and_covers_every_route() {
 
     // Every documented path and method is routed.
     let paths = served["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 13);
+    assert_eq!(paths.len(), 17);
     for (path, ops) in paths {
         let concrete = path.replace("{uid}", "x").replace("{node}", "x");
         for method in ["get", "put", "post", "delete"] {

@@ -106,12 +106,15 @@ pub enum GetCommand {
     /// Services as installed: per node, the group, its endpoints with their bucket's packet
     /// count, and the counters.
     Services(GetArgs),
+    /// Nodes: the switch's connection, this daemon's OpenFlow role on it, flows and groups,
+    /// and the last sync (`-o json`: with the last few syncs).
+    Nodes(GetArgs),
 }
 
 /// `svcflow get` arguments.
 #[derive(Debug, Args)]
 pub struct GetArgs {
-    /// One service: `NAMESPACE/NAME` or its uid.
+    /// One service (`NAMESPACE/NAME` or its uid), or one node (its name).
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
     #[command(flatten)]

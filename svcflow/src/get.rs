@@ -1,5 +1,6 @@
-//! `svcflow get services [NAME]`: the operational view over REST, as a table (like `kubectl
-//! get`) or as JSON. A minimal HTTP/1.1 client: one request, `Connection: close`.
+//! `svcflow get services [NAME]` and `svcflow get nodes [NAME]`: the operational views over
+//! REST, as a table (like `kubectl get`) or as JSON. A minimal HTTP/1.1 client: one request,
+//! `Connection: close`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -8,6 +9,103 @@ use std::time::Duration;
 use serde_json::Value;
 
 const OPERATIONAL: &str = "/restconf/operational/service:service-information";
+const NODES: &str = "/restconf/operational/svcflow:nodes";
+
+/// A `svcflow get` command: the REST URL, the `Authorization` header, one item's name, and
+/// whether to print JSON.
+pub type Getter = fn(&str, Option<&str>, Option<&str>, bool) -> Result<String, String>;
+
+/// The nodes (one, when `name` is given) as a table, or as the JSON the northbound answered
+/// with `json`.
+pub fn nodes(
+    rest: &str,
+    auth: Option<&str>,
+    name: Option<&str>,
+    json: bool,
+) -> Result<String, String> {
+    let path = match name {
+        Some(n) => format!("{NODES}/{}", path_segment(n)),
+        None => NODES.to_string(),
+    };
+    let body = get(rest, &path, auth)?;
+    let value: Value =
+        serde_json::from_slice(&body).map_err(|e| format!("{rest}{path}: not JSON: {e}"))?;
+    let nodes = value["svcflow:nodes"]["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if json {
+        return serde_json::to_string_pretty(&nodes)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string());
+    }
+    Ok(nodes_table(&nodes))
+}
+
+/// `s` percent-encoded for a URL path segment (all but unreserved characters).
+fn path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// One row per node, then a line per node another replica masters, with where to ask.
+fn nodes_table(nodes: &[Value]) -> String {
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    let count = |v: &Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
+    let mut rows = vec![
+        [
+            "NAME",
+            "SWITCH",
+            "ROLE",
+            "FLOWS",
+            "GROUPS",
+            "LAST SYNC",
+            "REVISION",
+            "TOOK",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    let mut elsewhere = Vec::new();
+    for n in nodes {
+        let switch = match n["connection"].as_u64() {
+            Some(c) if n["switch-connected"] == true => format!("connected ({c})"),
+            _ => "not connected".to_string(),
+        };
+        let mut role = text(&n["role"]);
+        if n["writes"] == true && n["role"] != "master" {
+            role.push_str(" (sole controller)");
+        }
+        let last = &n["last-sync"];
+        rows.push(vec![
+            text(&n["node"]),
+            switch,
+            role,
+            count(&n["flows"]),
+            count(&n["groups"]),
+            last["time"].as_str().unwrap_or("never").to_string(),
+            count(&last["revision"]),
+            last["duration-ms"]
+                .as_f64()
+                .map_or("-".into(), |ms| format!("{ms:.1}ms")),
+        ]);
+        if let (Some(master), Some(rest)) = (n["master"].as_str(), n["rest"].as_str()) {
+            elsewhere.push(format!(
+                "node {} is mastered by another replica ({master}; ask `svcflow get nodes --rest {rest}`)\n",
+                text(&n["node"])
+            ));
+        }
+    }
+    let mut out = align(&rows);
+    out.extend(elsewhere);
+    out
+}
 
 /// The services (one, when `name` is `NAMESPACE/NAME` or a uid) as a table, or as the JSON
 /// the northbound answered with `json`.
@@ -87,20 +185,24 @@ fn unreported(nodes: &Value) -> Vec<String> {
 /// One row per service and node: its group, endpoints (with bucket packet counts) and
 /// counters.
 fn table(services: &[Value]) -> String {
-    let mut rows = vec![[
-        "NAMESPACE".to_string(),
-        "NAME".to_string(),
-        "NODE".to_string(),
-        "GROUP".to_string(),
-        "ENDPOINTS (PACKETS)".to_string(),
-        "PACKETS".to_string(),
-        "BYTES".to_string(),
-    ]];
+    let mut rows = vec![
+        [
+            "NAMESPACE",
+            "NAME",
+            "NODE",
+            "GROUP",
+            "ENDPOINTS (PACKETS)",
+            "PACKETS",
+            "BYTES",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
     for s in services {
         let text = |v: &Value| v.as_str().unwrap_or("").to_string();
         let groups = s["groups"].as_array().cloned().unwrap_or_default();
         if groups.is_empty() {
-            rows.push([
+            rows.push(vec![
                 text(&s["network-NS"]),
                 text(&s["name"]),
                 "-".into(),
@@ -125,7 +227,7 @@ fn table(services: &[Value]) -> String {
                         .collect()
                 })
                 .unwrap_or_default();
-            rows.push([
+            rows.push(vec![
                 text(&s["network-NS"]),
                 text(&s["name"]),
                 text(&g["node"]),
@@ -136,8 +238,19 @@ fn table(services: &[Value]) -> String {
             ]);
         }
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+    align(&rows)
+}
+
+/// The rows as columns three spaces apart, each as wide as its widest cell.
+fn align(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |cell| cell.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {
@@ -281,6 +394,38 @@ mod tests {
             ]
         );
         assert!(unreported(&Value::Null).is_empty());
+    }
+
+    #[test]
+    fn a_nodes_table_has_a_row_per_node_and_says_who_masters_the_others() {
+        let nodes: Vec<Value> = serde_json::from_str(
+            r#"[{"node":"n1","switch-connected":true,"connection":3,"role":"equal",
+               "writes":true,"flows":120,"groups":2,"last-sync":{"time":"2026-11-24T09:41:00.120Z",
+               "revision":5,"result":"ok","duration-ms":12.345},"syncs":[]},
+              {"node":"n2","switch-connected":false,"writes":false,"master":"tcp:10.0.0.2:6653",
+               "rest":"http://10.0.0.2:8181","syncs":[]}]"#,
+        )
+        .unwrap();
+        let t = nodes_table(&nodes);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "NAME   SWITCH          ROLE                      FLOWS   GROUPS   LAST SYNC                  REVISION   TOOK"
+        );
+        assert_eq!(
+            lines[1],
+            "n1     connected (3)   equal (sole controller)   120     2        2026-11-24T09:41:00.120Z   5          12.3ms"
+        );
+        assert_eq!(
+            lines[2],
+            "n2     not connected   -                         -       -        never                      -          -"
+        );
+        assert_eq!(
+            lines[3],
+            "node n2 is mastered by another replica (tcp:10.0.0.2:6653; ask `svcflow get nodes \
+             --rest http://10.0.0.2:8181`)"
+        );
+        assert_eq!(path_segment("a b/c"), "a%20b%2Fc");
     }
 
     #[test]

@@ -85,14 +85,18 @@ fn main() -> ExitCode {
             print_from_switch("dump-groups", dump::dump_groups(&args.target))
         }
         cli::Command::Store(command) => print_or_fail("store", store::run(&command)),
-        cli::Command::Get(cli::GetCommand::Services(args)) => {
+        cli::Command::Get(command) => {
+            let (args, what): (_, get::Getter) = match command {
+                cli::GetCommand::Services(args) => (args, get::services),
+                cli::GetCommand::Nodes(args) => (args, get::nodes),
+            };
             let json = match output("get", &args.output, "table") {
                 Ok(json) => json,
                 Err(code) => return code,
             };
             print_or_fail(
                 "get",
-                get::services(
+                what(
                     &args.daemon.rest,
                     args.daemon.auth.as_deref(),
                     args.name.as_deref(),

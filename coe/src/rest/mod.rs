@@ -7,7 +7,7 @@
 //! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
 //! [`replicated`] (the store in a Raft-clustered ovsdb-server, `--store ovsdb:`),
 //! [`auth`] (credentials), [`limits`] (idle connections and the body budget) and [`server`]
-//! (the axum router and listener).
+//! (the axum router and listener), which also serves [`status_page`] at `/`.
 //!
 //! The daemon calls [`Northbound::open`] with a [`RestConfig`] and an
 //! [`operational::OperationalSource`], subscribes to the [`Published`] models, and serves
@@ -27,6 +27,7 @@ pub mod operational;
 pub mod parse;
 pub mod replicated;
 pub mod server;
+pub mod status_page;
 pub mod store;
 pub mod to_model;
 pub mod transfer;

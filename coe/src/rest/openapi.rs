@@ -80,6 +80,63 @@ pub fn document() -> Value {
         "/restconf/operational/svcflow:plan/{node}".into(),
         json!({ "get": one }),
     );
+    let nodes = |summary: &str, description: &str| {
+        json!({
+            "summary": summary,
+            "tags": ["operational"],
+            "responses": {
+                "200": { "description": description, "content": json_content(json!({
+                    "type": "object",
+                    "properties": { "svcflow:nodes": { "type": "object", "properties": {
+                        "nodes": { "type": "array", "items": schema_ref("NodeState") },
+                    } } }
+                })) },
+                "401": response_ref("Unauthorized"),
+                "503": response_ref("Unavailable"),
+            }
+        })
+    };
+    paths.insert(
+        "/restconf/operational/svcflow:nodes".into(),
+        json!({ "get": nodes("Every node of the model: its switch, this replica's OpenFlow role on it, flows and groups, and its last syncs", "Every node") }),
+    );
+    let mut one = nodes("One node", "The node, alone in the list");
+    one["parameters"] = json!([ { "name": "node", "in": "path", "required": true, "schema": { "type": "string" } } ]);
+    one["responses"]["404"] = response_ref("NotFound");
+    paths.insert(
+        "/restconf/operational/svcflow:nodes/{node}".into(),
+        json!({ "get": one }),
+    );
+    paths.insert(
+        "/restconf/operations/svcflow:trace".into(),
+        json!({ "post": {
+            "summary": "Live packet trace: inject a tagged probe into a node's switch and report the path it took (classifier, service, bucket, NAT, output, drop or refusal) in ovs-ofctl terms",
+            "tags": ["operational"],
+            "requestBody": { "required": true, "content": json_content(json!({
+                "type": "object", "required": ["input"],
+                "properties": { "input": schema_ref("TraceRequest") }
+            })) },
+            "responses": {
+                "200": { "description": "The path", "content": json_content(json!({
+                    "type": "object",
+                    "properties": { "svcflow:output": schema_ref("TraceReport") }
+                })) },
+                "400": response_ref("BadRequest"),
+                "401": response_ref("Unauthorized"),
+                "404": response_ref("NotFound"),
+                "503": response_ref("Unavailable"),
+            }
+        }}),
+    );
+    paths.insert(
+        "/".into(),
+        json!({ "get": {
+            "summary": "The status page: nodes, services and recent syncs as read-only HTML (no script; reloads every 5 s)",
+            "tags": ["operational"],
+            "responses": { "200": { "description": "HTML page", "content": { "text/html": {} } },
+                           "401": response_ref("Unauthorized") }
+        }}),
+    );
     paths.insert(
         "/openapi.json".into(),
         json!({ "get": {
@@ -230,6 +287,8 @@ fn components() -> Value {
                     "description": "minimal form (design document): uids of the pods behind the service" },
                 "external-traffic-policy": { "type": "string", "enum": ["Cluster", "Local"],
                     "description": "svcflow extension: Local keeps traffic from outside on nodes with endpoints, with its source" },
+                "load-balancer-source-ranges": { "type": "array", "items": { "type": "string", "example": "203.0.113.0/24" },
+                    "description": "svcflow extension (spec.loadBalancerSourceRanges): only these sources reach the ingress addresses; others are dropped" },
             } },
             "ServicePort": { "type": "object", "required": ["port"], "properties": {
                 "name": { "type": "string" }, "protocol": protocol, "port": port,
@@ -269,6 +328,11 @@ fn components() -> Value {
             } },
             "ServiceState": { "type": "object", "properties": {
                 "uid": { "type": "string" }, "network-NS": { "type": "string" }, "name": { "type": "string" },
+                "cluster-ips": { "type": "array", "items": { "type": "string" } },
+                "external-ips": { "type": "array", "items": { "type": "string" },
+                    "description": "externalIPs and load-balancer ingress IPs" },
+                "ports": { "type": "array", "items": { "type": "string" },
+                    "description": "as kubectl get services prints them", "example": ["80/TCP", "443:30443/TCP"] },
                 "groups": { "type": "array", "items": schema_ref("GroupState") },
                 "flows": { "type": "array", "items": schema_ref("FlowState") },
                 "packet-count": { "type": "integer" }, "byte-count": { "type": "integer" },
@@ -288,12 +352,60 @@ fn components() -> Value {
                 "master": { "type": "string", "description": "the OpenFlow target of the replica that masters the node" },
                 "rest": { "type": "string", "description": "where that replica serves REST", "example": "http://10.0.0.2:8181" },
             } },
+            "TraceRequest": { "type": "object", "required": ["node", "from", "to"], "properties": {
+                "node": { "type": "string", "description": "the node whose switch the probe enters" },
+                "from": { "type": "string", "description": "a pod (namespace/name), or an IPv4 address: a pod's, else a host beyond the node's uplink", "example": "default/client" },
+                "to": { "type": "string", "description": "IP:PORT", "example": "10.96.0.10:80" },
+                "protocol": { "type": "string", "enum": ["tcp", "udp"], "default": "tcp" },
+            } },
+            "TraceReport": { "type": "object", "properties": {
+                "request": schema_ref("TraceRequest"),
+                "tag": { "type": "integer", "description": "the probe's DSCP value" },
+                "probe": { "type": "string", "description": "the probe as ovs-ofctl prints packets" },
+                "in_port": { "type": "integer" },
+                "hops": { "type": "array", "items": { "type": "object", "properties": {
+                    "node": { "type": "string" }, "table": { "type": "integer" },
+                    "role": { "type": "string", "enum": ["classifier", "arrived", "service", "onward", "output", "drop", "refuse"] },
+                    "flow": { "type": "string", "description": "the flow the probe met, as ovs-ofctl dump-flows prints it" },
+                    "packet": { "type": "string", "description": "the packet there (after any NAT)" },
+                    "metadata": { "type": "string", "description": "registers and tunnel fields reported with it" },
+                    "note": { "type": "string" },
+                } } },
+                "outcome": { "type": "string", "enum": ["delivered", "dropped", "refused", "forwarded", "lost"] },
+                "result": { "type": "string" },
+                "nat": { "type": "string", "nullable": true },
+                "unwatched": { "type": "array", "items": { "type": "string" } },
+            } },
             "NodePlan": { "type": "object", "required": ["node", "bridge", "changes"], "properties": {
                 "node": { "type": "string" },
                 "bridge": { "type": "string", "example": "br-int" },
                 "changes": { "type": "array", "items": { "type": "string" },
                     "description": "in order, as the lines of an `ovs-ofctl bundle` file; empty when the switch holds the model",
                     "example": ["flow add cookie=0x5f00000000000001, table=40, priority=100,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:1"] },
+            } },
+            "NodeState": { "type": "object", "required": ["node", "switch-connected", "writes", "syncs"], "properties": {
+                "node": { "type": "string" },
+                "switch-connected": { "type": "boolean" },
+                "connection": { "type": "integer", "description": "the switch's connection number, while connected" },
+                "role": { "type": "string", "enum": ["master", "slave", "equal", "unknown"],
+                    "description": "this replica's OpenFlow role, as the switch answers a role request now; absent while not connected" },
+                "writes": { "type": "boolean", "description": "whether this replica writes to the switch: its task for the node runs and has synced it at least once" },
+                "master": { "type": "string", "description": "the OpenFlow target of the replica that masters the node, when another does" },
+                "rest": { "type": "string", "description": "where that replica serves REST" },
+                "flows": { "type": "integer", "description": "flows desired, as of this replica's last successful sync" },
+                "groups": { "type": "integer", "description": "groups desired, as of that sync" },
+                "last-sync": schema_ref("SyncState"),
+                "syncs": { "type": "array", "items": schema_ref("SyncState"), "description": "the last 10, newest first" },
+            } },
+            "SyncState": { "type": "object", "required": ["time", "revision", "result"], "properties": {
+                "time": { "type": "string", "format": "date-time", "example": "2026-11-24T09:41:00.120Z" },
+                "revision": { "type": "integer" },
+                "result": { "type": "string", "enum": ["ok", "failed"] },
+                "duration-ms": { "type": "number", "description": "successful syncs: from the start of the render to the switch's barrier" },
+                "error": { "type": "string" },
+                "flows-added": { "type": "integer" }, "flows-modified": { "type": "integer" },
+                "flows-deleted": { "type": "integer" }, "groups-changed": { "type": "integer" },
+                "conntrack-flushed": { "type": "integer" },
             } },
             "FlowState": { "type": "object", "properties": {
                 "node": { "type": "string" }, "table-id": { "type": "integer" }, "priority": { "type": "integer" },

@@ -2,7 +2,8 @@
 //! counters, the dry-run plan: what it would change on each switch now, and the live packet
 //! trace. The daemon implements [`OperationalSource`]; the server serves its answers at
 //! `GET /restconf/operational/service:service-information`,
-//! `GET /restconf/operational/svcflow:plan` and `POST /restconf/operations/svcflow:trace`.
+//! `GET /restconf/operational/svcflow:plan` and `POST /restconf/operations/svcflow:trace`,
+//! and the nodes (switch, role, syncs) at `GET /restconf/operational/svcflow:nodes`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,6 +31,12 @@ pub trait OperationalSource: Send + Sync + 'static {
     fn plan(&self, node: Option<String>) -> BoxFuture<'_, Result<Vec<NodePlan>, String>> {
         let _ = node;
         Box::pin(async { Err("this controller does not plan".to_string()) })
+    }
+
+    /// Every node of the model: its switch connection, this controller's OpenFlow role on
+    /// it, what is installed and the last syncs. `Err` becomes a 503.
+    fn nodes(&self) -> BoxFuture<'_, Result<Vec<NodeState>, String>> {
+        Box::pin(async { Err("this controller does not report nodes".to_string()) })
     }
 
     /// Traces a probe through a node's switch (`netvirt::trace`).
@@ -66,6 +73,73 @@ impl std::fmt::Display for TraceFailure {
             }
         }
     }
+}
+
+/// One node, as the controller serves it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NodeState {
+    /// The node.
+    pub node: String,
+    /// Whether its switch is connected to this controller.
+    pub switch_connected: bool,
+    /// The switch's connection number (it changes at each reconnection), while connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection: Option<u64>,
+    /// This controller's OpenFlow role on the switch, as the switch answers a role request
+    /// now: `master`, `slave`, `equal` (a sole controller that never asked for a role), or
+    /// `unknown` (no answer); absent while the switch is not connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Whether this controller writes to the switch: its task for the node runs and has
+    /// synced the switch at least once.
+    pub writes: bool,
+    /// The replica that masters the node's switch (its OpenFlow target), when another does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub master: Option<String>,
+    /// Where that replica serves REST.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rest: Option<String>,
+    /// Flows desired on the switch, as of this controller's last successful sync.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flows: Option<u64>,
+    /// Groups desired on the switch, as of that sync.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<u64>,
+    /// The last successful sync.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_sync: Option<SyncState>,
+    /// The last syncs, successful or not, newest first (a bounded few).
+    pub syncs: Vec<SyncState>,
+}
+
+/// One sync of a node's switch to a model revision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SyncState {
+    /// When it ended, RFC 3339 UTC with milliseconds.
+    pub time: String,
+    /// The model revision.
+    pub revision: u64,
+    /// `ok` or `failed`.
+    pub result: String,
+    /// How long it took, from the start of the render to the switch's barrier (successful
+    /// syncs), in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Flows added.
+    pub flows_added: u64,
+    /// Flows modified in place.
+    pub flows_modified: u64,
+    /// Flows deleted.
+    pub flows_deleted: u64,
+    /// Groups added, modified or deleted.
+    pub groups_changed: u64,
+    /// Stale UDP/SCTP conntrack matches flushed.
+    pub conntrack_flushed: u64,
 }
 
 /// One node's dry-run plan.
@@ -121,6 +195,13 @@ pub struct ServiceState {
     pub namespace: String,
     /// Name.
     pub name: String,
+    /// Its cluster IPs, as the model the nodes were last synced to has them.
+    pub cluster_ips: Vec<String>,
+    /// Its external addresses: `externalIPs` and load-balancer ingress IPs.
+    pub external_ips: Vec<String>,
+    /// Its ports as `kubectl get services` prints them: `PORT/PROTOCOL`, or
+    /// `PORT:NODEPORT/PROTOCOL`.
+    pub ports: Vec<String>,
     /// Its select group on each node.
     pub groups: Vec<GroupState>,
     /// Its flows on each node.

@@ -60,6 +60,10 @@ pub const PLAN_PATH: &str = "/restconf/operational/svcflow:plan";
 /// Where the live packet trace is asked for (a RESTCONF operation: `{"input": {…}}` in,
 /// `{"output": {…}}` out).
 pub const TRACE_PATH: &str = "/restconf/operations/svcflow:trace";
+/// Where the nodes view is served (`/{node}` below it for one node).
+pub const NODES_PATH: &str = "/restconf/operational/svcflow:nodes";
+/// Where the HTML status page is served.
+pub const STATUS_PAGE_PATH: &str = "/";
 
 /// What the northbound publishes after accepted writes (and once at startup).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -439,6 +443,9 @@ fn router(shared: AppState, max_body: usize) -> Router {
         .route(TRACE_PATH, axum::routing::post(trace))
         .route(&format!("{PLAN_PATH}/{{node}}"), get(plan_one))
         .route(OPERATIONAL_PATH, get(operational_all))
+        .route(NODES_PATH, get(nodes_all))
+        .route(&format!("{NODES_PATH}/{{node}}"), get(nodes_one))
+        .route(STATUS_PAGE_PATH, get(status_page))
         .route(
             &format!("{OPERATIONAL_PATH}/services/{{uid}}"),
             get(operational_one),
@@ -726,6 +733,62 @@ async fn plan(s: AppState, node: Option<String>) -> Response {
             &e,
         ),
     }
+}
+
+async fn nodes_all(State(s): State<AppState>) -> Response {
+    nodes(s, None).await
+}
+
+async fn nodes_one(State(s): State<AppState>, Path(node): Path<String>) -> Response {
+    nodes(s, Some(node)).await
+}
+
+/// Every node of the model (or `node` alone: 404 if the model has no such node).
+async fn nodes(s: AppState, node: Option<String>) -> Response {
+    match s.operational.nodes().await {
+        Ok(mut nodes) => {
+            if let Some(node) = &node {
+                nodes.retain(|n| &n.node == node);
+                if nodes.is_empty() {
+                    return restconf_error(
+                        StatusCode::NOT_FOUND,
+                        "data-missing",
+                        Some(&format!("svcflow:nodes/{}", super::error::excerpt(node))),
+                        &format!("no node `{}` in the model", super::error::excerpt(node)),
+                    );
+                }
+            }
+            (
+                StatusCode::OK,
+                axum::Json(json!({ "svcflow:nodes": { "nodes": nodes } })),
+            )
+                .into_response()
+        }
+        Err(e) => restconf_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "operation-failed",
+            None,
+            &e,
+        ),
+    }
+}
+
+/// The HTML status page (always a 200: what cannot be read is said on the page).
+async fn status_page(State(s): State<AppState>) -> Response {
+    let html = super::status_page::render(s.operational.as_ref()).await;
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            // No script, no asset from anywhere, no framing: only the inline style runs.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+            ),
+        ],
+        html,
+    )
+        .into_response()
 }
 
 /// Runs a live trace: `{"input": {"node", "from", "to", "protocol"}}`.

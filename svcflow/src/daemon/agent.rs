@@ -65,6 +65,8 @@ pub(crate) struct AgentParams {
     /// Service renders shared with the other nodes' tasks.
     pub renders: netvirt::shards::Renders,
     pub metrics: Arc<super::metrics::Metrics>,
+    /// Each node's last syncs, for the nodes view and the status page.
+    pub status: Arc<super::status::Status>,
     /// With replicas: the node's epoch, claimed as the switch's master generation id before
     /// anything is written; the task ends, and says so on `report`, once the switch has
     /// another master.
@@ -176,6 +178,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 Err(Skip::NotReady) => {}
                 Err(Skip::Failed(e)) => {
                     p.metrics.sync_failed(&node);
+                    p.status.failed(&node, model.revision, &e);
                     if p.epoch.is_some() && !still_master(&p.switch).await {
                         tracing::warn!(
                             "node {node}: sync failed: {e}; the switch has another master, \
@@ -385,13 +388,11 @@ async fn sync(
     let (flows, groups) = engine.shards().len();
     p.metrics
         .no_local(name, engine.shards().no_local_endpoints());
-    p.metrics.synced(
-        name,
-        model.revision,
-        started.elapsed(),
-        &report,
-        (flows, groups),
-    );
+    let took = started.elapsed();
+    p.metrics
+        .synced(name, model.revision, took, &report, (flows, groups));
+    p.status
+        .synced(name, model.revision, took, &report, (flows, groups));
     if !report.is_empty() {
         for conflict in engine.shards().recent_conflicts() {
             tracing::warn!("node {name}: {conflict}");

@@ -472,7 +472,7 @@ impl Metrics {
 }
 
 /// `secs` since the epoch as RFC 3339 UTC (`2026-11-24T09:41:00Z`).
-fn rfc3339(secs: u64) -> String {
+pub(crate) fn rfc3339(secs: u64) -> String {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     // Civil from days (Howard Hinnant's algorithm).

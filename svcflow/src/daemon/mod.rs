@@ -12,7 +12,9 @@
 //!   the shared database with `--store ovsdb:`, or Kubernetes Leases through [`lease`]), and
 //!   only those get a task; [`role`] makes the switch the fence (OpenFlow roles and
 //!   generation ids);
-//! - [`metrics`] serves `/metrics`, `/healthz` and `/livez` from what the tasks report.
+//! - [`metrics`] serves `/metrics`, `/healthz` and `/livez` from what the tasks report;
+//!   [`status`] keeps each node's connection and last syncs for the REST nodes view and the
+//!   status page.
 //!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
@@ -27,6 +29,7 @@ mod node;
 mod operational;
 mod reconcile;
 mod role;
+mod status;
 mod switches;
 mod trace;
 
@@ -158,6 +161,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         );
     }
     let installed = operational::Installed::default();
+    let status = Arc::new(status::Status::default());
     let masters = election::Masters::default();
     let operational_models = Arc::new(std::sync::OnceLock::new());
     let me = election::Me {
@@ -172,6 +176,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
             masters: replicated.then(|| (me.target.clone(), masters.clone())),
             bridge: NodeSetup::default().bridge,
             traces: Default::default(),
+            status: status.clone(),
         });
     let nb = tokio::task::spawn_blocking(move || Northbound::open(&rest, operational))
         .await
@@ -373,6 +378,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         changes_rx,
         shutdown.clone(),
         metrics.clone(),
+        status,
     ));
 
     let mut failure = None;

@@ -8,8 +8,8 @@ use std::sync::{Arc, RwLock};
 
 use coe::rest::Published;
 use coe::rest::operational::{
-    BoxFuture, BucketState, FlowState, GroupState, NodePlan, OperationalSource, ServiceState,
-    TraceFailure, Unreported,
+    BoxFuture, BucketState, FlowState, GroupState, NodePlan, NodeState, OperationalSource,
+    ServiceState, TraceFailure, Unreported,
 };
 use netvirt::desired::ServicePortState;
 use netvirt::flow::{DumpFlow, FlowEntry, FlowKey};
@@ -53,6 +53,22 @@ pub(crate) struct Operational {
     pub bridge: String,
     /// The tags of the traces running.
     pub traces: super::trace::Tags,
+    /// Each node's switch connection and last syncs.
+    pub status: Arc<super::status::Status>,
+}
+
+/// How long the nodes view waits for a switch to say its role.
+const ROLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A role as the nodes view names it.
+fn role_name(role: u32) -> &'static str {
+    use openflow::session::role;
+    match role {
+        role::MASTER => "master",
+        role::SLAVE => "slave",
+        role::EQUAL => "equal",
+        _ => "unknown",
+    }
 }
 
 impl OperationalSource for Operational {
@@ -89,6 +105,70 @@ impl OperationalSource for Operational {
                 },
             )
             .collect()
+    }
+
+    fn nodes(&self) -> BoxFuture<'_, Result<Vec<NodeState>, String>> {
+        Box::pin(async move {
+            let model: BTreeSet<String> = match self.models.get() {
+                Some(models) => models.borrow().model.nodes.keys().cloned().collect(),
+                None => BTreeSet::new(),
+            };
+            let records = self.status.read(&model);
+            let writing: BTreeSet<String> = match self.installed.read() {
+                Ok(map) => map.keys().cloned().collect(),
+                Err(_) => return Err("operational state is unavailable".to_string()),
+            };
+            let (me, masters) = match &self.masters {
+                Some((me, rows)) => (me.as_str(), rows.by_node()),
+                None => ("", BTreeMap::new()),
+            };
+            // Each connected switch says this connection's role, all at once.
+            let mut asks = tokio::task::JoinSet::new();
+            for (node, record) in &records {
+                if let Some((_, switch)) = &record.switch {
+                    let (node, switch) = (node.clone(), switch.clone());
+                    asks.spawn(async move {
+                        let role =
+                            tokio::time::timeout(ROLE_TIMEOUT, super::role::current(&switch)).await;
+                        let name = match role {
+                            Ok(Ok((role, _))) => role_name(role),
+                            _ => "unknown",
+                        };
+                        (node, name)
+                    });
+                }
+            }
+            let mut roles = BTreeMap::new();
+            while let Some(answer) = asks.join_next().await {
+                if let Ok((node, role)) = answer {
+                    roles.insert(node, role);
+                }
+            }
+            let names: BTreeSet<&String> = model.iter().chain(records.keys()).collect();
+            Ok(names
+                .into_iter()
+                .map(|node| {
+                    let record = records.get(node).cloned().unwrap_or_default();
+                    let other = masters.get(node).filter(|(owner, _)| owner != me);
+                    NodeState {
+                        node: node.clone(),
+                        switch_connected: record.switch.is_some(),
+                        connection: record.switch.as_ref().map(|(c, _)| *c),
+                        role: record
+                            .switch
+                            .as_ref()
+                            .map(|_| roles.get(node).copied().unwrap_or("unknown").to_string()),
+                        writes: writing.contains(node),
+                        master: other.map(|(target, _)| target.clone()),
+                        rest: other.map(|(_, rest)| rest.clone()),
+                        flows: record.totals.map(|t| t.0),
+                        groups: record.totals.map(|t| t.1),
+                        last_sync: record.last_ok,
+                        syncs: record.history.into_iter().collect(),
+                    }
+                })
+                .collect())
+        })
     }
 
     fn plan(&self, node: Option<String>) -> BoxFuture<'_, Result<Vec<NodePlan>, String>> {
@@ -216,16 +296,28 @@ async fn node_services(
         // `namespace/name:port/protocol[/external|/cluster]`.
         let key = port.split(':').next().unwrap_or(port);
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-        let uid = synced
+        let model = synced
             .model
             .model
             .services
-            .get(&netvirt::model::ServiceKey::new(namespace, name))
-            .map_or_else(|| key.to_string(), |s| s.uid.clone());
+            .get(&netvirt::model::ServiceKey::new(namespace, name));
         let service = out.entry(key.to_string()).or_insert_with(|| ServiceState {
-            uid,
+            uid: model.map_or_else(|| key.to_string(), |s| s.uid.clone()),
             namespace: namespace.to_string(),
             name: name.to_string(),
+            cluster_ips: model
+                .map(|s| s.cluster_ips.iter().map(|ip| ip.to_string()).collect())
+                .unwrap_or_default(),
+            external_ips: model
+                .map(|s| {
+                    s.external_ips
+                        .iter()
+                        .chain(&s.lb_ingress_ips)
+                        .map(|ip| ip.to_string())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            ports: model.map(kubectl_ports).unwrap_or_default(),
             groups: Vec::new(),
             flows: Vec::new(),
             packet_count: 0,
@@ -289,4 +381,41 @@ async fn node_services(
         }
     }
     Ok(())
+}
+
+/// A service's ports as `kubectl get services` prints them: `80/TCP`, `80:30080/TCP`.
+fn kubectl_ports(service: &netvirt::model::Service) -> Vec<String> {
+    service
+        .ports
+        .iter()
+        .map(|p| {
+            let protocol = p.protocol.keyword().to_ascii_uppercase();
+            match p.node_port {
+                Some(node_port) => format!("{}:{node_port}/{protocol}", p.port),
+                None => format!("{}/{protocol}", p.port),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_read_as_kubectl_prints_them() {
+        use netvirt::model::{Protocol, Service, ServiceKey, ServicePort};
+        let mut dns = ServicePort::tcp("dns", 53, 53);
+        dns.protocol = Protocol::Udp;
+        let mut web = ServicePort::tcp("web", 80, 8080);
+        web.node_port = Some(30080);
+        let service = Service::cluster_ip(
+            ServiceKey::new("default", "s"),
+            "s",
+            "10.96.0.10".parse().unwrap(),
+            vec![web, dns],
+        );
+        assert_eq!(kubectl_ports(&service), ["80:30080/TCP", "53/UDP"]);
+        assert_eq!(role_name(openflow::session::role::EQUAL), "equal");
+    }
 }

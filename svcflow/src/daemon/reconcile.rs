@@ -71,6 +71,7 @@ struct Dispatcher {
     /// alike, so a central controller holds them once and not once per node.
     renders: Renders,
     metrics: Arc<super::metrics::Metrics>,
+    status: Arc<super::status::Status>,
     /// With replicas: where the election is told about switches and nodes.
     election: Option<mpsc::UnboundedSender<Input>>,
     /// With replicas: the nodes this replica masters, with their epochs.
@@ -202,6 +203,7 @@ impl Dispatcher {
         self.stop(&node);
         self.link(Link::Up(node.clone()));
         self.elect(Input::Switch(node.clone(), true));
+        self.status.connected(&node, connection, switch.clone());
         self.agents.insert(
             node.clone(),
             Running {
@@ -238,6 +240,7 @@ impl Dispatcher {
             installed: self.installed.clone(),
             renders: self.renders.clone(),
             metrics: self.metrics.clone(),
+            status: self.status.clone(),
             epoch,
             report: self.report.clone(),
             task_id,
@@ -296,7 +299,8 @@ impl Dispatcher {
     /// Forgets a node's switch, stopping its task.
     fn stop(&mut self, node: &str) {
         self.stop_agent(node);
-        if self.agents.remove(node).is_some() {
+        if let Some(running) = self.agents.remove(node) {
+            self.status.disconnected(node, running.connection);
             self.metrics.master(node, false);
             self.link(Link::Down(node.to_string()));
             self.elect(Input::Switch(node.to_string(), false));
@@ -405,6 +409,7 @@ pub(crate) async fn run(
     mut changes: mpsc::UnboundedReceiver<Change>,
     shutdown: Shutdown,
     metrics: Arc<super::metrics::Metrics>,
+    status: Arc<super::status::Status>,
 ) {
     let mut watch_models = models.clone();
     let (contests, mut contest_results) = mpsc::unbounded_channel();
@@ -418,6 +423,7 @@ pub(crate) async fn run(
         agents: BTreeMap::new(),
         renders: Renders::new(),
         metrics,
+        status,
         idle: BTreeMap::new(),
         links,
         contested: BTreeMap::new(),
