@@ -210,6 +210,7 @@ impl OperationalSource for Partial {
                 node: "worker1".into(),
                 bridge: "br-int".into(),
                 changes: vec!["flow add table=20, priority=100,ip actions=drop".into()],
+                against: None,
             };
             Ok(match node.as_deref() {
                 None | Some("worker1") => vec![plan],

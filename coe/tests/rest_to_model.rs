@@ -255,3 +255,32 @@ fn external_traffic_policy_local_reaches_the_model_and_other_values_are_refused(
     let text = format!("{err}");
     assert!(text.contains("expected Cluster or Local"), "{text}");
 }
+
+#[test]
+fn load_balancer_source_ranges_reach_the_model_and_bad_ranges_are_refused() {
+    let s = store(&[(
+        Kind::Service,
+        json!([
+            { "uid": "s1", "name": "lb", "cluster-ip-address": "10.96.0.1",
+              "ingress-ip-address": ["192.0.2.10"],
+              "service-ports": [ { "port": 80 } ],
+              "load-balancer-source-ranges": ["203.0.113.0/24", "2001:db8::/32", "203.0.113.0/24"] },
+        ]),
+    )]);
+    let m = to_model(&s);
+    let ranges = &m.services[&ServiceKey::new("default", "lb")].lb_source_ranges;
+    let want: Vec<ipnet::IpNet> = vec![
+        "203.0.113.0/24".parse().unwrap(),
+        "2001:db8::/32".parse().unwrap(),
+    ];
+    assert_eq!(ranges, &want, "without repeats, in order");
+    for bad in [json!(["203.0.113.0"]), json!([7]), json!("203.0.113.0/24")] {
+        let body = json!({ "services": [ { "uid": "s3", "load-balancer-source-ranges": bad } ] });
+        let err = parse::container_body(Kind::Service, body.to_string().as_bytes()).unwrap_err();
+        let text = format!("{err}");
+        assert!(
+            text.contains("load-balancer-source-ranges"),
+            "{bad}: {text}"
+        );
+    }
+}

@@ -107,6 +107,16 @@ impl Engine {
         &self.shards
     }
 
+    /// Whether the switch holds exactly the desired state (its last sync succeeded).
+    pub fn in_sync(&self) -> bool {
+        self.in_sync
+    }
+
+    /// The desired state, when the engine is done (its switch left).
+    pub fn into_shards(self) -> Shards {
+        self.shards
+    }
+
     /// Each service port's group and backends.
     pub fn services(&self) -> std::collections::BTreeMap<String, ServicePortState> {
         self.shards.services()

@@ -234,6 +234,7 @@ fn traces_a_local_hit_a_cross_node_path_a_refusal_and_a_drop_and_leaves_nothing(
     // The text names the same path in ovs-ofctl terms.
     let text = svcflow_trace(&lab, "n1", "default/n1-a", "10.96.0.22:80", &[])
         .unwrap_or_else(|e| fail(&lab, &e));
+    eprintln!("svcflow trace printed:\n{text}");
     assert!(
         text.contains("n2 table=60 output: output to port"),
         "{text}"

@@ -236,14 +236,14 @@ fn a_plan_shows_drift_on_the_live_switch_and_ovs_ofctl_applies_it() {
     });
     let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
     let bin = bin.to_string_lossy().to_string();
-    let plan = |more: &[&str]| -> String {
+    let plan = |sb: &Sandbox, more: &[&str]| -> String {
         let mut argv = vec![bin.as_str(), "plan"];
         argv.extend_from_slice(more);
         sb.node(&argv)
             .unwrap_or_else(|e| panic!("svcflow plan: {e}\n{}", daemon.log()))
     };
     let in_sync = "# node n1: the switch holds the model; nothing to change\n";
-    assert_eq!(plan(&[]), in_sync);
+    assert_eq!(plan(&sb, &[]), in_sync);
 
     // Drift: the service's flows deleted, and a group's buckets emptied.
     let before = sb.dump_flows("br-int").unwrap();
@@ -261,7 +261,7 @@ fn a_plan_shows_drift_on_the_live_switch_and_ovs_ofctl_applies_it() {
         &[&format!("group_id={group},type=all")],
     )
     .unwrap();
-    let drifted = plan(&["--node", "n1"]);
+    let drifted = plan(&sb, &["--node", "n1"]);
     let lines: Vec<&str> = drifted.lines().filter(|l| !l.starts_with('#')).collect();
     assert!(
         lines
@@ -290,7 +290,7 @@ fn a_plan_shows_drift_on_the_live_switch_and_ovs_ofctl_applies_it() {
     );
     // The JSON form says the same.
     let json: serde_json::Value =
-        serde_json::from_str(&plan(&["--node", "n1", "-o", "json"])).unwrap();
+        serde_json::from_str(&plan(&sb, &["--node", "n1", "-o", "json"])).unwrap();
     assert_eq!(json["nodes"][0]["node"], "n1");
     assert_eq!(
         json["nodes"][0]["changes"].as_array().unwrap().len(),
@@ -301,7 +301,60 @@ fn a_plan_shows_drift_on_the_live_switch_and_ovs_ofctl_applies_it() {
     let owned: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     sb.ofctl_bundle("br-int", &owned).unwrap();
     assert_eq!(sb.dump_flows("br-int").unwrap(), before);
-    assert_eq!(plan(&[]), in_sync);
+    assert_eq!(plan(&sb, &[]), in_sync);
+
+    // The switch gone, a REST change meanwhile: planned against what svcflow last
+    // synced to the switch, so the plan is that change alone.
+    // (svcflow keeps the bridge's controller set over OVSDB: the switch goes by stopping.)
+    sb.stop_vswitchd(true).unwrap();
+    wait_until("n1's switch gone", &daemon, || {
+        plan(&sb, &["--node", "n1"]).contains("the switch is not connected")
+    });
+    let extra = r#"{"service:services":[{"service:uid":"svc-extra","service:name":"extra",
+        "service:network-NS":"default","service:cluster-ip-address":"10.96.0.77",
+        "service:service-ports":[{"service:name":"http","service:protocol":"TCP",
+        "service:port":80,"service:target-port":"8080"}]}]}"#;
+    rest(
+        &sb,
+        "PUT",
+        "service:service-information/services/svc-extra",
+        extra,
+    )
+    .unwrap();
+    let away = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let mut offline = String::new();
+    wait_until(
+        "the change planned for the departed switch",
+        &daemon,
+        || {
+            offline = plan(&sb, &["--node", "n1"]);
+            away(&offline)
+                .iter()
+                .any(|l| l.contains("nw_dst=10.96.0.77"))
+        },
+    );
+    assert!(
+        offline.starts_with("# node n1: the switch is not connected (since 20"),
+        "{offline}"
+    );
+    assert!(
+        away(&offline)
+            .iter()
+            .all(|l| l.starts_with("flow add") && l.contains("nw_dst=10.96.0.77")),
+        "only the change: {offline}"
+    );
+    // Back: the daemon syncs it, and the live plan is empty again.
+    sb.start_vswitchd().unwrap();
+    wait_until("the switch back and synced", &daemon, || {
+        sb.dump_flows("br-int")
+            .is_ok_and(|f| f.contains("nw_dst=10.96.0.77"))
+            && plan(&sb, &[]) == in_sync
+    });
 
     // A node the model does not have is an error, said.
     let mut argv = vec![bin.as_str(), "plan", "--node", "nope"];

@@ -44,6 +44,9 @@ fn text(answer: &Value) -> String {
             .filter_map(Value::as_str)
             .collect();
         let (name, bridge) = (str_of(&node["node"]), str_of(&node["bridge"]));
+        if let Some(against) = node["against"].as_str() {
+            out.push_str(&format!("# node {name}: {against}\n"));
+        }
         if changes.is_empty() {
             out.push_str(&format!(
                 "# node {name}: the switch holds the model; nothing to change\n"

@@ -382,6 +382,7 @@ fn components() -> Value {
                 "changes": { "type": "array", "items": { "type": "string" },
                     "description": "in order, as the lines of an `ovs-ofctl bundle` file; empty when the switch holds the model",
                     "example": ["flow add cookie=0x5f00000000000001, table=40, priority=100,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:1"] },
+                "against": { "type": "string", "description": "present when the switch is not connected: the plan is computed against the state svcflow last synced to it, and says since when" },
             } },
             "NodeState": { "type": "object", "required": ["node", "switch-connected", "writes", "syncs"], "properties": {
                 "node": { "type": "string" },

@@ -154,6 +154,10 @@ pub struct NodePlan {
     /// `ovs-ofctl bundle` file (`flow add …`, `flow modify_strict …`, `flow delete_strict …`,
     /// `group add|modify|delete …`): empty when the switch holds the model.
     pub changes: Vec<String>,
+    /// When the switch is not connected: what the plan is computed against instead of the
+    /// live switch (the state svcflow last synced to it), and since when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<String>,
 }
 
 /// A node the operational view has no state for.

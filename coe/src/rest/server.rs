@@ -707,6 +707,8 @@ async fn plan(s: AppState, node: Option<String>) -> Response {
     match s.operational.plan(node.clone()).await {
         Ok(plans) => {
             let mut unreported = s.operational.unreported();
+            // A node whose switch left is planned against what was last synced to it.
+            unreported.retain(|u| !plans.iter().any(|p| p.node == u.node));
             if let Some(node) = &node {
                 unreported.retain(|u| &u.node == node);
                 if plans.is_empty() && unreported.is_empty() {

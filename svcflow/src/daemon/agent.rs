@@ -62,6 +62,8 @@ pub(crate) struct AgentParams {
     pub models: watch::Receiver<Arc<Published>>,
     pub bindings: watch::Receiver<Option<NodeBindings>>,
     pub installed: Installed,
+    /// Where the engine's state goes when the task ends, for `svcflow plan`.
+    pub departed: super::departed::DepartedNodes,
     /// Service renders shared with the other nodes' tasks.
     pub renders: netvirt::shards::Renders,
     pub metrics: Arc<super::metrics::Metrics>,
@@ -113,7 +115,11 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     }
     let rejects = tokio::spawn(serve_rejects(p.switch.clone()));
     let (query_tx, mut queries) = mpsc::channel::<Query>(16);
-    let mut engine = Engine::sharing(p.switch.clone(), &p.renders);
+    let mut engine = super::departed::Kept::new(
+        &node,
+        Engine::sharing(p.switch.clone(), &p.renders),
+        p.departed.clone(),
+    );
     let mut bundles_told = netvirt::engine::BundleCounts::default();
     p.metrics.switch(&node, true);
     let mut host_applied: Option<Vec<Vec<String>>> = None;
@@ -157,6 +163,8 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                     if sent {
                         last_bundle = Some(Instant::now());
                     }
+                    engine.synced = true;
+                    engine.bindings.clone_from(&bindings);
                     if synced.is_none() {
                         // Known to the operational view from its first sync on.
                         if let Ok(mut installed) = p.installed.write() {

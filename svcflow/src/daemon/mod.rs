@@ -19,6 +19,7 @@
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
 mod agent;
+mod departed;
 mod election;
 mod health;
 mod kubernetes;
@@ -161,6 +162,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         );
     }
     let installed = operational::Installed::default();
+    let departed = departed::DepartedNodes::default();
     let status = Arc::new(status::Status::default());
     let masters = election::Masters::default();
     let operational_models = Arc::new(std::sync::OnceLock::new());
@@ -172,6 +174,8 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let operational: Arc<dyn coe::rest::operational::OperationalSource> =
         Arc::new(operational::Operational {
             installed: installed.clone(),
+            departed: departed.clone(),
+            config: config.pipeline.clone(),
             models: operational_models.clone(),
             masters: replicated.then(|| (me.target.clone(), masters.clone())),
             bridge: NodeSetup::default().bridge,
@@ -379,6 +383,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         shutdown.clone(),
         metrics.clone(),
         status,
+        departed,
     ));
 
     let mut failure = None;

@@ -45,6 +45,10 @@ pub(crate) type Installed = Arc<RwLock<BTreeMap<String, NodeView>>>;
 /// The daemon's [`OperationalSource`].
 pub(crate) struct Operational {
     pub installed: Installed,
+    /// What was last synced to each switch that left, to plan for it.
+    pub departed: super::departed::DepartedNodes,
+    /// The pipeline's configuration, to render a departed node.
+    pub config: netvirt::config::Config,
     /// The model the node tasks follow (set once the inputs are up), for the nodes to report.
     pub models: Arc<std::sync::OnceLock<tokio::sync::watch::Receiver<Arc<Published>>>>,
     /// With replicas: this replica's OpenFlow target, and every node's master.
@@ -69,6 +73,97 @@ fn role_name(role: u32) -> &'static str {
         role::EQUAL => "equal",
         _ => "unknown",
     }
+}
+
+impl Operational {
+    /// The plans of the nodes whose switch left (all, or `node`), not served now by a task
+    /// (`served`): the current model rendered for each, against what svcflow last synced to
+    /// its switch. A node another replica masters now is not planned here.
+    async fn departed_plans(
+        &self,
+        node: Option<&String>,
+        served: &[(String, NodeView)],
+    ) -> Result<Vec<NodePlan>, String> {
+        let Some(models) = self.models.get() else {
+            return Ok(Vec::new());
+        };
+        let elsewhere: BTreeSet<String> = self
+            .unreported()
+            .into_iter()
+            .filter(|u| u.master.is_some())
+            .map(|u| u.node)
+            .collect();
+        let wanted: Vec<String> = match self.departed.read() {
+            Ok(map) => map
+                .keys()
+                .filter(|n| node.is_none_or(|want| *n == want))
+                .filter(|n| !served.iter().any(|(s, _)| s == *n) && !elsewhere.contains(*n))
+                .cloned()
+                .collect(),
+            Err(_) => return Err("operational state is unavailable".to_string()),
+        };
+        let mut plans = Vec::new();
+        for name in wanted {
+            let model = models.borrow().clone();
+            let (departed, config) = (self.departed.clone(), self.config.clone());
+            let planned = tokio::task::spawn_blocking(move || {
+                departed_plan(&name, &model, &config, &departed).map(|p| (name, p))
+            })
+            .await
+            .map_err(|e| format!("planning: {e}"))?;
+            if let Some((name, (changes, against))) = planned {
+                plans.push(NodePlan {
+                    node: name,
+                    bridge: self.bridge.clone(),
+                    changes,
+                    against: Some(against),
+                });
+            }
+        }
+        Ok(plans)
+    }
+}
+
+/// One departed node's plan and what it is planned against, or None if it is not departed
+/// (its switch came back meanwhile) or no longer in the model.
+fn departed_plan(
+    node: &str,
+    model: &Published,
+    config: &netvirt::config::Config,
+    departed: &super::departed::DepartedNodes,
+) -> Option<(Vec<String>, String)> {
+    let spec = model.model.nodes.get(node)?;
+    let map = departed.read().ok()?;
+    let d = map.get(node)?;
+    let bindings = d.bindings.clone()?;
+    let want = netvirt::desired::desired(spec, &model.model, config, &bindings);
+    let had = d.shards.materialize();
+    let changes = netvirt::plan::plan(&want.state, &had.state)
+        .iter()
+        .map(|step| netvirt::flow::OfctlStep(step).to_string())
+        .collect();
+    let since = humantime_since(d.since);
+    let against = if d.confirmed {
+        format!(
+            "the switch is not connected (since {since}): planned against the state svcflow \
+             last synced to it"
+        )
+    } else {
+        format!(
+            "the switch is not connected (since {since}): planned against the state svcflow \
+             last sent it, which the switch did not confirm"
+        )
+    };
+    Some((changes, against))
+}
+
+/// A time as RFC 3339 (UTC, seconds).
+fn humantime_since(t: std::time::SystemTime) -> String {
+    super::metrics::rfc3339(
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default(),
+    )
 }
 
 impl OperationalSource for Operational {
@@ -181,7 +276,7 @@ impl OperationalSource for Operational {
                     .collect(),
                 Err(_) => return Err("operational state is unavailable".to_string()),
             };
-            let mut plans = Vec::new();
+            let mut plans = self.departed_plans(node.as_ref(), &nodes).await?;
             for (node, view) in nodes {
                 let (tx, rx) = oneshot::channel();
                 let asked = view.query.send(Query::Plan(tx)).await;
@@ -193,6 +288,7 @@ impl OperationalSource for Operational {
                     node,
                     bridge: self.bridge.clone(),
                     changes: planned?,
+                    against: None,
                 });
             }
             Ok(plans)

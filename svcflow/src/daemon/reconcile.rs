@@ -53,6 +53,8 @@ struct Dispatcher {
     config: Config,
     host_node: Option<String>,
     installed: Installed,
+    /// What was last synced to each switch that left.
+    departed: super::departed::DepartedNodes,
     models: watch::Receiver<Arc<Published>>,
     shutdown: Shutdown,
     /// Each node's bindings, as its OVSDB replica says (None until it has).
@@ -238,6 +240,7 @@ impl Dispatcher {
             models: self.models.clone(),
             bindings: self.bindings_of(node).subscribe(),
             installed: self.installed.clone(),
+            departed: self.departed.clone(),
             renders: self.renders.clone(),
             metrics: self.metrics.clone(),
             status: self.status.clone(),
@@ -410,6 +413,7 @@ pub(crate) async fn run(
     shutdown: Shutdown,
     metrics: Arc<super::metrics::Metrics>,
     status: Arc<super::status::Status>,
+    departed: super::departed::DepartedNodes,
 ) {
     let mut watch_models = models.clone();
     let (contests, mut contest_results) = mpsc::unbounded_channel();
@@ -417,6 +421,7 @@ pub(crate) async fn run(
         config,
         host_node,
         installed,
+        departed,
         models,
         shutdown: shutdown.clone(),
         bindings: BTreeMap::new(),
