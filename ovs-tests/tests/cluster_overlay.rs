@@ -196,6 +196,79 @@ fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sou
     let backends: Vec<&str> = seen.keys().map(|(b, _)| b.as_str()).collect();
     assert_eq!(backends, ["n2-a", "n3-a"], "{seen:?}");
     assert!(seen.keys().all(|(_, source)| *source == n1), "{seen:?}");
+    // `svcflow trace` sees the probe go into n1's tunnel and come out on the endpoint's node.
+    let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
+    let netns = o.lab.controller_netns().to_string();
+    let bin = bin.to_string_lossy();
+    let out = run(
+        &o.lab,
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &netns,
+            &bin,
+            "trace",
+            "--node",
+            "n1",
+            "--from",
+            "default/n1-b",
+            "--to",
+            VIP,
+            "-o",
+            "json",
+        ],
+    );
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let hops: Vec<String> = report["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            format!(
+                "{}:{}",
+                h["node"].as_str().unwrap(),
+                h["role"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let far = hops
+        .get(3)
+        .and_then(|h| h.split(':').next())
+        .unwrap_or("?")
+        .to_string();
+    assert!(far == "n2" || far == "n3", "{report:#}");
+    assert_eq!(
+        hops,
+        [
+            "n1:classifier".to_string(),
+            "n1:service".into(),
+            "n1:onward".into(),
+            format!("{far}:arrived"),
+            format!("{far}:output"),
+        ],
+        "{report:#}"
+    );
+    let onward = report["hops"][2]["note"].as_str().unwrap();
+    let address = o.lab.node_spec(&far).unwrap().address.to_string();
+    assert!(
+        onward.contains("(tunnel) to ") && onward.contains(&format!("{address} (node {far})")),
+        "{report:#}"
+    );
+    assert!(
+        report["hops"][2]["metadata"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("tun_dst={address}")),
+        "{report:#}"
+    );
+    assert!(
+        report["result"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("(pod default/{far}-a) on node {far}")),
+        "{report:#}"
+    );
 }
 
 #[test]
