@@ -814,9 +814,10 @@ impl Builder<'_> {
             };
             let restricted = lb_source_ranges(service);
             for (address, port) in &addresses {
-                let m = l4(protocol)
-                    .with(Field::Ipv4Dst, u32::from(*address))
-                    .with(dst_port_field(protocol), *port);
+                let mut m = l4(protocol).with(Field::Ipv4Dst, u32::from(*address));
+                if *port != ANY_PORT {
+                    m.insert(openflow::OxmField::exact(dst_port_field(protocol), *port));
+                }
                 let is_lb =
                     *port == service_port && service.lb_ingress_ips.contains(&IpAddr::V4(*address));
                 // (priority, match, actions); empty actions drop.
@@ -899,7 +900,7 @@ impl Builder<'_> {
             let m = l4(protocol)
                 .with(reg::ENDPOINT_IP, u32::from(ip))
                 .with(reg::ENDPOINT_PORT, u32::from(port));
-            let dnat = Nat::dnat(ip, Some(port));
+            let dnat = Nat::dnat(ip, (port != ANY_PORT).then_some(port));
             let c = cookie::make(cookie::ENDPOINT, u32::from(ip));
             self.flow(
                 table::ENDPOINT,
@@ -1082,7 +1083,7 @@ pub(crate) fn service_plans(
 ) -> Vec<PortPlan> {
     let gateway_ip = virtual_gateway_ip(node);
     let mut plans = Vec::new();
-    for port in &service.ports {
+    for port in &ports_of(service) {
         for (scope, policy, addresses) in scopes(service, port, node, gateway_ip) {
             if addresses.is_empty() {
                 continue;
@@ -1120,6 +1121,28 @@ pub(crate) fn service_plans(
     }
     plans
 }
+
+/// The ports a service forwards: its own, or, for a service that lists none (the REST design
+/// document's minimal form, "a VIP in front of pods"), every port of TCP, UDP and SCTP, as
+/// port 0: its flows match no destination port and its endpoints are DNATed by address only.
+fn ports_of(service: &Service) -> Vec<ServicePort> {
+    if !service.ports.is_empty() {
+        return service.ports.clone();
+    }
+    [Protocol::Tcp, Protocol::Udp, Protocol::Sctp]
+        .into_iter()
+        .map(|protocol| ServicePort {
+            name: String::new(),
+            protocol,
+            port: ANY_PORT,
+            target_port: crate::model::TargetPort::Number(ANY_PORT),
+            node_port: None,
+        })
+        .collect()
+}
+
+/// The port number that stands for every port, in a service that lists none.
+pub const ANY_PORT: u16 = 0;
 
 /// The group names `plans` need ids for: each port's, and a big port's chained groups
 /// (`<port name>#<part>`).

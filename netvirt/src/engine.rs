@@ -198,19 +198,21 @@ impl Engine {
         let result = async {
             for _ in 0..FLUSH_ROUNDS {
                 let bodies = stale.iter().map(|s| {
+                    // Port 0 (a service forwarding every port): no port in the tuple, which
+                    // OVS then does not compare.
+                    let mut orig = CtTuple::default().with_dst(IpAddr::V4(s.address));
+                    let mut reply = CtTuple::default().with_src(IpAddr::V4(s.endpoint));
+                    if s.port != crate::desired::ANY_PORT {
+                        orig = orig.with_dst_port(s.port);
+                    }
+                    if s.endpoint_port != crate::desired::ANY_PORT {
+                        reply = reply.with_src_port(s.endpoint_port);
+                    }
                     Body::CtFlush(
                         CtFlush::zone(zone)
                             .with_ip_proto(s.ip_proto)
-                            .with_orig(
-                                CtTuple::default()
-                                    .with_dst(IpAddr::V4(s.address))
-                                    .with_dst_port(s.port),
-                            )
-                            .with_reply(
-                                CtTuple::default()
-                                    .with_src(IpAddr::V4(s.endpoint))
-                                    .with_src_port(s.endpoint_port),
-                            ),
+                            .with_orig(orig)
+                            .with_reply(reply),
                     )
                 });
                 self.switch.send_batch(bodies.collect()).await?;

@@ -282,11 +282,11 @@ pub struct StaleConntrack {
     pub ip_proto: u8,
     /// The service address and port the client connected to.
     pub address: Ipv4Addr,
-    /// The service port.
+    /// The service port (0: every port, see [`crate::desired::ANY_PORT`]).
     pub port: u16,
     /// The endpoint that is gone.
     pub endpoint: Ipv4Addr,
-    /// Its port.
+    /// Its port (0: every port).
     pub endpoint_port: u16,
 }
 
@@ -342,14 +342,16 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
             let Some(ip_proto) = value(Field::IpProto).and_then(|p| u8::try_from(p).ok()) else {
                 continue;
             };
+            // A flow without a destination port is a service that forwards every port.
             let port = match ip_proto {
                 17 => value(Field::UdpDst),
                 132 => value(Field::SctpDst),
                 _ => continue,
-            };
+            }
+            .map_or(Some(crate::desired::ANY_PORT), |p| u16::try_from(p).ok());
             let (Some(address), Some(port)) = (
                 value(Field::Ipv4Dst).and_then(|a| u32::try_from(a).ok()),
-                port.and_then(|p| u16::try_from(p).ok()),
+                port,
             ) else {
                 continue;
             };

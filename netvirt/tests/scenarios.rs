@@ -66,6 +66,7 @@ fn the_pipeline_document_quotes_only_real_output() {
         "topology",
         "pod-macs",
         "overlay",
+        "minimal-form",
     ] {
         let (flows, groups) = render(&root.join("tests/scenarios").join(name));
         rendered.push_str(&flows);

@@ -436,9 +436,8 @@ pub mod fixture {
         (pc, servers)
     }
 
-    /// Puts, through `put(path, body)`, node n1, the pods of [`web_pods`], service `web`
-    /// (`svc-web`, 10.96.0.10:80 to 8080) and its endpoints on `pa` and `pb`.
-    pub fn put_web(put: &dyn Fn(&str, &str)) {
+    /// Puts, through `put(path, body)`, node n1 and the pods of [`web_pods`].
+    pub fn put_node_and_pods(put: &dyn Fn(&str, &str)) {
         put(
             "k8s-node:k8s-nodes-info/k8s-nodes/node-1",
             &format!(
@@ -453,6 +452,12 @@ pub mod fixture {
         ] {
             put(&format!("pod:coe/pods/{uid}"), &pod_body(uid, ip, mac));
         }
+    }
+
+    /// Puts, through `put(path, body)`, node n1, the pods of [`web_pods`], service `web`
+    /// (`svc-web`, 10.96.0.10:80 to 8080) and its endpoints on `pa` and `pb`.
+    pub fn put_web(put: &dyn Fn(&str, &str)) {
+        put_node_and_pods(put);
         let web = service_body("svc-web", "10.96.0.10")
             .replace(r#""service:name":"svc-web""#, r#""service:name":"web""#);
         put("service:service-information/services/svc-web", &web);

@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use ovs_tests::svcflow::fixture::{NODE_IP, add_pod, curl, pod_body, put_web_endpoints};
+use ovs_tests::svcflow::fixture::{
+    NODE_IP, add_pod, curl, pod_body, put_node_and_pods, put_web_endpoints,
+};
 use ovs_tests::svcflow::{Daemon, NB, OPENFLOW};
 use ovs_tests::{Host, Sandbox, tally, wait_for};
 
@@ -314,4 +316,76 @@ fn a_node_pointed_at_svcflow_with_set_manager_is_set_up() {
         "{}",
         daemon.log()
     );
+}
+
+/// The REST design document's minimal form (a service with a cluster IP and pod uids, and no
+/// ports) forwards every port: TCP on two ports and UDP reach the pods on the port the client
+/// used; the same form without pods refuses at once.
+#[test]
+fn the_design_documents_minimal_form_forwards_every_port() {
+    let mut sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let daemon = Daemon::start(&sb, 1, "info").unwrap();
+    let bridge = wait_for("br-int", Duration::from_secs(30), || sb.dump_flows(BR).ok());
+    bridge.unwrap_or_else(|e| panic!("{e}\ndaemon log:\n{}", daemon.log()));
+    let pa = add_pod(&mut sb, "pa", "10.244.0.11", "0a:58:0a:f4:00:0b", 11);
+    let pb = add_pod(&mut sb, "pb", "10.244.0.12", "0a:58:0a:f4:00:0c", 12);
+    let pc = add_pod(&mut sb, "pc", "10.244.0.13", "0a:58:0a:f4:00:0d", 13);
+    let _servers = [
+        pa.serve("pa", &["tcp:8080", "tcp:9090", "udp:5353"])
+            .unwrap(),
+        pb.serve("pb", &["tcp:8080", "tcp:9090", "udp:5353"])
+            .unwrap(),
+    ];
+    let up = wait_for("the REST northbound", Duration::from_secs(20), || {
+        sb.node(&["curl", "-sf", &format!("{NB}/k8s-node:k8s-nodes-info")])
+            .ok()
+    });
+    up.unwrap_or_else(|e| panic!("{e}\ndaemon log:\n{}", daemon.log()));
+    put_node_and_pods(&|path, body| {
+        curl(&sb, "PUT", path, body);
+    });
+    // The design document's own sample, with our pods and a second VIP without pods.
+    curl(
+        &sb,
+        "POST",
+        "service:service-information",
+        r#"{"service:service-information":{"service:services":[
+            {"service:uid":"EeafFFB7-D9Fc-aAeD-FBc9-8Af8BFaacDD9",
+             "service:cluster-ip-address":"10.96.0.40","service:endpoints":["pa","pb"]},
+            {"service:uid":"empty-vip","service:cluster-ip-address":"10.96.0.41",
+             "service:endpoints":[]}]}}"#,
+    );
+    for target in ["10.96.0.40:8080", "10.96.0.40:9090"] {
+        let first = wait_for("the VIP to answer", Duration::from_secs(20), || {
+            let a = pc
+                .connect("tcp", target, 1, &["--timeout-ms", "1000"])
+                .ok()?;
+            a.first()?.as_ref().ok().cloned()
+        });
+        first.unwrap_or_else(|e| panic!("{target}: {e}\ndaemon log:\n{}", daemon.log()));
+        let counts = tally(&pc.connect("tcp", target, 20, &[]).unwrap());
+        assert!(
+            counts.keys().all(|k| k == "pa" || k == "pb") && counts.values().sum::<usize>() == 20,
+            "{target}: {counts:?}"
+        );
+    }
+    let udp = tally(&pc.connect("udp", "10.96.0.40:5353", 10, &[]).unwrap());
+    assert!(
+        udp.keys().all(|k| k == "pa" || k == "pb") && udp.values().sum::<usize>() == 10,
+        "udp: {udp:?}"
+    );
+    let refused = |target: &str| {
+        let answer = pc
+            .connect("tcp", target, 1, &["--timeout-ms", "2000"])
+            .unwrap();
+        assert!(
+            answer[0].as_ref().is_err_and(|e| e.contains("refused")),
+            "{target}: {answer:?}"
+        );
+    };
+    // The port the client used is the port the pod sees: 7070, which no pod serves, is
+    // refused by the pod's host stack, not forwarded to another port.
+    refused("10.96.0.40:7070");
+    // No pods: every port refused at once by svcflow.
+    refused("10.96.0.41:8080");
 }
