@@ -14,6 +14,7 @@ have ping || need+=(iputils-ping)
 have pgrep || need+=(procps)
 have python3 || need+=(python3-minimal) # the refusal-flood test's sender
 have prlimit || need+=(util-linux)      # the descriptor-exhaustion test
+have nft || need+=(nftables)            # a node's own processes reaching its node ports
 have chromium || need+=(chromium)       # the status page's headless-browser test
 
 if ((${#need[@]})); then

@@ -489,6 +489,21 @@ impl Builder<'_> {
     fn node_ports(&mut self, node: &Node, bindings: &NodeBindings, gateway_ip: Option<Ipv4Addr>) {
         let gw_mac = self.config.gateway_mac;
         let c = cookie::make(cookie::NODE, 0);
+        // The virtual gateway address carries the node's node ports (for pods, and for the
+        // node's own host, whose connections to its own address on a node port its nftables
+        // rule sends here: `node_setup::host_gateway_commands`). A new connection to it that no
+        // node port takes is refused at once, as in the service CIDR, not routed away.
+        if let Some(vgw) = gateway_ip {
+            for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
+                self.flow(
+                    table::SERVICE,
+                    1,
+                    l4(protocol).with(Field::Ipv4Dst, u32::from(vgw)),
+                    cookie::make(cookie::REFUSE, 0),
+                    apply(vec![reject_action()]),
+                );
+            }
+        }
         if let Some(gw) = bindings.gateway {
             self.flow(
                 table::CLASSIFIER,

@@ -329,7 +329,49 @@ pub fn host_gateway_commands(
             .to_vec(),
         );
     }
+    commands.push(host_node_ports(&port, config, node, gateway));
     commands
+}
+
+/// The nftables rules (one `nft` command, one transaction that replaces table `ip svcflow`)
+/// that let the node's own processes reach a node port on the node's own addresses, as
+/// kube-proxy's `OUTPUT` rules do: such a connection would otherwise stay on the host and be
+/// refused there. Its destination becomes the virtual gateway address, which the host routes
+/// through the gateway port and whose node ports `br-int` serves; its source becomes the
+/// gateway port's host address, so the replies come back through the port. The whole node-port
+/// range is redirected (Kubernetes reserves it for node ports); a port no service takes is
+/// refused by `br-int`.
+fn host_node_ports(
+    port: &str,
+    config: &crate::config::Config,
+    node: &crate::model::Node,
+    gateway: std::net::Ipv4Addr,
+) -> Vec<String> {
+    let own: Vec<String> = node
+        .ips
+        .iter()
+        .filter_map(|ip| match ip {
+            std::net::IpAddr::V4(v4) => Some(v4.to_string()),
+            std::net::IpAddr::V6(_) => None,
+        })
+        .collect();
+    let mut script = String::from(
+        "add table ip svcflow; delete table ip svcflow; add table ip svcflow; \
+         add chain ip svcflow output { type nat hook output priority -100; }; \
+         add chain ip svcflow postrouting { type nat hook postrouting priority 100; }",
+    );
+    if !own.is_empty() {
+        let own = own.join(", ");
+        let (low, high) = config.node_port_range;
+        script.push_str(&format!(
+            "; add rule ip svcflow output ip daddr {{ {own} }} meta l4proto {{ tcp, udp, sctp }} \
+             th dport {low}-{high} dnat ip to {gateway}; \
+             add rule ip svcflow postrouting oifname \"{port}\" ip saddr {{ {own} }} \
+             ct status dnat snat ip to {}",
+            config.gateway_host_ip
+        ));
+    }
+    vec!["nft".into(), script]
 }
 
 #[cfg(test)]
@@ -344,19 +386,44 @@ mod tests {
             pod_cidr: Some("10.244.3.0/24".parse().unwrap()),
             labels: Default::default(),
         };
-        let lines: Vec<String> =
-            host_gateway_commands(&NodeSetup::default(), &Default::default(), &node)
+        let lines = |node: &crate::model::Node| -> Vec<String> {
+            host_gateway_commands(&NodeSetup::default(), &Default::default(), node)
                 .iter()
                 .map(|c| c.join(" "))
-                .collect();
+                .collect()
+        };
+        let table = "nft add table ip svcflow; delete table ip svcflow; add table ip svcflow; \
+                     add chain ip svcflow output { type nat hook output priority -100; }; \
+                     add chain ip svcflow postrouting { type nat hook postrouting priority 100; }";
         assert_eq!(
-            lines,
+            lines(&node),
             [
                 "ip link set dev svc-gw up",
                 "ip addr replace 169.254.0.1/32 dev svc-gw",
                 "ip route replace 10.96.0.0/12 via 10.244.3.1 dev svc-gw onlink",
                 "ip route replace 10.244.3.0/24 via 10.244.3.1 dev svc-gw onlink",
+                table,
             ]
+        );
+        // With the node's addresses: its own node ports go through the gateway port.
+        let node = crate::model::Node {
+            ips: vec![
+                "192.168.50.11".parse().unwrap(),
+                "fd00::11".parse().unwrap(),
+            ],
+            ..node
+        };
+        assert_eq!(
+            lines(&node).last().map(String::as_str),
+            Some(
+                format!(
+                    "{table}; add rule ip svcflow output ip daddr {{ 192.168.50.11 }} meta \
+                     l4proto {{ tcp, udp, sctp }} th dport 30000-32767 dnat ip to 10.244.3.1; \
+                     add rule ip svcflow postrouting oifname \"svc-gw\" ip saddr \
+                     {{ 192.168.50.11 }} ct status dnat snat ip to 169.254.0.1"
+                )
+                .as_str()
+            )
         );
     }
 }

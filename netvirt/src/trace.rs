@@ -932,8 +932,8 @@ fn note(twin: &Twin, n: &NodeTwins, pi: &PacketIn) -> String {
             ),
             None if original_cookie.and_then(cookie::kind_of) == Some(cookie::REFUSE) => {
                 format!(
-                    "refused on node {}: no service port owns this address and port in the \
-                     service CIDR",
+                    "refused on node {}: no service port takes this address and port (the \
+                     service CIDR, or the virtual gateway's node ports)",
                     n.node
                 )
             }

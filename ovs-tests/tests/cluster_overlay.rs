@@ -68,6 +68,40 @@ fn run(lab: &Lab, argv: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `svcflow-probe connect tcp TARGET --count N --peer` from node `node`'s own host (its
+/// network namespace): each attempt as `Ok((backend, source it saw))` or `Err(why)`.
+fn connect_from_host(
+    c: &Overlay,
+    node: &str,
+    target: &str,
+    count: u32,
+) -> Vec<Result<(String, String), String>> {
+    let probe = env!("CARGO_BIN_EXE_svcflow-probe");
+    let count = count.to_string();
+    let argv = [
+        probe,
+        "connect",
+        "tcp",
+        target,
+        "--count",
+        &count,
+        "--peer",
+        "--timeout-ms",
+        "2000",
+    ];
+    let out = c.lab.exec(node, &argv).unwrap_or_else(|e| c.fail(&e));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| match line.split_once(' ') {
+            Some(("ok", peer)) => {
+                let (name, ip) = peer.split_once('@').unwrap_or((peer, ""));
+                Ok((name.to_string(), ip.to_string()))
+            }
+            _ => Err(line.to_string()),
+        })
+        .collect()
+}
+
 impl Overlay {
     fn fail(&self, what: &dyn std::fmt::Display) -> ! {
         panic!(
@@ -268,6 +302,35 @@ fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sou
             .unwrap()
             .contains(&format!("(pod default/{far}-a) on node {far}")),
         "{report:#}"
+    );
+    // A node's own processes reach a node port on the node's own address (its underlay
+    // address, on br-int's own port here), as kube-proxy's OUTPUT rules allow: the nftables
+    // rule of the host's gateway side sends it through br-int. From n1, which has no
+    // endpoint, and from n2, which has one. A node port no service takes is refused at once.
+    for node in ["n1", "n2"] {
+        let address = o.lab.node_spec(node).unwrap().address.to_string();
+        let target = format!("{address}:30080");
+        let answered = wait_for(
+            &format!("{node} to reach {target}"),
+            Duration::from_secs(10),
+            || {
+                let a = connect_from_host(&o, node, &target, 1);
+                a.first()?.as_ref().ok().cloned()
+            },
+        );
+        answered.unwrap_or_else(|e| o.fail(&e));
+        let answers = connect_from_host(&o, node, &target, 20);
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_ref().is_ok_and(|(b, _)| b == "n2-a" || b == "n3-a")),
+            "from {node} to {target}: {answers:?}"
+        );
+    }
+    let unused = connect_from_host(&o, "n1", &format!("{n1}:30999"), 1);
+    assert!(
+        unused[0].as_ref().is_err_and(|e| e.contains("refused")),
+        "{unused:?}"
     );
 }
 

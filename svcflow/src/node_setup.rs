@@ -24,7 +24,10 @@ pub fn script(args: &NodeSetupArgs) -> Result<String, String> {
         pod_cidr: args.pod_cidr.map(Into::into),
         labels: Default::default(),
     };
-    let line = |c: &Vec<String>| format!("{}\n", c.join(" "));
+    let line = |c: &Vec<String>| {
+        let words: Vec<String> = c.iter().map(|w| shell_word(w)).collect();
+        format!("{}\n", words.join(" "))
+    };
     let mut out = format!(
         "#!/bin/sh\n# svcflow node-setup for node {}: run on the node, as root, once svcflow has \
          created br-int and its ports.\nset -e\n",
@@ -60,6 +63,19 @@ pub fn script(args: &NodeSetupArgs) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// `word` as one shell word: as it is when it is plain, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@%+".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 #[cfg(test)]

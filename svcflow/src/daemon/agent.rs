@@ -379,9 +379,22 @@ async fn sync(
     if p.host && bindings.gateway.is_some() {
         let commands = host_gateway_commands(&NodeSetup::default(), &p.config, node);
         if host_applied.as_ref() != Some(&commands) {
-            run_host_commands(&commands).await.map_err(|e| {
+            // The routes are needed to reach services at all; the nftables rule only for
+            // the host's own node ports: without `nft`, say so and go on.
+            let (nft, ip): (Vec<Vec<String>>, Vec<Vec<String>>) = commands
+                .iter()
+                .cloned()
+                .partition(|c| c.first().is_some_and(|p| p == "nft"));
+            run_host_commands(&ip).await.map_err(|e| {
                 Skip::Failed(format!("configuring the gateway port's host side: {e}"))
             })?;
+            if let Err(e) = run_host_commands(&nft).await {
+                tracing::warn!(
+                    "node {name}: cannot set the nftables rule that lets this host reach its own \
+                     node ports on its own addresses (they will be refused to its own \
+                     processes; install nftables): {e}"
+                );
+            }
             tracing::info!("node {name}: configured the gateway port's host side");
             *host_applied = Some(commands);
         }
