@@ -231,6 +231,15 @@ fn services_from_kubernetes_carry_traffic() {
     if let Err(e) = pb_back {
         fail(&e);
     }
+    // The outage was said once, as a warning, not as an error per watch and retry.
+    let log = daemon.log();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("Kubernetes"))
+        .collect();
+    assert!(errors.is_empty(), "errors logged: {errors:#?}");
+    assert_eq!(warned.len(), 1, "one warning for the outage: {warned:#?}");
 
     // The Service is deleted: the VIP stops answering.
     server.delete::<Service>("default", "web").unwrap();

@@ -157,11 +157,13 @@ impl Watchers {
         let notify = Arc::new(Notify::new());
         let pending: Pending = Arc::new(Mutex::new(Changes::default()));
         let mut tasks = Vec::new();
+        let outage = Outage::default();
         let kinds = Kinds {
             notify: &notify,
             pending: &pending,
             config: &config,
             observer: &observer,
+            outage: &outage,
         };
         let services = kinds.reflect::<core::Service>(
             Api::all(client.clone()),
@@ -313,6 +315,39 @@ struct Kinds<'a> {
     pending: &'a Pending,
     config: &'a WatchConfig,
     observer: &'a WatchObserver,
+    outage: &'a Outage,
+}
+
+/// The kinds whose watch is failing now: an API server outage is said once, as one warning
+/// when the first watch fails, and once more when the last one is back; each watch's own
+/// retries are at debug.
+#[derive(Default, Clone)]
+struct Outage(Arc<std::sync::Mutex<std::collections::BTreeSet<&'static str>>>);
+
+impl Outage {
+    fn failed(&self, what: &'static str, e: &dyn std::fmt::Display) {
+        // A poisoned lock only means another watcher panicked; the set is still a set.
+        let mut failing = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let first = failing.is_empty();
+        if failing.insert(what) && first {
+            tracing::warn!(
+                "Kubernetes API: the watch of {what} failed: {e}; keeping the last state and \
+                 retrying (each watch's retries are logged at debug until the API server is back)"
+            );
+        } else {
+            tracing::debug!("Kubernetes watch of {what}: {e}");
+        }
+    }
+
+    fn back(&self, what: &'static str) {
+        let mut failing = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if failing.remove(what) {
+            tracing::debug!("Kubernetes watch of {what} is back");
+            if failing.is_empty() {
+                tracing::info!("Kubernetes API: every watch is back");
+            }
+        }
+    }
 }
 
 /// Exponential backoff with a floor and a ceiling; reset by every successful event.
@@ -363,9 +398,9 @@ impl Kinds<'_> {
         let notify = self.notify.clone();
         let pending = self.pending.clone();
         let observer = self.observer.clone();
+        let outage = self.outage.clone();
         tasks.push(tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
-            let mut failing = false;
             let mut listed = false;
             while let Some(event) = stream.next().await {
                 if let Ok(watcher::Event::Init) = &event {
@@ -379,10 +414,7 @@ impl Kinds<'_> {
                 }
                 match event {
                     Ok(event) => {
-                        if failing {
-                            tracing::info!("Kubernetes watch of {what} is back");
-                            failing = false;
-                        }
+                        outage.back(what);
                         let touched = match &event {
                             watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
                                 Some(Some(key_of(o.meta())))
@@ -403,13 +435,7 @@ impl Kinds<'_> {
                             notify.notify_one();
                         }
                     }
-                    Err(e) if !failing => {
-                        tracing::warn!(
-                            "Kubernetes watch of {what}: {e}; keeping the last state and retrying"
-                        );
-                        failing = true;
-                    }
-                    Err(e) => tracing::debug!("Kubernetes watch of {what}: {e}"),
+                    Err(e) => outage.failed(what, &e),
                 }
             }
         }));

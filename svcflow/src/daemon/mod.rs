@@ -101,11 +101,28 @@ pub fn run(config: RunConfig) -> ExitCode {
 }
 
 fn init_logging(level: &str) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let level = tracing::Level::from_str(level).unwrap_or(tracing::Level::INFO);
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
+    // kube's client logs every failed request as an ERROR (its HTTP trace layer), so an API
+    // server outage would log one per watch and retry; svcflow's watchers say it once, as a
+    // warning (`coe::k8s::watch`), and each retry at debug. Those lines are kept at trace.
+    let kube_requests = if level >= tracing::Level::TRACE {
+        LevelFilter::from_level(level)
+    } else {
+        LevelFilter::OFF
+    };
+    let filter = Targets::new()
+        .with_default(LevelFilter::from_level(level))
+        .with_target("kube_client::client::builder", kube_requests);
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(filter)
         .try_init();
 }
 
