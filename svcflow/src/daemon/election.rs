@@ -534,15 +534,14 @@ pub(crate) fn announce(
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     remotes: Vec<String>,
-    mut election: Election,
+    election: Election,
     me: Me,
     masters: Masters,
     mut inputs: mpsc::UnboundedReceiver<Input>,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
 ) {
-    let (client, mut events) = match Client::connect_cluster(&remotes, DB, ClientConfig::default())
-    {
+    let (client, events) = match Client::connect_cluster(&remotes, DB, ClientConfig::default()) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("election: cannot use the northbound database: {e}");
@@ -555,24 +554,33 @@ pub(crate) async fn run(
         me.rest,
         election.hold_down
     );
-    let mut locks: BTreeMap<String, String> = BTreeMap::new();
+    let mut d = Driver {
+        client: &client,
+        me: &me,
+        masters: &masters,
+        election,
+        locks: BTreeMap::new(),
+        events,
+        first_member: true,
+        closed: false,
+    };
     let mut announced: BTreeMap<String, u64> = BTreeMap::new();
-    let mut first_member = true;
-    loop {
+    while !d.closed {
         // Until nothing is left to do: a lock granted at once is claimed at once.
         let mut now = Instant::now();
         loop {
-            let orders = election.poll(now);
+            let orders = d.election.poll(now);
             if orders.is_empty() {
                 break;
             }
             for order in orders {
-                execute(&client, &me, order, &mut election, &mut locks).await;
+                d.execute(order).await;
             }
             now = Instant::now();
         }
-        announce(&election, &mut announced, &changes);
-        let wake = election
+        announce(&d.election, &mut announced, &changes);
+        let wake = d
+            .election
             .next_deadline(now)
             .unwrap_or(now + Duration::from_secs(3600));
         tokio::select! {
@@ -581,110 +589,149 @@ pub(crate) async fn run(
             input = inputs.recv() => match input {
                 None => break,
                 Some(input) => {
-                    for order in election.follow(input, Instant::now()) {
-                        execute(&client, &me, order, &mut election, &mut locks).await;
+                    for order in d.election.follow(input, Instant::now()) {
+                        d.execute(order).await;
                     }
                 }
             },
-            event = events.recv() => match event {
+            event = d.events.recv() => match event {
                 None => break,
-                Some(ClientEvent::Locked(lock)) => {
-                    if let Some(node) = locks.get(&lock) {
-                        election.locked(node, Instant::now());
-                    }
-                }
-                Some(ClientEvent::Stolen(lock)) => {
-                    if let Some(node) = locks.get(&lock) {
-                        tracing::info!("node {node}: another replica took its lock");
-                        election.lost(node);
-                    }
-                }
-                Some(ClientEvent::Disconnected(e)) => {
-                    tracing::warn!("election: northbound database connection lost: {e}");
-                    election.disconnected();
-                }
-                Some(ClientEvent::Member(member)) => {
-                    tracing::info!("election: using {member}");
-                    // A later member is a new session: the locks of the old one are gone.
-                    // The first one follows no session, so it takes nothing away; and since
-                    // this loop reads events only between its calls, a lock granted by the
-                    // first session may already be counted when its Member event is read.
-                    if !std::mem::replace(&mut first_member, false) {
-                        election.disconnected();
-                    }
-                }
-                Some(ClientEvent::Connected) => {
-                    if !masters.has_rows() {
-                        // Every node's master, for the operational view (kept by the client).
-                        let requests = BTreeMap::from([(
-                            MASTER.to_string(),
-                            MonitorRequest::columns(&["node", "owner", "rest"]),
-                        )]);
-                        match client.replica(DB, "svcflow-masters", requests).await {
-                            Ok(handle) => masters.set(MasterSource::Rows(handle)),
-                            Err(e) => tracing::warn!("election: monitoring {MASTER} failed: {e}"),
-                        }
-                    }
-                }
-                Some(_) => {}
+                Some(event) => d.on_event(event).await,
             },
         }
     }
     client.shutdown();
 }
 
-/// Carries out one order.
-async fn execute(
-    client: &Client,
-    me: &Me,
-    order: Order,
-    election: &mut Election,
-    locks: &mut BTreeMap<String, String>,
-) {
-    match order {
-        Order::Lock(node) => {
-            let lock = lock_name(&node);
-            locks.insert(lock.clone(), node.clone());
-            match client.lock(&lock).await {
-                Ok(true) => election.locked(&node, Instant::now()),
-                Ok(false) => tracing::debug!("node {node}: queued for its lock"),
-                Err(e) => {
-                    tracing::info!("node {node}: lock request: {e}; retrying");
-                    election.lock_failed(&node, Instant::now());
+/// The election's driver: the pure [`Election`], and the database client it acts through.
+struct Driver<'a> {
+    client: &'a Client,
+    me: &'a Me,
+    masters: &'a Masters,
+    election: Election,
+    /// Each lock asked for, by its name: the node it is for.
+    locks: BTreeMap<String, String>,
+    events: ovsdb::client::Events,
+    /// Whether the next `Member` event is the first session's.
+    first_member: bool,
+    /// The client's event channel closed.
+    closed: bool,
+}
+
+impl Driver<'_> {
+    async fn on_event(&mut self, event: ClientEvent) {
+        let election = &mut self.election;
+        match event {
+            ClientEvent::Locked(lock) => {
+                if let Some(node) = self.locks.get(&lock) {
+                    election.locked(node, Instant::now());
+                }
+            }
+            ClientEvent::Stolen(lock) => {
+                if let Some(node) = self.locks.get(&lock) {
+                    tracing::info!("node {node}: another replica took its lock");
+                    election.lost(node);
+                }
+            }
+            ClientEvent::Disconnected(e) => {
+                tracing::warn!("election: northbound database connection lost: {e}");
+                election.disconnected();
+            }
+            ClientEvent::Member(member) => {
+                tracing::info!("election: using {member}");
+                // A later member is a new session: the locks of the old one are gone. The
+                // first one follows no session, so it takes nothing away. (Events queued
+                // before a lock call's answer are read before the answer is applied, see
+                // `settle`, so a lock granted by a new session is never taken away by that
+                // session's own Member event.)
+                if !std::mem::replace(&mut self.first_member, false) {
+                    election.disconnected();
+                }
+            }
+            // Every node's master, for the operational view (kept by the client).
+            ClientEvent::Connected if !self.masters.has_rows() => {
+                let requests = BTreeMap::from([(
+                    MASTER.to_string(),
+                    MonitorRequest::columns(&["node", "owner", "rest"]),
+                )]);
+                match self.client.replica(DB, "svcflow-masters", requests).await {
+                    Ok(handle) => self.masters.set(MasterSource::Rows(handle)),
+                    Err(e) => tracing::warn!("election: monitoring {MASTER} failed: {e}"),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Reads the events the client queued while a call was under way, so that what happened
+    /// before its answer (a new session's `Member`, say) is applied before the answer is.
+    async fn settle(&mut self) {
+        loop {
+            match self.events.try_recv() {
+                Ok(event) => self.on_event(event).await,
+                Err(mpsc::error::TryRecvError::Empty) => return,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    self.closed = true;
+                    return;
                 }
             }
         }
-        Order::Steal(node) => {
-            let lock = lock_name(&node);
-            locks.insert(lock.clone(), node.clone());
-            tracing::info!("node {node}: this replica is its preferred master; taking its lock");
-            // A replica queued for a lock must leave the queue before it steals.
-            let _ = client.unlock(&lock).await;
-            match client.steal(&lock).await {
-                Ok(_) => election.locked(&node, Instant::now()),
-                Err(e) => {
-                    tracing::warn!("node {node}: steal: {e}");
-                    election.lock_failed(&node, Instant::now());
+    }
+
+    /// Carries out one order.
+    async fn execute(&mut self, order: Order) {
+        let client = self.client;
+        match order {
+            Order::Lock(node) => {
+                let lock = lock_name(&node);
+                self.locks.insert(lock.clone(), node.clone());
+                let answer = client.lock(&lock).await;
+                self.settle().await;
+                match answer {
+                    Ok(true) => self.election.locked(&node, Instant::now()),
+                    Ok(false) => tracing::debug!("node {node}: queued for its lock"),
+                    Err(e) => {
+                        tracing::info!("node {node}: lock request: {e}; retrying");
+                        self.election.lock_failed(&node, Instant::now());
+                    }
                 }
             }
+            Order::Steal(node) => {
+                let lock = lock_name(&node);
+                self.locks.insert(lock.clone(), node.clone());
+                tracing::info!(
+                    "node {node}: this replica is its preferred master; taking its lock"
+                );
+                // A replica queued for a lock must leave the queue before it steals.
+                let _ = client.unlock(&lock).await;
+                let answer = client.steal(&lock).await;
+                self.settle().await;
+                match answer {
+                    Ok(_) => self.election.locked(&node, Instant::now()),
+                    Err(e) => {
+                        tracing::warn!("node {node}: steal: {e}");
+                        self.election.lock_failed(&node, Instant::now());
+                    }
+                }
+            }
+            Order::Unlock(node) => {
+                tracing::info!("node {node}: giving its lock up");
+                if let Err(e) = client.unlock(&lock_name(&node)).await {
+                    tracing::debug!("node {node}: unlock: {e}");
+                }
+            }
+            Order::Claim { node, floor } => match claim(client, self.me, &node, floor).await {
+                Ok(epoch) => self.election.claimed(&node, epoch),
+                Err(ClaimFailed::NotOwner) => {
+                    tracing::info!("node {node}: the database says its lock is not ours");
+                    self.election.lost(&node);
+                }
+                Err(ClaimFailed::Other(e)) => {
+                    tracing::warn!("node {node}: cannot claim its epoch: {e}; retrying");
+                    self.election.claim_failed(&node, Instant::now());
+                }
+            },
         }
-        Order::Unlock(node) => {
-            tracing::info!("node {node}: giving its lock up");
-            if let Err(e) = client.unlock(&lock_name(&node)).await {
-                tracing::debug!("node {node}: unlock: {e}");
-            }
-        }
-        Order::Claim { node, floor } => match claim(client, me, &node, floor).await {
-            Ok(epoch) => election.claimed(&node, epoch),
-            Err(ClaimFailed::NotOwner) => {
-                tracing::info!("node {node}: the database says its lock is not ours");
-                election.lost(&node);
-            }
-            Err(ClaimFailed::Other(e)) => {
-                tracing::warn!("node {node}: cannot claim its epoch: {e}; retrying");
-                election.claim_failed(&node, Instant::now());
-            }
-        },
     }
 }
 
