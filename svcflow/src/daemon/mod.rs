@@ -16,6 +16,9 @@
 //!   [`status`] keeps each node's connection and last syncs for the REST nodes view and the
 //!   status page.
 //!
+//! With `--ssl-*`, every listener and remote runs TLS with the configs of [`crate::tls`], and
+//! [`switches`] and [`node`] check that each peer is the node its certificate names.
+//!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
 mod agent;
