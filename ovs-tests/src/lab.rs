@@ -1221,6 +1221,9 @@ impl Lab {
             self.options.log_level.clone(),
             "--encap".into(),
             self.topology.underlay.encap.clone(),
+            // The lab's management network is private to the test: plain TCP there, without
+            // TLS (tests/tls.rs covers TLS).
+            "--insecure".into(),
         ];
         if i > 0 {
             args.push(format!("--metrics-listen=127.0.0.1:{}", 10249 + 10 * i));

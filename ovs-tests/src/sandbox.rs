@@ -232,8 +232,11 @@ impl Sandbox {
         let mut args = vec![
             db,
             format!("--remote=punix:{}", self.path("run/db.sock")),
-            // Honour `ovs-vsctl set-manager`, as a packaged OVS does.
+            // Honour `ovs-vsctl set-manager` and `set-ssl`, as a packaged OVS does.
             "--remote=db:Open_vSwitch,Open_vSwitch,manager_options".to_string(),
+            "--private-key=db:Open_vSwitch,SSL,private_key".to_string(),
+            "--certificate=db:Open_vSwitch,SSL,certificate".to_string(),
+            "--ca-cert=db:Open_vSwitch,SSL,ca_cert".to_string(),
             format!("--pidfile={}", self.path("run/ovsdb-server.pid")),
             format!("--unixctl={}", self.path("run/ovsdb-server.ctl")),
             format!("--log-file={}", self.path("log/ovsdb-server.log")),

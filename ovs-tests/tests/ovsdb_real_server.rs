@@ -513,7 +513,7 @@ async fn passive_mode_accepts_manager_connection() {
     let l = Listener::bind("ptcp:0:127.0.0.1", cfg()).await.unwrap();
     let port = l.local_addr().unwrap().port();
     vsctl(&sb, &["set-manager", &format!("tcp:127.0.0.1:{port}")]);
-    let (client, _ev, peer) = tokio::time::timeout(T, l.accept())
+    let ovsdb::Accepted { client, peer, .. } = tokio::time::timeout(T, l.accept())
         .await
         .expect("server connected")
         .unwrap();
@@ -533,7 +533,11 @@ async fn passive_mode_accepts_manager_connection() {
     // The server reconnects to us after a restart; the new connection is a new client.
     let mut sb = sb;
     sb.restart_ovsdb().unwrap();
-    let (client, mut ev, _) = tokio::time::timeout(Duration::from_secs(30), l.accept())
+    let ovsdb::Accepted {
+        client,
+        events: mut ev,
+        ..
+    } = tokio::time::timeout(Duration::from_secs(30), l.accept())
         .await
         .expect("server reconnected")
         .unwrap();

@@ -1,6 +1,10 @@
-//! A thin tokio driver around [`Session`]: active `unix:PATH` / `tcp:IP:PORT` with reconnect
-//! and backoff, and passive `ptcp:PORT[:IP]` (a node's ovsdb-server pointed at us with
-//! `ovs-vsctl set-manager tcp:CONTROLLER:6640`).
+//! A thin tokio driver around [`Session`]: active `unix:PATH` / `tcp:IP:PORT` / `ssl:IP:PORT`
+//! with reconnect and backoff, and passive `ptcp:PORT[:IP]` / `pssl:PORT[:IP]` (a node's
+//! ovsdb-server pointed at us with `ovs-vsctl set-manager tcp:CONTROLLER:6640`, or `ssl:`).
+//!
+//! TLS runs under the session with the rustls configs in [`ClientConfig`], which the caller
+//! builds: what its verifier accepts (the CA, a name) is the caller's policy. As in Open
+//! vSwitch, the server name given to rustls when dialing is the address, not a host name.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -32,7 +36,12 @@ pub enum Remote {
     Unix(PathBuf),
     /// `tcp:IP:PORT` (IPv6 as `tcp:[::1]:PORT`)
     Tcp(SocketAddr),
+    /// `ssl:IP:PORT`: TCP with TLS ([`ClientConfig::tls_client`]).
+    Ssl(SocketAddr),
 }
+
+/// The DER end-entity certificate a TLS peer presented.
+pub type PeerCertificate = tokio_rustls::rustls::pki_types::CertificateDer<'static>;
 
 /// A remote or listen address that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +58,8 @@ impl FromStr for Remote {
             Ok(Remote::Unix(PathBuf::from(p)))
         } else if let Some(a) = s.strip_prefix("tcp:") {
             a.parse().map(Remote::Tcp).map_err(|_| AddrError(s.into()))
+        } else if let Some(a) = s.strip_prefix("ssl:") {
+            a.parse().map(Remote::Ssl).map_err(|_| AddrError(s.into()))
         } else {
             Err(AddrError(s.into()))
         }
@@ -58,6 +69,19 @@ impl FromStr for Remote {
 /// Parses a passive address `ptcp:PORT[:IP]` (IP defaults to 0.0.0.0).
 pub fn parse_passive(s: &str) -> Result<SocketAddr, AddrError> {
     let rest = s.strip_prefix("ptcp:").ok_or_else(|| AddrError(s.into()))?;
+    parse_port_ip(s, rest)
+}
+
+/// Parses `ptcp:PORT[:IP]` or `pssl:PORT[:IP]`; true for `pssl:`.
+pub fn parse_passive_tls(s: &str) -> Result<(SocketAddr, bool), AddrError> {
+    match (s.strip_prefix("ptcp:"), s.strip_prefix("pssl:")) {
+        (Some(rest), _) => Ok((parse_port_ip(s, rest)?, false)),
+        (None, Some(rest)) => Ok((parse_port_ip(s, rest)?, true)),
+        (None, None) => Err(AddrError(s.into())),
+    }
+}
+
+fn parse_port_ip(s: &str, rest: &str) -> Result<SocketAddr, AddrError> {
     let (port, ip) = match rest.split_once(':') {
         Some((p, ip)) => (
             p,
@@ -84,6 +108,11 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Bytes queued for a peer that does not read before the session is closed.
     pub max_send_backlog: usize,
+    /// TLS for dialing `ssl:` remotes (its verifier decides which server certificates pass).
+    pub tls_client: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
+    /// TLS for `pssl:` listeners (whether, and against which CA, a peer must present a
+    /// certificate).
+    pub tls_server: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 impl Default for ClientConfig {
@@ -94,6 +123,8 @@ impl Default for ClientConfig {
             backoff_max: Duration::from_secs(8),
             connect_timeout: Duration::from_secs(5),
             max_send_backlog: 128 << 20,
+            tls_client: None,
+            tls_server: None,
         }
     }
 }
@@ -263,7 +294,11 @@ impl ReplicaHandle {
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
-async fn connect(remote: &Remote, timeout: Duration) -> io::Result<Box<dyn Stream>> {
+async fn connect(
+    remote: &Remote,
+    timeout: Duration,
+    tls: Option<&Arc<tokio_rustls::rustls::ClientConfig>>,
+) -> io::Result<Box<dyn Stream>> {
     let fut = async {
         Ok::<Box<dyn Stream>, io::Error>(match remote {
             Remote::Unix(p) => Box::new(UnixStream::connect(p).await?),
@@ -271,6 +306,19 @@ async fn connect(remote: &Remote, timeout: Duration) -> io::Result<Box<dyn Strea
                 let s = TcpStream::connect(a).await?;
                 s.set_nodelay(true)?;
                 Box::new(s)
+            }
+            Remote::Ssl(a) => {
+                let Some(tls) = tls else {
+                    return Err(io::Error::other("ssl: needs a TLS client configuration"));
+                };
+                let s = TcpStream::connect(a).await?;
+                s.set_nodelay(true)?;
+                let name = tokio_rustls::rustls::pki_types::ServerName::IpAddress(a.ip().into());
+                Box::new(
+                    tokio_rustls::TlsConnector::from(tls.clone())
+                        .connect(name, s)
+                        .await?,
+                )
             }
         })
     };
@@ -286,7 +334,7 @@ impl Client {
         let remote: Remote = remote
             .parse()
             .map_err(|e: AddrError| Error::Other(e.to_string()))?;
-        let stream = connect(&remote, config.connect_timeout).await?;
+        let stream = connect(&remote, config.connect_timeout, config.tls_client.as_ref()).await?;
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         let mut d = Driver::new(&config, cmd_rx, ev_tx);
@@ -305,7 +353,9 @@ impl Client {
                     return;
                 }
                 backoff = (backoff * 2).min(config.backoff_max);
-                if let Ok(s) = connect(&remote, config.connect_timeout).await {
+                if let Ok(s) =
+                    connect(&remote, config.connect_timeout, config.tls_client.as_ref()).await
+                {
                     d.session.reset(Instant::now());
                     stream = Some(s);
                 }
@@ -354,7 +404,9 @@ impl Client {
                 for _ in 0..members.len() {
                     let (name, remote) = &members[next];
                     next = (next + 1) % members.len();
-                    let Ok(mut stream) = connect(remote, config.connect_timeout).await else {
+                    let Ok(mut stream) =
+                        connect(remote, config.connect_timeout, config.tls_client.as_ref()).await
+                    else {
                         continue;
                     };
                     match crate::cluster::probe(&mut stream, &db, config.connect_timeout).await {
@@ -545,34 +597,144 @@ impl Client {
     }
 }
 
-/// Accepts connections from ovsdb-servers (passive mode, `ptcp:PORT[:IP]`).
+/// Accepts connections from ovsdb-servers (passive mode, `ptcp:PORT[:IP]` or
+/// `pssl:PORT[:IP]`). Connections are accepted in the background and each TLS handshake runs
+/// on its own, bounded by [`ClientConfig::connect_timeout`], so a silent peer delays nobody;
+/// at most [`MAX_HANDSHAKES`] run at once, and more wait in the kernel's backlog. A failed
+/// accept (out of file descriptors, …) is retried after 10 ms, doubling to 1 s: the listener
+/// stops only when it is dropped.
 pub struct Listener {
-    inner: TcpListener,
-    config: ClientConfig,
+    accepted: tokio::sync::Mutex<mpsc::Receiver<Accepted>>,
+    local_addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// TLS handshakes in progress at once, per listener.
+pub const MAX_HANDSHAKES: usize = 64;
+
+/// One ovsdb-server that connected, with a session running on its connection.
+pub struct Accepted {
+    /// The session's handle; it lives as long as that connection.
+    pub client: Client,
+    /// Its events.
+    pub events: Events,
+    /// Where it connected from.
+    pub peer: SocketAddr,
+    /// The certificate it presented on `pssl:` (verified against the CA of the rustls
+    /// config); `None` on `ptcp:`. Which name it must carry is the caller's policy.
+    pub certificate: Option<PeerCertificate>,
 }
 
 impl Listener {
-    /// Listens on `ptcp:PORT[:IP]`.
+    /// Listens on `ptcp:PORT[:IP]`, or `pssl:PORT[:IP]` with [`ClientConfig::tls_server`].
     pub async fn bind(addr: &str, config: ClientConfig) -> Result<Listener, Error> {
-        let a = parse_passive(addr).map_err(|e| Error::Other(e.to_string()))?;
+        let (a, tls) = parse_passive_tls(addr).map_err(|e| Error::Other(e.to_string()))?;
+        let tls = match (tls, &config.tls_server) {
+            (false, _) => None,
+            (true, Some(tls)) => Some(tokio_rustls::TlsAcceptor::from(tls.clone())),
+            (true, None) => {
+                return Err(Error::Other(format!(
+                    "{addr}: pssl: needs a TLS server configuration"
+                )));
+            }
+        };
+        let inner = TcpListener::bind(a).await?;
+        let local_addr = inner.local_addr()?;
+        let (tx, rx) = mpsc::channel(16);
+        let task = tokio::spawn(accept_loop(inner, tls, config, tx));
         Ok(Listener {
-            inner: TcpListener::bind(a).await?,
-            config,
+            accepted: tokio::sync::Mutex::new(rx),
+            local_addr,
+            task,
         })
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
+        Ok(self.local_addr)
     }
 
-    /// Waits for the next ovsdb-server to connect. The client lives as long as that
-    /// connection; the server reconnects on its own and shows up here again.
-    pub async fn accept(&self) -> Result<(Client, Events, SocketAddr), Error> {
-        let (s, peer) = self.inner.accept().await?;
-        s.set_nodelay(true)?;
-        let (c, e) = Client::from_stream(s, self.config.clone());
-        Ok((c, e, peer))
+    /// Waits for the next ovsdb-server to connect (and, on `pssl:`, complete its TLS
+    /// handshake). The client lives as long as that connection; the server reconnects on its
+    /// own and shows up here again.
+    pub async fn accept(&self) -> Result<Accepted, Error> {
+        self.accepted
+            .lock()
+            .await
+            .recv()
+            .await
+            .ok_or_else(|| Error::Other("listener stopped".into()))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Accepts until the listener is dropped; each TLS handshake runs in its own task.
+async fn accept_loop(
+    inner: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    config: ClientConfig,
+    tx: mpsc::Sender<Accepted>,
+) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    let mut pause = None;
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (s, peer) = match inner.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                let wait = pause.unwrap_or(Duration::from_millis(10));
+                tracing::warn!("OVSDB listener: accept failed ({e}); retrying in {wait:?}");
+                tokio::time::sleep(wait).await;
+                pause = Some((wait * 2).min(Duration::from_secs(1)));
+                continue;
+            }
+        };
+        pause = None;
+        let _ = s.set_nodelay(true);
+        let (tls, config, tx) = (tls.clone(), config.clone(), tx.clone());
+        tokio::spawn(async move {
+            let (stream, certificate): (Box<dyn Stream>, _) = match tls {
+                None => (Box::new(s), None),
+                Some(tls) => {
+                    match tokio::time::timeout(config.connect_timeout, tls.accept(s)).await {
+                        Ok(Ok(s)) => {
+                            let cert = s
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(<[_]>::first)
+                                .map(|c| c.clone().into_owned());
+                            (Box::new(s), cert)
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!("OVSDB listener: TLS handshake with {peer}: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("OVSDB listener: TLS handshake with {peer} timed out");
+                            return;
+                        }
+                    }
+                }
+            };
+            drop(slot);
+            let (client, events) = Client::from_stream(stream, config);
+            let _ = tx
+                .send(Accepted {
+                    client,
+                    events,
+                    peer,
+                    certificate,
+                })
+                .await;
+        });
     }
 }
 
@@ -818,7 +980,21 @@ mod tests {
             Ok(Remote::Tcp("[::1]:6640".parse().unwrap()))
         );
         assert!("tcp:1.2.3.4".parse::<Remote>().is_err());
-        assert!("ssl:1.2.3.4:1".parse::<Remote>().is_err());
+        assert_eq!(
+            "ssl:10.0.0.1:6640".parse::<Remote>(),
+            Ok(Remote::Ssl("10.0.0.1:6640".parse().unwrap()))
+        );
+        assert!("ssl:1.2.3.4".parse::<Remote>().is_err());
+        assert!("udp:1.2.3.4:1".parse::<Remote>().is_err());
+        assert_eq!(
+            parse_passive_tls("pssl:6640:127.0.0.1"),
+            Ok(("127.0.0.1:6640".parse().unwrap(), true))
+        );
+        assert_eq!(
+            parse_passive_tls("ptcp:6640"),
+            Ok(("0.0.0.0:6640".parse().unwrap(), false))
+        );
+        assert!(parse_passive_tls("pssl:x").is_err());
         assert!("unix:".parse::<Remote>().is_err());
         assert_eq!(
             parse_passive("ptcp:6640"),

@@ -9,8 +9,9 @@
 //!   `poll_event`, `poll_timeout`); answers `echo`, probes idle peers, re-establishes monitors
 //!   and locks after [`Session::reset`].
 //! - [`replica`]: an in-memory table cache fed by monitor updates.
-//! - [`client`]: a thin tokio driver (active `unix:`/`tcp:` with reconnect, passive `ptcp:`,
-//!   and a Raft cluster's leader, followed from member to member).
+//! - [`client`]: a thin tokio driver (active `unix:`/`tcp:`/`ssl:` with reconnect, passive
+//!   `ptcp:`/`pssl:`, and a Raft cluster's leader, followed from member to member); TLS with
+//!   the caller's rustls configs.
 //! - [`cluster`]: what `_Server` says of a clustered database (pure), and the probe of a
 //!   member (I/O).
 //! - [`vswitch`]: typed Open_vSwitch rows and idempotent helpers.
@@ -44,7 +45,8 @@ pub mod session;
 pub mod vswitch;
 
 pub use client::{
-    Client, ClientConfig, ClientEvent, Error, Events, Listener, PendingTransact, ReplicaHandle,
+    Accepted, Client, ClientConfig, ClientEvent, Error, Events, Listener, PeerCertificate,
+    PendingTransact, ReplicaHandle,
 };
 pub use datum::{Atom, Datum, Row, Uuid};
 pub use ops::{
@@ -54,3 +56,4 @@ pub use replica::Replica;
 pub use session::{
     Event, Reply, RequestError, RequestId, Session, SessionConfig, SessionError, UpdateKind,
 };
+pub use tokio_rustls::rustls;

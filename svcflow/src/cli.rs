@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use ipnet::Ipv4Net;
 
 use crate::config::{
-    ConfigError, FileConfig, RunConfig, parse_datapath_type, parse_election, parse_kubernetes,
-    parse_log_level, parse_ovsdb_remote, parse_port_range,
+    ConfigError, FileConfig, RunConfig, TlsFiles, parse_datapath_type, parse_election,
+    parse_kubernetes, parse_log_level, parse_ovsdb_remote, parse_port_range,
 };
 
 /// svcflow: an OpenFlow controller that replaces kube-proxy and iptables on Open vSwitch.
@@ -85,6 +85,10 @@ pub struct DaemonRest {
     /// An `Authorization` header value (`Basic …` or `Bearer …`), or `SVCFLOW_AUTH`.
     #[arg(long, env = "SVCFLOW_AUTH", value_name = "VALUE")]
     pub auth: Option<String>,
+    /// For an `https://` URL: the PEM CA certificate that signed the daemon's certificate (its
+    /// `--ssl-certificate`), or `SVCFLOW_CA_CERT`. Its host name is not checked, as OVS does.
+    #[arg(long, env = "SVCFLOW_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// `svcflow plan` arguments.
@@ -250,10 +254,12 @@ pub struct RunArgs {
     /// (userspace) [default: netdev].
     #[arg(long, value_name = "TYPE")]
     pub datapath_type: Option<String>,
-    /// An OVSDB server to dial, as NODE=unix:PATH or NODE=tcp:IP:PORT; repeat once per node.
+    /// An OVSDB server to dial, as NODE=unix:PATH, NODE=tcp:IP:PORT or NODE=ssl:IP:PORT; repeat
+    /// once per node.
     #[arg(long = "ovsdb-remote", value_name = "NODE=REMOTE")]
     pub ovsdb_remotes: Vec<String>,
-    /// Listen for node ovsdb-servers pointed here with `ovs-vsctl set-manager tcp:ADDR` (passive mode).
+    /// Listen for node ovsdb-servers pointed here with `ovs-vsctl set-manager tcp:ADDR`, or
+    /// `ssl:ADDR` with TLS (passive mode).
     #[arg(long, value_name = "ADDR")]
     pub ovsdb_manager_listen: Option<SocketAddr>,
     /// Address of the REST northbound [default: 127.0.0.1:8181].
@@ -339,6 +345,26 @@ pub struct RunArgs {
     /// after at most this long [default: 15].
     #[arg(long, value_name = "SECONDS")]
     pub lease_duration: Option<u64>,
+    /// TLS: this daemon's PEM private key. With --ssl-certificate and --ssl-ca-cert (all three
+    /// or none), every listener speaks TLS (OpenFlow and the OVSDB manager port require a
+    /// client certificate the CA signed; REST, metrics and health are HTTPS), bridges are told
+    /// to dial `ssl:`, and nodes' OVSDB servers are dialled over `ssl:`; a node's identity is
+    /// its certificate's common name. See docs/security.md.
+    #[arg(long, value_name = "FILE")]
+    pub ssl_private_key: Option<PathBuf>,
+    /// TLS: the PEM certificate presented to every peer (e.g. `ovs-pki -u req+sign svcflow
+    /// controller`).
+    #[arg(long, value_name = "FILE")]
+    pub ssl_certificate: Option<PathBuf>,
+    /// TLS: the PEM CA certificate(s) that must have signed every peer's certificate (e.g.
+    /// ovs-pki's switchca/cacert.pem).
+    #[arg(long, value_name = "FILE")]
+    pub ssl_ca_cert: Option<PathBuf>,
+    /// Allow plain TCP beyond loopback: listeners on other addresses without TLS, and `tcp:`
+    /// OVSDB remotes and store members that are not loopback. Each such endpoint is logged as
+    /// a warning. Without it, svcflow refuses to start with one.
+    #[arg(long)]
+    pub insecure: bool,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     pub check: bool,
@@ -431,7 +457,27 @@ impl RunArgs {
                 .or(file.lease_namespace.as_deref()),
             self.lease_duration.or(file.lease_duration).unwrap_or(15),
         )?;
-        Ok(RunConfig {
+        let tls = match (
+            self.ssl_private_key.clone().or(file.ssl_private_key),
+            self.ssl_certificate.clone().or(file.ssl_certificate),
+            self.ssl_ca_cert.clone().or(file.ssl_ca_cert),
+        ) {
+            (Some(private_key), Some(certificate), Some(ca_cert)) => Some(TlsFiles {
+                private_key,
+                certificate,
+                ca_cert,
+            }),
+            (None, None, None) => None,
+            _ => {
+                return Err(ConfigError(
+                    "TLS needs all three of --ssl-private-key, --ssl-certificate and                      --ssl-ca-cert"
+                        .into(),
+                ));
+            }
+        };
+        let config = RunConfig {
+            tls,
+            insecure: self.insecure || file.insecure.unwrap_or(false),
             openflow_listen: self
                 .openflow_listen
                 .or(file.openflow_listen)
@@ -477,7 +523,15 @@ impl RunArgs {
                     .unwrap_or(600),
             ),
             election,
-        })
+        };
+        let exposed = crate::tls::policy::plain_beyond_loopback(&config);
+        if !exposed.is_empty() && !config.insecure {
+            return Err(ConfigError(format!(
+                "plain TCP beyond loopback: {}; give --ssl-private-key, --ssl-certificate and                  --ssl-ca-cert (TLS; remotes as ssl:IP:PORT), or --insecure to allow it",
+                exposed.join(", ")
+            )));
+        }
+        Ok(config)
     }
 }
 
@@ -649,6 +703,7 @@ mod tests {
             "0.0.0.0:6653",
             "--openflow-advertise",
             "192.0.2.1:6653",
+            "--insecure",
         ])
         .merge(FileConfig::default())
         .unwrap();
@@ -664,6 +719,46 @@ mod tests {
     }
 
     #[test]
+    fn plain_tcp_beyond_loopback_needs_tls_or_insecure() {
+        let merge = |argv: &[&str]| run_args(argv).merge(FileConfig::default());
+        let err = merge(&["--openflow-listen", "10.0.0.1:6653"]).unwrap_err();
+        assert!(
+            err.0
+                .contains("plain TCP beyond loopback: OpenFlow listener 10.0.0.1:6653"),
+            "{err}"
+        );
+        let err = merge(&["--ovsdb-remote", "n1=tcp:10.0.0.2:6640"]).unwrap_err();
+        assert!(err.0.contains("OVSDB remote n1=tcp:10.0.0.2:6640"), "{err}");
+        let err = merge(&["--store", "ovsdb:tcp:10.0.0.3:6641"]).unwrap_err();
+        assert!(err.0.contains("store member tcp:10.0.0.3:6641"), "{err}");
+        let config = merge(&["--openflow-listen", "0.0.0.0:6653", "--insecure"]).unwrap();
+        assert!(config.insecure && config.tls.is_none());
+        let tls = [
+            "--ssl-private-key",
+            "/k",
+            "--ssl-certificate",
+            "/c",
+            "--ssl-ca-cert",
+            "/ca",
+        ];
+        let mut argv = vec![
+            "--openflow-listen",
+            "0.0.0.0:6653",
+            "--ovsdb-manager-listen",
+        ];
+        argv.extend(["0.0.0.0:6640", "--ovsdb-remote", "n1=ssl:10.0.0.2:6640"]);
+        argv.extend(tls);
+        let config = merge(&argv).unwrap();
+        assert_eq!(config.tls.map(|t| t.ca_cert), Some("/ca".into()));
+        // TLS covers the listeners, not a `tcp:` remote.
+        let mut argv = vec!["--ovsdb-remote", "n1=tcp:10.0.0.2:6640"];
+        argv.extend(tls);
+        assert!(merge(&argv).is_err());
+        let err = merge(&["--ssl-private-key", "/k"]).unwrap_err();
+        assert!(err.0.contains("all three"), "{err}");
+    }
+
+    #[test]
     fn auth_may_be_off_only_on_loopback() {
         let err = run_args(&["--rest-listen", "0.0.0.0:8181"])
             .merge(FileConfig::default())
@@ -674,6 +769,7 @@ mod tests {
             "0.0.0.0:8181",
             "--auth-file",
             "/etc/svcflow/auth",
+            "--insecure",
         ])
         .merge(FileConfig::default())
         .unwrap();
@@ -737,8 +833,8 @@ mod tests {
         let cases: [(&[&str], &str); 5] = [
             (&["--node-port-range", "32767-30000"], "node port range"),
             (
-                &["--ovsdb-remote", "n1=ssl:1.2.3.4:6640"],
-                "unix:PATH or tcp:IP:PORT",
+                &["--ovsdb-remote", "n1=udp:1.2.3.4:6640"],
+                "unix:PATH, tcp:IP:PORT or ssl:IP:PORT",
             ),
             (&["--ovsdb-remote", "unix:/x"], "NODE=unix:PATH"),
             (&["--gateway-mac", "0a:58"], "gateway mac"),

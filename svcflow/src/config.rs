@@ -6,9 +6,15 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde::Deserialize;
 
+pub use crate::tls::TlsFiles;
+
 /// Everything `svcflow run` needs, after the file and the flags are merged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunConfig {
+    /// TLS material: with it, every listener speaks TLS and nodes are dialled over `ssl:`.
+    pub tls: Option<TlsFiles>,
+    /// Plain TCP beyond loopback is allowed (each such endpoint is logged as a warning).
+    pub insecure: bool,
     /// Where switches connect over OpenFlow.
     pub openflow_listen: SocketAddr,
     /// The address nodes' bridges are told to dial, when it differs from the listen address
@@ -17,7 +23,7 @@ pub struct RunConfig {
     /// The datapath type of the bridges svcflow creates: `system` (the kernel module) or
     /// `netdev` (the userspace datapath).
     pub datapath_type: String,
-    /// OVSDB servers svcflow dials, one per node: `unix:PATH` or `tcp:IP:PORT`.
+    /// OVSDB servers svcflow dials, one per node: `unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`.
     pub ovsdb_remotes: Vec<OvsdbRemote>,
     /// Where node `ovsdb-server`s pointed at svcflow with `set-manager` connect, if anywhere.
     pub ovsdb_manager_listen: Option<SocketAddr>,
@@ -144,7 +150,7 @@ pub fn parse_election(
 pub struct OvsdbRemote {
     /// The node's name, as in the model.
     pub node: String,
-    /// `unix:PATH` or `tcp:IP:PORT`.
+    /// `unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`.
     pub target: String,
 }
 
@@ -152,6 +158,14 @@ pub struct OvsdbRemote {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct FileConfig {
+    /// See [`RunConfig::tls`].
+    pub ssl_private_key: Option<PathBuf>,
+    /// See [`RunConfig::tls`].
+    pub ssl_certificate: Option<PathBuf>,
+    /// See [`RunConfig::tls`].
+    pub ssl_ca_cert: Option<PathBuf>,
+    /// See [`RunConfig::insecure`].
+    pub insecure: Option<bool>,
     /// See [`RunConfig::openflow_listen`].
     pub openflow_listen: Option<SocketAddr>,
     /// See [`RunConfig::openflow_advertise`].
@@ -239,11 +253,11 @@ impl FileConfig {
     }
 }
 
-/// Parses `NODE=REMOTE`, where REMOTE is `unix:PATH` or `tcp:IP:PORT`.
+/// Parses `NODE=REMOTE`, where REMOTE is `unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`.
 pub fn parse_ovsdb_remote(text: &str) -> Result<OvsdbRemote, ConfigError> {
     let (node, target) = text.split_once('=').ok_or_else(|| {
         ConfigError(format!(
-            "ovsdb remote `{text}`: expected NODE=unix:PATH or NODE=tcp:IP:PORT"
+            "ovsdb remote `{text}`: expected NODE=unix:PATH, NODE=tcp:IP:PORT or NODE=ssl:IP:PORT"
         ))
     })?;
     if node.is_empty() {
@@ -253,12 +267,12 @@ pub fn parse_ovsdb_remote(text: &str) -> Result<OvsdbRemote, ConfigError> {
     }
     let valid = match target.split_once(':') {
         Some(("unix", path)) => !path.is_empty(),
-        Some(("tcp", addr)) => addr.parse::<SocketAddr>().is_ok(),
+        Some(("tcp" | "ssl", addr)) => addr.parse::<SocketAddr>().is_ok(),
         _ => false,
     };
     if !valid {
         return Err(ConfigError(format!(
-            "ovsdb remote `{text}`: expected unix:PATH or tcp:IP:PORT after `{node}=`"
+            "ovsdb remote `{text}`: expected unix:PATH, tcp:IP:PORT or ssl:IP:PORT after `{node}=`"
         )));
     }
     Ok(OvsdbRemote {

@@ -1,9 +1,10 @@
 //! `svcflow get services [NAME]` and `svcflow get nodes [NAME]`: the operational views over
 //! REST, as a table (like `kubectl get`) or as JSON. A minimal HTTP/1.1 client: one request,
-//! `Connection: close`.
+//! `Connection: close`, over TLS for `https://` URLs (rustls, trusting the CA of `--ca-cert`).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -265,7 +266,20 @@ fn align(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// GET `path` from `rest` (`http://HOST:PORT`); the body of a 200, else the answer's error.
+/// The TLS client for `https://` URLs: set once, from `--ca-cert`, before any request.
+static HTTPS: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+
+/// Uses `config` (see [`crate::tls::ca_client`]) for `https://` URLs.
+pub(crate) fn trust(config: Arc<rustls::ClientConfig>) {
+    let _ = HTTPS.set(config);
+}
+
+/// A byte stream to the daemon: TCP, or TLS over TCP.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+/// GET `path` from `rest` (`http://HOST:PORT` or `https://HOST:PORT`); the body of a 200, else
+/// the answer's error.
 pub(crate) fn get(rest: &str, path: &str, auth: Option<&str>) -> Result<Vec<u8>, String> {
     call(rest, "GET", path, auth, None)
 }
@@ -279,13 +293,31 @@ pub(crate) fn call(
     auth: Option<&str>,
     body: Option<&[u8]>,
 ) -> Result<Vec<u8>, String> {
-    let host = rest
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{rest}: expected http://HOST:PORT"))?
-        .trim_end_matches('/');
-    let mut stream = TcpStream::connect(host).map_err(|e| format!("connecting to {host}: {e}"))?;
+    let (host, tls) = match (rest.strip_prefix("http://"), rest.strip_prefix("https://")) {
+        (Some(host), _) => (host, false),
+        (None, Some(host)) => (host, true),
+        (None, None) => {
+            return Err(format!(
+                "{rest}: expected http://HOST:PORT or https://HOST:PORT"
+            ));
+        }
+    };
+    let host = host.trim_end_matches('/');
+    let tcp = TcpStream::connect(host).map_err(|e| format!("connecting to {host}: {e}"))?;
     let timeout = Some(Duration::from_secs(30));
-    let _ = stream.set_read_timeout(timeout);
+    let _ = tcp.set_read_timeout(timeout);
+    let mut stream: Box<dyn Stream> = if tls {
+        let config = HTTPS
+            .get()
+            .ok_or_else(|| format!("{rest}: https needs --ca-cert (or SVCFLOW_CA_CERT)"))?;
+        let ip = tcp.peer_addr().map_err(|e| format!("{host}: {e}"))?.ip();
+        let name = rustls::pki_types::ServerName::IpAddress(ip.into());
+        let conn = rustls::ClientConnection::new(config.clone(), name)
+            .map_err(|e| format!("{host}: TLS: {e}"))?;
+        Box::new(rustls::StreamOwned::new(conn, tcp))
+    } else {
+        Box::new(tcp)
+    };
     let auth = auth
         .map(|a| format!("Authorization: {a}\r\n"))
         .unwrap_or_default();
@@ -302,9 +334,12 @@ pub(crate) fn call(
     .and_then(|()| stream.write_all(body.unwrap_or_default()))
     .map_err(|e| format!("{host}: {e}"))?;
     let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("{host}: {e}"))?;
+    match stream.read_to_end(&mut raw) {
+        Ok(_) => {}
+        // A TLS peer that closes without close_notify after a complete answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(format!("{host}: {e}")),
+    }
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

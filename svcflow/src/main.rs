@@ -9,6 +9,7 @@ mod node_setup;
 mod ofp;
 mod plan;
 mod store;
+mod tls;
 mod trace;
 
 use std::io::Write;
@@ -90,6 +91,9 @@ fn main() -> ExitCode {
                 cli::GetCommand::Services(args) => (args, get::services),
                 cli::GetCommand::Nodes(args) => (args, get::nodes),
             };
+            if let Err(code) = trust(&args.daemon) {
+                return code;
+            }
             let json = match output("get", &args.output, "table") {
                 Ok(json) => json,
                 Err(code) => return code,
@@ -105,6 +109,9 @@ fn main() -> ExitCode {
             )
         }
         cli::Command::Plan(args) => {
+            if let Err(code) = trust(&args.daemon) {
+                return code;
+            }
             let json = match output("plan", &args.output, "text") {
                 Ok(json) => json,
                 Err(code) => return code,
@@ -120,6 +127,9 @@ fn main() -> ExitCode {
             )
         }
         cli::Command::Trace(args) => {
+            if let Err(code) = trust(&args.daemon) {
+                return code;
+            }
             let json = match output("trace", &args.output, "text") {
                 Ok(json) => json,
                 Err(code) => return code,
@@ -211,6 +221,23 @@ fn print_from_switch(
         Err(e) => {
             eprintln!("svcflow ofp {what}: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Loads `--ca-cert`, if given, for the REST client's `https://` URLs.
+fn trust(daemon: &cli::DaemonRest) -> Result<(), ExitCode> {
+    let Some(ca) = &daemon.ca_cert else {
+        return Ok(());
+    };
+    match tls::ca_client(ca) {
+        Ok(config) => {
+            get::trust(config);
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("svcflow: --ca-cert: {e}");
+            Err(ExitCode::FAILURE)
         }
     }
 }

@@ -34,6 +34,10 @@ pub struct RestConfig {
     /// state served is not the one the controller acts on (replicas electing over Kubernetes
     /// Leases each keep their own).
     pub refuse_writes: Option<String>,
+    /// HTTPS: the server config every connection's TLS handshake uses; plain HTTP without.
+    pub https: Option<super::tls::TlsConfig<tokio_rustls::rustls::ServerConfig>>,
+    /// TLS for `ssl:` members of an `ovsdb:` store.
+    pub store_tls: Option<super::tls::TlsConfig<tokio_rustls::rustls::ClientConfig>>,
 }
 
 /// Where the REST state is kept.
@@ -62,8 +66,9 @@ impl std::str::FromStr for StoreKind {
         };
         let remotes: Vec<String> = list.split(',').map(|r| r.trim().to_string()).collect();
         for r in &remotes {
-            r.parse::<ovsdb::client::Remote>()
-                .map_err(|e| format!("store {s:?}: {e} (expected tcp:IP:PORT or unix:PATH)"))?;
+            r.parse::<ovsdb::client::Remote>().map_err(|e| {
+                format!("store {s:?}: {e} (expected tcp:IP:PORT, ssl:IP:PORT or unix:PATH)")
+            })?;
         }
         Ok(StoreKind::Ovsdb(remotes))
     }
@@ -83,6 +88,8 @@ impl RestConfig {
             idle_timeout: super::limits::IDLE_TIMEOUT,
             body_budget_bytes: super::limits::BODY_BUDGET_BYTES,
             refuse_writes: None,
+            https: None,
+            store_tls: None,
         }
     }
 

@@ -6,7 +6,8 @@
 //! by key after each write).
 //! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
 //! [`replicated`] (the store in a Raft-clustered ovsdb-server, `--store ovsdb:`),
-//! [`auth`] (credentials), [`limits`] (idle connections and the body budget) and [`server`]
+//! [`auth`] (credentials), [`limits`] (idle connections and the body budget), [`tls`] (HTTPS)
+//! and [`server`]
 //! (the axum router and listener), which also serves [`status_page`] at `/`.
 //!
 //! The daemon calls [`Northbound::open`] with a [`RestConfig`] and an
@@ -29,6 +30,7 @@ pub mod replicated;
 pub mod server;
 pub mod status_page;
 pub mod store;
+pub mod tls;
 pub mod to_model;
 pub mod transfer;
 pub mod types;

@@ -420,8 +420,18 @@ impl Replicated {
         rules: Rules,
         on_change: impl Fn() + Send + 'static,
     ) -> Result<Self, String> {
-        let (client, mut events) = Client::connect_cluster(remotes, DB, ClientConfig::default())
-            .map_err(|e| e.to_string())?;
+        Self::start_with(remotes, rules, ClientConfig::default(), on_change)
+    }
+
+    /// [`Replicated::start`] with the client's settings (TLS for `ssl:` members).
+    pub fn start_with(
+        remotes: &[String],
+        rules: Rules,
+        config: ClientConfig,
+        on_change: impl Fn() + Send + 'static,
+    ) -> Result<Self, String> {
+        let (client, mut events) =
+            Client::connect_cluster(remotes, DB, config).map_err(|e| e.to_string())?;
         let mirror = Arc::new(Mutex::new(Mirror::default()));
         let (status_tx, status) = watch::channel(Status::Searching);
         let (applied_tx, applied) = watch::channel(0u64);

@@ -47,6 +47,7 @@ use super::limits::{BodyBudget, IdleListener};
 use super::operational::OperationalSource;
 use super::replicated::{Mirror, Replicated, WriteError};
 use super::store::{Change, Rules, Store};
+use super::tls::RestListener;
 use super::to_model::{Translator, ovsdb_remotes};
 use super::types::Kind;
 use super::{openapi, parse};
@@ -164,6 +165,7 @@ pub struct Northbound {
     listen: SocketAddr,
     max_body_bytes: usize,
     idle_timeout: std::time::Duration,
+    https: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 impl std::fmt::Debug for Northbound {
@@ -218,7 +220,11 @@ impl Northbound {
             }
             StoreKind::Ovsdb(remotes) => {
                 let wake_publisher = dirty.clone();
-                let replicated = Replicated::start(remotes, rules, move || {
+                let client = ovsdb::ClientConfig {
+                    tls_client: config.store_tls.as_ref().map(|t| t.0.clone()),
+                    ..ovsdb::ClientConfig::default()
+                };
+                let replicated = Replicated::start_with(remotes, rules, client, move || {
                     let _ = wake_publisher.send(());
                 })
                 .map_err(StartError::Store)?;
@@ -263,6 +269,7 @@ impl Northbound {
             listen: config.listen,
             max_body_bytes: config.max_body_bytes,
             idle_timeout: config.idle_timeout,
+            https: config.https.as_ref().map(|t| t.0.clone()),
         })
     }
 
@@ -329,7 +336,8 @@ impl Northbound {
         self.serve_on(listener, shutdown).await
     }
 
-    /// Serves on an already bound listener. Without credentials, it must be on loopback.
+    /// Serves on an already bound listener, over HTTPS if the config had
+    /// [`RestConfig::https`]. Without credentials, it must be on loopback.
     pub async fn serve_on(
         self,
         listener: TcpListener,
@@ -343,7 +351,8 @@ impl Northbound {
             return Err(ConfigError::AuthRequired(addr).into());
         }
         let idle = self.idle_timeout;
-        axum::serve(IdleListener::new(listener, idle), self.router())
+        let listener = RestListener::new(IdleListener::new(listener, idle), self.https.clone());
+        axum::serve(listener, self.router())
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| StartError::Listen { addr, source })

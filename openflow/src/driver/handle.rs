@@ -6,7 +6,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::conn::{self, Shared};
-use super::{DriverConfig, Error};
+use super::{DriverConfig, Error, PeerCertificate};
 use crate::msg::{
     AsyncConfig, Body, ErrorMsg, Features, FlowRemoved, FlowStats, FlowStatsRequest, GroupDesc,
     Message, MultipartBody, MultipartReply, MultipartRequest, PacketIn, PortStatus, Role,
@@ -100,6 +100,7 @@ struct Inner {
     state: watch::Receiver<ConnState>,
     role: watch::Receiver<Option<RoleStatus>>,
     features: Features,
+    peer_certificate: Option<PeerCertificate>,
 }
 
 /// A connected switch. Clones share the connection, which closes when the last clone is
@@ -115,8 +116,13 @@ impl std::fmt::Debug for SwitchHandle {
     }
 }
 
-/// Spawns the connection task for `stream` and waits for the handshake.
-pub(crate) async fn start<S>(stream: S, config: DriverConfig) -> Result<SwitchHandle, Error>
+/// Spawns the connection task for `stream` and waits for the handshake. `peer_certificate`
+/// is the certificate a TLS peer presented, kept for [`SwitchHandle::peer_certificate`].
+pub(crate) async fn start<S>(
+    stream: S,
+    config: DriverConfig,
+    peer_certificate: Option<PeerCertificate>,
+) -> Result<SwitchHandle, Error>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -154,6 +160,7 @@ where
             state,
             role,
             features,
+            peer_certificate,
         }),
     })
 }
@@ -162,6 +169,13 @@ impl SwitchHandle {
     /// The switch's datapath id.
     pub fn datapath_id(&self) -> u64 {
         self.inner.features.datapath_id
+    }
+
+    /// The end-entity certificate the switch presented over TLS (`ssl:`/`pssl:`; verified
+    /// against the CA of the rustls config), or `None` on `tcp:` and `unix:`. What name it
+    /// must carry is the caller's policy.
+    pub fn peer_certificate(&self) -> Option<&PeerCertificate> {
+        self.inner.peer_certificate.as_ref()
     }
 
     /// The switch's FEATURES_REPLY.

@@ -1,5 +1,6 @@
 //! Connection targets in Open vSwitch syntax (`ovs-vsctl set-controller`, `ovs-ofctl`):
-//! `tcp:IP:PORT` and `unix:PATH` to dial, `ptcp:PORT[:IP]` and `punix:PATH` to listen.
+//! `tcp:IP:PORT`, `ssl:IP:PORT` and `unix:PATH` to dial, `ptcp:PORT[:IP]`, `pssl:PORT[:IP]`
+//! and `punix:PATH` to listen.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -11,6 +12,8 @@ use super::error::Error;
 pub enum Target {
     /// `tcp:IP:PORT` (`[IPv6]:PORT` for IPv6).
     Tcp(SocketAddr),
+    /// `ssl:IP:PORT`: TCP with TLS ([`super::DriverConfig::tls_client`]).
+    Ssl(SocketAddr),
     /// `unix:PATH`, e.g. a bridge's `br-int.mgmt` socket.
     Unix(PathBuf),
 }
@@ -20,6 +23,8 @@ pub enum Target {
 pub enum ListenTarget {
     /// `ptcp:PORT[:IP]`; the address defaults to 0.0.0.0, and port 0 picks a free one.
     Tcp(SocketAddr),
+    /// `pssl:PORT[:IP]`: as `ptcp:`, with TLS ([`super::DriverConfig::tls_server`]).
+    Ssl(SocketAddr),
     /// `punix:PATH`.
     Unix(PathBuf),
 }
@@ -32,7 +37,7 @@ fn bad(target: &str, why: &'static str) -> Error {
 }
 
 impl Target {
-    /// Parses `tcp:IP:PORT` or `unix:PATH`.
+    /// Parses `tcp:IP:PORT`, `ssl:IP:PORT` or `unix:PATH`.
     pub fn parse(s: &str) -> Result<Self, Error> {
         if let Some(path) = s.strip_prefix("unix:") {
             if path.is_empty() {
@@ -40,18 +45,24 @@ impl Target {
             }
             return Ok(Target::Unix(PathBuf::from(path)));
         }
-        let Some(rest) = s.strip_prefix("tcp:") else {
-            return Err(bad(s, "expected tcp:IP:PORT or unix:PATH"));
+        let (rest, tls) = match (s.strip_prefix("tcp:"), s.strip_prefix("ssl:")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => return Err(bad(s, "expected tcp:IP:PORT, ssl:IP:PORT or unix:PATH")),
         };
         let addr = rest
             .parse::<SocketAddr>()
-            .map_err(|_| bad(s, "expected IP:PORT after tcp:"))?;
-        Ok(Target::Tcp(addr))
+            .map_err(|_| bad(s, "expected IP:PORT after tcp: or ssl:"))?;
+        Ok(if tls {
+            Target::Ssl(addr)
+        } else {
+            Target::Tcp(addr)
+        })
     }
 }
 
 impl ListenTarget {
-    /// Parses `ptcp:PORT[:IP]` or `punix:PATH`.
+    /// Parses `ptcp:PORT[:IP]`, `pssl:PORT[:IP]` or `punix:PATH`.
     pub fn parse(s: &str) -> Result<Self, Error> {
         if let Some(path) = s.strip_prefix("punix:") {
             if path.is_empty() {
@@ -59,8 +70,15 @@ impl ListenTarget {
             }
             return Ok(ListenTarget::Unix(PathBuf::from(path)));
         }
-        let Some(rest) = s.strip_prefix("ptcp:") else {
-            return Err(bad(s, "expected ptcp:PORT[:IP] or punix:PATH"));
+        let (rest, tls) = match (s.strip_prefix("ptcp:"), s.strip_prefix("pssl:")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => {
+                return Err(bad(
+                    s,
+                    "expected ptcp:PORT[:IP], pssl:PORT[:IP] or punix:PATH",
+                ));
+            }
         };
         let (port, ip) = match rest.split_once(':') {
             Some((port, ip)) => (port, ip.trim_start_matches('[').trim_end_matches(']')),
@@ -76,7 +94,12 @@ impl ListenTarget {
         } else {
             ip.parse::<IpAddr>().map_err(|_| bad(s, "bad IP address"))?
         };
-        Ok(ListenTarget::Tcp(SocketAddr::new(ip, port)))
+        let addr = SocketAddr::new(ip, port);
+        Ok(if tls {
+            ListenTarget::Ssl(addr)
+        } else {
+            ListenTarget::Tcp(addr)
+        })
     }
 }
 
@@ -107,12 +130,21 @@ mod tests {
             Some(ListenTarget::Tcp("[::1]:6653".parse().expect("addr")))
         );
         assert_eq!(
+            Target::parse("ssl:10.0.0.1:6653").ok(),
+            Some(Target::Ssl(SocketAddr::from(([10, 0, 0, 1], 6653))))
+        );
+        assert_eq!(
+            ListenTarget::parse("pssl:6653:127.0.0.1").ok(),
+            Some(ListenTarget::Ssl(SocketAddr::from(([127, 0, 0, 1], 6653))))
+        );
+        assert_eq!(
             ListenTarget::parse("punix:/x").ok(),
             Some(ListenTarget::Unix("/x".into()))
         );
         for bad in [
             "tcp:1.2.3.4",
-            "ssl:1.2.3.4:6653",
+            "ssl:1.2.3.4",
+            "pssl:x",
             "unix:",
             "ptcp:x",
             "ptcp:1:nope",

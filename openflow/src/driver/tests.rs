@@ -90,7 +90,7 @@ async fn fake_switch(mut s: DuplexStream) {
 async fn handle_api_over_an_in_memory_stream() {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let peer = tokio::spawn(fake_switch(theirs));
-    let sw = start(ours, DriverConfig::default())
+    let sw = start(ours, DriverConfig::default(), None)
         .await
         .expect("handshake");
     assert_eq!(sw.datapath_id(), DPID);
@@ -136,7 +136,7 @@ async fn incompatible_peer_fails_the_handshake() {
         write(&mut theirs, 1, Body::Hello(old)).await;
         read(&mut theirs).await
     });
-    let err = start(ours, DriverConfig::default())
+    let err = start(ours, DriverConfig::default(), None)
         .await
         .expect_err("refused");
     assert!(
@@ -154,7 +154,7 @@ async fn incompatible_peer_fails_the_handshake() {
 async fn dropping_every_handle_closes_the_connection() {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let peer = tokio::spawn(fake_switch(theirs));
-    let sw = start(ours, DriverConfig::default())
+    let sw = start(ours, DriverConfig::default(), None)
         .await
         .expect("handshake");
     drop(sw);

@@ -268,7 +268,8 @@ fn run() -> Result<(), SandboxError> {
     println!(
         "   svcflow run --openflow-listen 0.0.0.0:6653 --openflow-advertise {}:6653 --rest-listen \
          {REST} --ovsdb-remote n1=unix:…/db.sock (and n2, n3) --store ovsdb:unix:…/m0.sock,… \
-         (its REST state in a 3-member Raft-clustered ovsdb-server)",
+         --insecure (its REST state in a 3-member Raft-clustered ovsdb-server; plain TCP on the \
+         lab's private management network)",
         lab.controller_ip()
     );
     println!(

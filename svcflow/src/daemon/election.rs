@@ -532,8 +532,14 @@ pub(crate) fn announce(
 /// replica masters (`Change::Master`).
 // The election's wiring: the database, its state, who this replica is, and its channels.
 #[allow(clippy::too_many_arguments)]
+/// The shared store's members, and how to reach them (TLS for `ssl:` members).
+pub(crate) struct StoreClient {
+    pub(crate) remotes: Vec<String>,
+    pub(crate) config: ClientConfig,
+}
+
 pub(crate) async fn run(
-    remotes: Vec<String>,
+    store: StoreClient,
     election: Election,
     me: Me,
     masters: Masters,
@@ -541,7 +547,8 @@ pub(crate) async fn run(
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
 ) {
-    let (client, events) = match Client::connect_cluster(&remotes, DB, ClientConfig::default()) {
+    let StoreClient { remotes, config } = store;
+    let (client, events) = match Client::connect_cluster(&remotes, DB, config) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("election: cannot use the northbound database: {e}");

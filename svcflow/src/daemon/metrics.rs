@@ -21,7 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// A watched Kubernetes resource, as a label (five values).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -503,8 +503,15 @@ pub(crate) enum Endpoint {
     Health,
 }
 
-/// Serves `what` on `addr` until the task is dropped.
-pub(crate) async fn serve(addr: SocketAddr, what: Endpoint, metrics: Arc<Metrics>) {
+/// Serves `what` on `addr` until the task is dropped, over HTTPS with `tls` (each handshake
+/// in the connection's own task, within the 5 s a request may take).
+pub(crate) async fn serve(
+    addr: SocketAddr,
+    what: Endpoint,
+    metrics: Arc<Metrics>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let listener = match TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -515,7 +522,18 @@ pub(crate) async fn serve(addr: SocketAddr, what: Endpoint, metrics: Arc<Metrics
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                tokio::spawn(answer(stream, what, metrics.clone()));
+                let (tls, metrics) = (tls.clone(), metrics.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        None => answer(stream, what, metrics).await,
+                        Some(tls) => {
+                            let handshake = tokio::time::timeout(REQUEST_TIME, tls.accept(stream));
+                            if let Ok(Ok(stream)) = handshake.await {
+                                answer(stream, what, metrics).await;
+                            }
+                        }
+                    }
+                });
             }
             Err(e) => {
                 tracing::debug!("{addr}: accept: {e}");
@@ -525,7 +543,13 @@ pub(crate) async fn serve(addr: SocketAddr, what: Endpoint, metrics: Arc<Metrics
     }
 }
 
-async fn answer(mut stream: TcpStream, what: Endpoint, metrics: Arc<Metrics>) {
+/// How long a client has to send its request (and, over HTTPS, to complete the handshake).
+const REQUEST_TIME: Duration = Duration::from_secs(5);
+
+async fn answer<S>(mut stream: S, what: Endpoint, metrics: Arc<Metrics>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     let read = async {
@@ -536,7 +560,7 @@ async fn answer(mut stream: TcpStream, what: Endpoint, metrics: Arc<Metrics>) {
             }
         }
     };
-    let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
+    let _ = tokio::time::timeout(REQUEST_TIME, read).await;
     let path = String::from_utf8_lossy(&head)
         .split_whitespace()
         .nth(1)

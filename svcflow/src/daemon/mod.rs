@@ -16,6 +16,9 @@
 //!   [`status`] keeps each node's connection and last syncs for the REST nodes view and the
 //!   status page.
 //!
+//! With `--ssl-*`, every listener and remote runs TLS with the configs of [`crate::tls`], and
+//! [`switches`] and [`node`] check that each peer is the node its certificate names.
+//!
 //! SIGTERM or SIGINT stops everything; flows stay on the switches (fail mode secure).
 
 mod agent;
@@ -73,6 +76,15 @@ pub(crate) enum Change {
 /// A shutdown signal: `true` once the daemon is stopping.
 pub(crate) type Shutdown = watch::Receiver<bool>;
 
+/// TLS and the plain-TCP rule, as the daemon's tasks need them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Security {
+    /// The configs built from `--ssl-*`, if TLS is on.
+    pub(crate) tls: Option<Arc<crate::tls::Tls>>,
+    /// `--insecure`: plain TCP beyond loopback is allowed.
+    pub(crate) insecure: bool,
+}
+
 /// Waits until `shutdown` says stop (or its sender is gone).
 pub(crate) async fn stopped(mut shutdown: Shutdown) {
     let _ = shutdown.wait_for(|stop| *stop).await;
@@ -126,35 +138,68 @@ fn init_logging(level: &str) {
         .try_init();
 }
 
-/// The controller target nodes' switches dial: the advertised address, else the listen
-/// address, else (listening on every address) loopback, which reaches the listener only from
-/// the controller's own host.
-fn controller_target(listen: SocketAddr, advertise: Option<SocketAddr>) -> String {
+/// The controller target nodes' switches dial (`ssl:` with TLS, else `tcp:`): the advertised
+/// address, else the listen address, else (listening on every address) loopback, which
+/// reaches the listener only from the controller's own host.
+fn controller_target(listen: SocketAddr, advertise: Option<SocketAddr>, tls: bool) -> String {
     let dial = advertise.unwrap_or(listen);
+    let scheme = if tls { "ssl" } else { "tcp" };
     if dial.ip().is_unspecified() {
-        format!("tcp:127.0.0.1:{}", dial.port())
+        format!("{scheme}:127.0.0.1:{}", dial.port())
     } else {
         match dial {
-            SocketAddr::V4(a) => format!("tcp:{}:{}", a.ip(), a.port()),
-            SocketAddr::V6(a) => format!("tcp:[{}]:{}", a.ip(), a.port()),
+            SocketAddr::V4(a) => format!("{scheme}:{}:{}", a.ip(), a.port()),
+            SocketAddr::V6(a) => format!("{scheme}:[{}]:{}", a.ip(), a.port()),
         }
     }
+}
+
+/// The listen target of an address, in OVS syntax: `pssl:PORT:IP` with TLS, else `ptcp:`.
+fn listen_target(addr: SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "pssl" } else { "ptcp" };
+    format!("{scheme}:{}:{}", addr.port(), addr.ip())
 }
 
 /// Where this replica's REST northbound is reached, as other replicas' operational views
 /// point to it: the listen address, or (listening on every address) the advertised OpenFlow
 /// address's host, else loopback.
-fn rest_url(listen: SocketAddr, advertise: Option<SocketAddr>) -> String {
+fn rest_url(listen: SocketAddr, advertise: Option<SocketAddr>, tls: bool) -> String {
     let ip = match (listen.ip().is_unspecified(), advertise) {
         (false, _) => listen.ip(),
         (true, Some(a)) => a.ip(),
         (true, None) => std::net::IpAddr::from([127, 0, 0, 1]),
     };
-    format!("http://{}", SocketAddr::new(ip, listen.port()))
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}", SocketAddr::new(ip, listen.port()))
 }
 
 async fn serve(config: RunConfig) -> Result<(), String> {
     let (stop_tx, shutdown) = watch::channel(false);
+    let security = Security {
+        tls: config
+            .tls
+            .as_ref()
+            .map(crate::tls::Tls::load)
+            .transpose()
+            .map_err(|e| format!("TLS: {e}"))?
+            .map(Arc::new),
+        insecure: config.insecure,
+    };
+    let tls = security.tls.is_some();
+    if let Some(files) = &config.tls {
+        tracing::info!(
+            "TLS on every listener and OVSDB remote: certificate {}, CA {}; a node's \
+             certificate must carry its name as its common name",
+            files.certificate.display(),
+            files.ca_cert.display()
+        );
+    }
+    for exposed in crate::tls::policy::plain_beyond_loopback(&config) {
+        tracing::warn!(
+            "{exposed}: plain TCP beyond loopback (--insecure): whoever reaches it can read \
+             and forge its traffic, and claim any node"
+        );
+    }
 
     // The northbound: open (and replay) the durable state first, so a bad state dir fails fast.
     let overrides: BTreeMap<String, String> = config
@@ -168,6 +213,14 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     rest.ovsdb_remotes = overrides.clone();
     rest.node_port_range = config.pipeline.node_port_range.0..=config.pipeline.node_port_range.1;
     rest.store = config.store.clone();
+    rest.https = security
+        .tls
+        .as_ref()
+        .map(|t| coe::rest::tls::TlsConfig(t.https.clone()));
+    rest.store_tls = security
+        .tls
+        .as_ref()
+        .map(|t| coe::rest::tls::TlsConfig(t.client.clone()));
     if matches!(config.election, ElectionMode::Lease { .. }) {
         // Each replica's REST state is its own: a write would reach this replica alone.
         rest.refuse_writes = Some(
@@ -184,8 +237,8 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let masters = election::Masters::default();
     let operational_models = Arc::new(std::sync::OnceLock::new());
     let me = election::Me {
-        target: controller_target(config.openflow_listen, config.openflow_advertise),
-        rest: rest_url(config.rest_listen, config.openflow_advertise),
+        target: controller_target(config.openflow_listen, config.openflow_advertise, tls),
+        rest: rest_url(config.rest_listen, config.openflow_advertise, tls),
     };
     let replicated = config.election.replicated();
     let operational: Arc<dyn coe::rest::operational::OperationalSource> =
@@ -233,17 +286,17 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let _ = operational_models.set(models.clone());
 
     // The OpenFlow listener.
-    let target = format!(
-        "ptcp:{}:{}",
-        config.openflow_listen.port(),
-        config.openflow_listen.ip()
-    );
-    let listener = Listener::bind(&target, DriverConfig::default())
+    let target = listen_target(config.openflow_listen, tls);
+    let driver = DriverConfig {
+        tls_server: security.tls.as_ref().map(|t| t.mutual.clone()),
+        ..DriverConfig::default()
+    };
+    let listener = Listener::bind(&target, driver)
         .await
         .map_err(|e| format!("OpenFlow listener {}: {e}", config.openflow_listen))?;
-    tracing::info!("OpenFlow listener on {}", config.openflow_listen);
+    tracing::info!("OpenFlow listener on {target}");
     let node_setup = NodeSetup {
-        controller: controller_target(config.openflow_listen, config.openflow_advertise),
+        controller: controller_target(config.openflow_listen, config.openflow_advertise, tls),
         datapath_type: config.datapath_type.clone(),
         encap: config.pipeline.encap,
         shared_controller: replicated,
@@ -275,7 +328,13 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let election_task = match &config.election {
         ElectionMode::Off => None,
         ElectionMode::Ovsdb(remotes) => Some(tokio::spawn(election::run(
-            remotes.clone(),
+            election::StoreClient {
+                remotes: remotes.clone(),
+                config: ovsdb::ClientConfig {
+                    tls_client: security.tls.as_ref().map(|t| t.client.clone()),
+                    ..ovsdb::ClientConfig::default()
+                },
+            },
             election,
             me.clone(),
             masters.clone(),
@@ -314,21 +373,25 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         }
     };
     let election_tx = election_task.is_some().then_some(tx);
+    let http = if tls { "https" } else { "http" };
     tracing::info!(
-        "metrics on http://{}/metrics, health on http://{}/healthz",
+        "metrics on {http}://{}/metrics, health on {http}://{}/healthz",
         config.metrics_listen,
         config.healthz_listen
     );
+    let https = security.tls.as_ref().map(|t| t.https.clone());
     let metrics_tasks = [
         tokio::spawn(metrics::serve(
             config.metrics_listen,
             metrics::Endpoint::Metrics,
             metrics.clone(),
+            https.clone(),
         )),
         tokio::spawn(metrics::serve(
             config.healthz_listen,
             metrics::Endpoint::Health,
             metrics.clone(),
+            https,
         )),
         tokio::spawn(count_changes(models.clone(), metrics.clone())),
     ];
@@ -337,18 +400,21 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         let shutdown = shutdown.clone();
         let listen = config.rest_listen;
         async move {
-            tracing::info!("REST northbound on {listen}");
+            let http = if tls { "https" } else { "http" };
+            tracing::info!("REST northbound on {http}://{listen}");
             nb.serve(stopped(shutdown)).await
         }
     });
     let accept_task = tokio::spawn(switches::accept(
         listener,
+        tls,
         changes_tx.clone(),
         shutdown.clone(),
     ));
     let passive_task = config.ovsdb_manager_listen.map(|addr| {
         tokio::spawn(node::listen(
             addr,
+            security.clone(),
             node_setup.clone(),
             changes_tx.clone(),
             shutdown.clone(),
@@ -357,6 +423,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
     let changes_tx_for_agents = changes_tx.clone();
     let nodes_task = tokio::spawn(node::manage(
         overrides,
+        security,
         node_setup,
         models.clone(),
         changes_tx,
@@ -489,20 +556,32 @@ mod tests {
 
     #[test]
     fn switches_dial_the_advertised_or_listen_address_or_loopback() {
-        let t = |a: &str| controller_target(a.parse().unwrap(), None);
+        let t = |a: &str| controller_target(a.parse().unwrap(), None, false);
         assert_eq!(t("127.0.0.1:6653"), "tcp:127.0.0.1:6653");
         assert_eq!(t("0.0.0.0:6653"), "tcp:127.0.0.1:6653");
         assert_eq!(t("10.1.2.3:6633"), "tcp:10.1.2.3:6633");
         assert_eq!(t("[fd00::1]:6653"), "tcp:[fd00::1]:6653");
-        let adv = |l: &str, a: &str| controller_target(l.parse().unwrap(), a.parse().ok());
+        let adv = |l: &str, a: &str| controller_target(l.parse().unwrap(), a.parse().ok(), false);
         assert_eq!(adv("0.0.0.0:6653", "192.0.2.7:6653"), "tcp:192.0.2.7:6653");
         assert_eq!(adv("[::]:6653", "[fd00::9]:6000"), "tcp:[fd00::9]:6000");
+        let ssl = |a: &str| controller_target(a.parse().unwrap(), None, true);
+        assert_eq!(ssl("10.1.2.3:6653"), "ssl:10.1.2.3:6653");
+        assert_eq!(ssl("0.0.0.0:6653"), "ssl:127.0.0.1:6653");
+        assert_eq!(
+            listen_target("0.0.0.0:6653".parse().unwrap(), true),
+            "pssl:6653:0.0.0.0"
+        );
     }
 
     #[test]
     fn other_replicas_reach_the_rest_listen_address_or_the_advertised_host() {
-        let url =
-            |l: &str, a: Option<&str>| rest_url(l.parse().unwrap(), a.map(|a| a.parse().unwrap()));
+        let url = |l: &str, a: Option<&str>| {
+            rest_url(l.parse().unwrap(), a.map(|a| a.parse().unwrap()), false)
+        };
+        assert_eq!(
+            rest_url("10.0.0.5:8181".parse().unwrap(), None, true),
+            "https://10.0.0.5:8181"
+        );
         assert_eq!(url("10.0.0.5:8181", None), "http://10.0.0.5:8181");
         assert_eq!(
             url("0.0.0.0:8181", Some("192.0.2.7:6653")),

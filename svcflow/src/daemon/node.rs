@@ -1,5 +1,9 @@
 //! The OVSDB side of each node: dial its OVSDB server, converge `br-int` (with its controller
 //! and gateway port), and report the port bindings whenever they change.
+//!
+//! With TLS, a node's OVSDB server is who its certificate says: dialled (`ssl:`), its
+//! certificate must carry the node's name as its common name (checked by the rustls verifier
+//! on every reconnection); on the manager port, the name it claims must be its certificate's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +19,7 @@ use ovsdb::vswitch::VSwitch;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{Change, Shutdown, stopped};
+use super::{Change, Security, Shutdown, stopped};
 
 /// The OVSDB remote of every node: the command line's, then the REST model's for the others.
 fn remotes(
@@ -31,6 +35,7 @@ fn remotes(
 /// a changed remote a fresh one, a removed node loses its task.
 pub(crate) async fn manage(
     overrides: BTreeMap<String, String>,
+    security: Security,
     base: NodeSetup,
     mut models: watch::Receiver<Arc<Published>>,
     changes: mpsc::UnboundedSender<Change>,
@@ -38,8 +43,31 @@ pub(crate) async fn manage(
     metrics: Arc<Metrics>,
 ) {
     let mut running: BTreeMap<String, (String, JoinHandle<()>)> = BTreeMap::new();
+    // Remotes refused by the plain-TCP rule, so each is logged once.
+    let mut refused: BTreeMap<String, String> = BTreeMap::new();
     loop {
-        let wanted = remotes(&overrides, &models.borrow_and_update());
+        let mut wanted = remotes(&overrides, &models.borrow_and_update());
+        wanted.retain(|node, remote| {
+            if overrides.contains_key(node) {
+                return true;
+            }
+            let secure =
+                crate::tls::policy::model_remote(remote, security.tls.is_some(), security.insecure);
+            match secure {
+                Ok(dial) => {
+                    *remote = dial;
+                    refused.remove(node);
+                    true
+                }
+                Err(why) => {
+                    if refused.get(node) != Some(remote) {
+                        tracing::error!("node {node}: not dialling its OVSDB server: {why}");
+                        refused.insert(node.clone(), remote.clone());
+                    }
+                    false
+                }
+            }
+        });
         running.retain(|node, (remote, task)| {
             if wanted.get(node) == Some(remote) {
                 return true;
@@ -58,9 +86,23 @@ pub(crate) async fn manage(
                 datapath_id: datapath_id(&node),
                 ..base.clone()
             };
+            let client = match &security.tls {
+                Some(tls) if remote.starts_with("ssl:") => match tls.client_for(&node) {
+                    Ok(tls) => ClientConfig {
+                        tls_client: Some(tls),
+                        ..ClientConfig::default()
+                    },
+                    Err(e) => {
+                        tracing::error!("node {node}: TLS: {e}");
+                        continue;
+                    }
+                },
+                _ => ClientConfig::default(),
+            };
             let task = tokio::spawn(run_node(
                 node.clone(),
                 remote.clone(),
+                client,
                 setup,
                 changes.clone(),
                 shutdown.clone(),
@@ -90,6 +132,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 async fn run_node(
     node: String,
     remote: String,
+    client: ClientConfig,
     setup: NodeSetup,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
@@ -97,7 +140,7 @@ async fn run_node(
 ) {
     tokio::select! {
         _ = stopped(shutdown) => {}
-        _ = converge(&node, &remote, &setup, &changes, &metrics) => {}
+        _ = converge(&node, &remote, client, &setup, &changes, &metrics) => {}
     }
 }
 
@@ -106,13 +149,14 @@ async fn run_node(
 async fn converge(
     node: &str,
     remote: &str,
+    client: ClientConfig,
     setup: &NodeSetup,
     changes: &mpsc::UnboundedSender<Change>,
     metrics: &Arc<Metrics>,
 ) {
     let mut backoff = Duration::from_secs(1);
     let vs = loop {
-        match VSwitch::connect(remote, ClientConfig::default()).await {
+        match VSwitch::connect(remote, client.clone()).await {
             Ok((vs, mut events)) => {
                 tracing::info!(
                     "node {node}: connected to OVSDB at {remote}; its switch dials {} as datapath {:016x}",
@@ -261,24 +305,32 @@ async fn keep_converged(
 }
 
 /// Passive mode: node `ovsdb-server`s pointed at svcflow with
-/// `ovs-vsctl set-manager tcp:ADDR` connect here. Each is named by its Open_vSwitch
-/// `external_ids:hostname` (or `system-id`), which must be a node's name in the model; it is then
-/// set up and watched like a dialled one, for as long as its connection lasts.
+/// `ovs-vsctl set-manager tcp:ADDR` (`ssl:ADDR` with TLS) connect here. Each is named by its
+/// Open_vSwitch `external_ids:hostname` (or `system-id`), which must be a node's name in the
+/// model, and with TLS its certificate's common name; it is then set up and watched like a
+/// dialled one, for as long as its connection lasts.
 pub(crate) async fn listen(
     addr: std::net::SocketAddr,
+    security: Security,
     base: NodeSetup,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
 ) {
-    let target = format!("ptcp:{}:{}", addr.port(), addr.ip());
-    let listener = match ovsdb::Listener::bind(&target, ClientConfig::default()).await {
+    let tls = security.tls.is_some();
+    let target = super::listen_target(addr, tls);
+    let config = ClientConfig {
+        tls_server: security.tls.as_ref().map(|t| t.mutual.clone()),
+        ..ClientConfig::default()
+    };
+    let listener = match ovsdb::Listener::bind(&target, config).await {
         Ok(listener) => listener,
         Err(e) => {
             tracing::error!("cannot listen for OVSDB managers on {target}: {e}");
             return;
         }
     };
-    tracing::info!("listening for node OVSDB servers (set-manager tcp:{addr})");
+    let scheme = if tls { "ssl" } else { "tcp" };
+    tracing::info!("listening for node OVSDB servers (set-manager {scheme}:{addr})");
     // The node each live connection serves: a second server claiming a node that already has
     // one is refused until the first is gone (its connection closed or stopped answering the
     // client's probes), so it can neither replace the node's bindings nor orphan them.
@@ -288,7 +340,12 @@ pub(crate) async fn listen(
             _ = stopped(shutdown.clone()) => return,
             accepted = listener.accept() => accepted,
         };
-        let (client, mut events, peer) = match accepted {
+        let ovsdb::Accepted {
+            client,
+            mut events,
+            peer,
+            certificate,
+        } = match accepted {
             Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("accepting an OVSDB manager connection: {e}");
@@ -322,6 +379,12 @@ pub(crate) async fn listen(
                 );
                 return;
             };
+            if tls && let Err(why) = crate::tls::check_node(certificate.as_deref(), &node) {
+                tracing::warn!(
+                    "node {node}: an OVSDB server at {peer} claims it, but {why}; refusing it"
+                );
+                return;
+            }
             {
                 let mut serving = serving.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(first) = serving.get(&node) {

@@ -1,4 +1,8 @@
 //! The OpenFlow side: accept switches and tell the reconcile task when each comes and goes.
+//!
+//! With TLS, a switch is who its certificate says: the datapath id it claims must be the one
+//! svcflow gives the node its certificate names (`netvirt::node_setup::datapath_id(CN)`), or
+//! the connection is refused and logged before the reconcile task hears of it.
 
 use openflow::driver::{Listener, SwitchEvent, SwitchHandle};
 use tokio::sync::mpsc;
@@ -10,6 +14,7 @@ use super::{Change, Shutdown, stopped};
 /// never removes its replacement.
 pub(crate) async fn accept(
     mut listener: Listener,
+    tls: bool,
     changes: mpsc::UnboundedSender<Change>,
     shutdown: Shutdown,
 ) {
@@ -25,11 +30,23 @@ pub(crate) async fn accept(
                 }
             },
         };
+        let node = match tls.then(|| identity(&switch)).transpose() {
+            Ok(node) => node,
+            Err(why) => {
+                tracing::warn!(
+                    "switch with datapath id {:016x} refused: {why}",
+                    switch.datapath_id()
+                );
+                switch.close().await;
+                continue;
+            }
+        };
         next_id += 1;
         let id = next_id;
         tracing::info!(
-            "switch connected: datapath id {:016x} (connection {id})",
-            switch.datapath_id()
+            "switch connected: datapath id {:016x} (connection {id}){}",
+            switch.datapath_id(),
+            node.map_or(String::new(), |n| format!(", certificate of node {n}"))
         );
         let watcher = switch.clone();
         let tx = changes.clone();
@@ -50,6 +67,22 @@ pub(crate) async fn accept(
         if changes.send(Change::SwitchUp(id, switch)).is_err() {
             return;
         }
+    }
+}
+
+/// The node a TLS switch's certificate names, if the datapath id it claims is that node's.
+fn identity(switch: &SwitchHandle) -> Result<String, String> {
+    let cert = switch
+        .peer_certificate()
+        .ok_or_else(|| crate::tls::IdentityError::NoCertificate.to_string())?;
+    let node = crate::tls::name::common_name(cert).map_err(|e| e.to_string())?;
+    let owns = netvirt::node_setup::datapath_id(&node);
+    if owns == switch.datapath_id() {
+        Ok(node)
+    } else {
+        Err(format!(
+            "its certificate is node {node:?}'s, whose datapath id is {owns:016x}"
+        ))
     }
 }
 

@@ -1,0 +1,412 @@
+//! TLS with mutual authentication, end to end with real Open vSwitch and certificates from its
+//! own `ovs-pki`: a bridge dials `svcflow run` over `ssl:` and gets its pipeline; OVSDB runs
+//! over `ssl:` both ways (svcflow dialling a node's `ovsdb-server`, and an `ovsdb-server`
+//! pointed at svcflow with `set-manager ssl:`); a peer whose certificate names another node,
+//! or that presents none, is refused; REST and metrics answer over HTTPS; and plain TCP beyond
+//! loopback needs `--insecure`.
+//!
+//! It runs `target/<profile>/svcflow` (`cargo build -p svcflow` first, or set `SVCFLOW_BIN`).
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ovs_tests::svcflow::fixture::put_web;
+use ovs_tests::svcflow::{Daemon, svcflow_binary};
+use ovs_tests::{Sandbox, free_port, wait_for};
+
+const BR: &str = "br-int";
+
+/// A PKI made by `ovs-pki` (a switch CA and a controller CA), with `-u` certificates whose
+/// common name is exactly the name given, as OVN's chassis certificates.
+struct Pki {
+    dir: PathBuf,
+}
+
+impl Pki {
+    fn new(dir: &Path) -> Pki {
+        std::fs::create_dir_all(dir).unwrap();
+        let pki = Pki {
+            dir: dir.to_path_buf(),
+        };
+        pki.ovs_pki(&["init"]);
+        pki
+    }
+
+    fn ovs_pki(&self, args: &[&str]) {
+        let out = Command::new("ovs-pki")
+            .arg(format!("--dir={}", self.dir.join("pki").display()))
+            .arg(format!("--log={}", self.dir.join("ovs-pki.log").display()))
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ovs-pki {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Signs a certificate for `name` by the `switch` or `controller` CA: (key, certificate).
+    fn sign(&self, name: &str, kind: &str) -> (String, String) {
+        self.ovs_pki(&["-u", "req+sign", name, kind]);
+        let file = |what: &str| {
+            self.dir
+                .join(format!("{name}-{what}.pem"))
+                .to_string_lossy()
+                .into_owned()
+        };
+        (file("privkey"), file("cert"))
+    }
+
+    fn ca(&self, kind: &str) -> String {
+        self.dir
+            .join(format!("pki/{kind}ca/cacert.pem"))
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// svcflow's TLS flags: its controller certificate, and the switch CA for its peers.
+    fn daemon_flags(&self) -> Vec<String> {
+        let (key, cert) = self.sign("svcflow", "controller");
+        vec![
+            format!("--ssl-private-key={key}"),
+            format!("--ssl-certificate={cert}"),
+            format!("--ssl-ca-cert={}", self.ca("switch")),
+        ]
+    }
+}
+
+fn wait_log(daemon: &Daemon, what: &str, needle: &str) {
+    let found = wait_for(what, Duration::from_secs(40), || {
+        daemon.log().contains(needle).then_some(())
+    });
+    if let Err(e) = found {
+        panic!("{e}: no {needle:?} in the daemon log:\n{}", daemon.log());
+    }
+}
+
+/// `curl` over HTTPS in the node namespace, verifying the daemon's certificate (its name is
+/// `svcflow`) against the controller CA.
+fn https(sb: &Sandbox, ca: &str, port: u16, method: &str, path: &str, body: &str) -> String {
+    let resolve = format!("svcflow:{port}:127.0.0.1");
+    let url = format!("https://svcflow:{port}{path}");
+    let mut argv = vec![
+        "curl",
+        "-sS",
+        "-f",
+        "--cacert",
+        ca,
+        "--resolve",
+        &resolve,
+        "-X",
+        method,
+        &url,
+    ];
+    if !body.is_empty() {
+        argv.extend(["-H", "Content-Type: application/json", "-d", body]);
+    }
+    sb.node(&argv)
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"))
+}
+
+#[test]
+fn a_bridge_dials_svcflow_over_tls_and_is_known_by_its_certificate() {
+    let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let pki = Pki::new(&sb.dir().join("pki-files"));
+    let (n1_key, n1_cert) = pki.sign("n1", "switch");
+    let (n2_key, n2_cert) = pki.sign("n2", "switch");
+    let controller_ca = pki.ca("controller");
+    // The node's switch first presents node n2's certificate for n1's datapath.
+    sb.vsctl(&["set-ssl", &n2_key, &n2_cert, &controller_ca])
+        .unwrap();
+    let mut flags = pki.daemon_flags();
+    flags.extend(["--log-level".into(), "debug".into()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let daemon = Daemon::start_as(&sb, 1, "n1", &flags).unwrap();
+
+    let told = wait_for("br-int to be told ssl:", Duration::from_secs(30), || {
+        let target = sb.vsctl(&["get-controller", BR]).ok()?;
+        (target.trim() == "ssl:127.0.0.1:6653").then_some(())
+    });
+    if let Err(e) = told {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    wait_log(
+        &daemon,
+        "the impostor to be refused",
+        "refused: its certificate is node \"n2\"'s",
+    );
+    assert!(
+        !daemon.log().contains("switch connected"),
+        "{}",
+        daemon.log()
+    );
+
+    // Its own certificate: taken, and programmed over the TLS connection.
+    sb.vsctl(&["set-ssl", &n1_key, &n1_cert, &controller_ca])
+        .unwrap();
+    wait_log(
+        &daemon,
+        "the switch to connect with its own certificate",
+        "certificate of node n1",
+    );
+    put_web(&|path, body| {
+        https(
+            &sb,
+            &controller_ca,
+            8181,
+            "PUT",
+            &format!("/restconf/config/{path}"),
+            body,
+        );
+    });
+    let programmed = wait_for(
+        "the service's flows over TLS",
+        Duration::from_secs(30),
+        || {
+            let flows = sb.dump_flows(BR).ok()?;
+            flows.contains("nw_dst=10.96.0.10").then_some(flows)
+        },
+    );
+    if let Err(e) = programmed {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+
+    // REST and metrics answer over HTTPS only.
+    let service = https(
+        &sb,
+        &controller_ca,
+        8181,
+        "GET",
+        "/restconf/config/service:service-information",
+        "",
+    );
+    assert!(service.contains("10.96.0.10"), "{service}");
+    let metrics = https(&sb, &controller_ca, 10249, "GET", "/metrics", "");
+    assert!(metrics.contains("kubeproxy_sync_proxy_rules"), "{metrics}");
+    assert!(
+        sb.node(&[
+            "curl",
+            "-sS",
+            "-f",
+            "http://127.0.0.1:8181/restconf/config/service:service-information"
+        ])
+        .is_err(),
+        "plain HTTP must not be served"
+    );
+    // The CLI reaches it with the CA.
+    let out = Command::new("ip")
+        .args(["netns", "exec", sb.node_netns()])
+        .arg(svcflow_binary().unwrap())
+        .args([
+            "get",
+            "nodes",
+            "--rest",
+            "https://127.0.0.1:8181",
+            "--ca-cert",
+        ])
+        .arg(&controller_ca)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("n1"),
+        "svcflow get nodes over HTTPS: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A TLS client without a certificate, trusting the controller CA: connects to `port` on
+/// loopback, sends `hello`, and returns what it read before the connection ended (nothing,
+/// if the server refused the handshake).
+fn read_without_certificate(ca: &str, port: u16, hello: &[u8]) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_file(ca).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("svcflow").unwrap();
+        let Ok(mut tls) = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+        else {
+            return Vec::new();
+        };
+        let _ = tls.write_all(hello).await;
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut got)).await;
+        got
+    })
+}
+
+#[test]
+fn ovsdb_runs_over_tls_both_ways_and_refuses_other_nodes_and_anonymous_peers() {
+    let dialled = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let dialling = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let pki = Pki::new(&dialled.dir().join("pki-files"));
+    let (n1_key, n1_cert) = pki.sign("n1", "switch");
+    let (n2_key, n2_cert) = pki.sign("n2", "switch");
+    let controller_ca = pki.ca("controller");
+
+    // Node n1's ovsdb-server listens with TLS (pssl:) and n1's certificate.
+    dialled
+        .vsctl(&["set-ssl", &n1_key, &n1_cert, &controller_ca])
+        .unwrap();
+    let db_port = free_port();
+    let ctl = dialled.dir().join("run/ovsdb-server.ctl");
+    let added = Command::new("ovs-appctl")
+        .arg("-t")
+        .arg(&ctl)
+        .arg("ovsdb-server/add-remote")
+        .arg(format!("pssl:{db_port}:127.0.0.1"))
+        .status()
+        .unwrap();
+    assert!(added.success());
+
+    // Node n2's ovsdb-server dials svcflow (set-manager ssl:), first claiming to be n1.
+    let manager = free_port();
+    dialling
+        .vsctl(&["set-ssl", &n2_key, &n2_cert, &controller_ca])
+        .unwrap();
+    dialling
+        .vsctl(&["set", "Open_vSwitch", ".", "external_ids:hostname=n1"])
+        .unwrap();
+
+    let (openflow, rest) = (free_port(), free_port());
+    let mut args = vec![
+        format!("--openflow-listen=127.0.0.1:{openflow}"),
+        format!("--rest-listen=127.0.0.1:{rest}"),
+        format!("--metrics-listen=127.0.0.1:{}", free_port()),
+        format!("--healthz-listen=127.0.0.1:{}", free_port()),
+        format!("--ovsdb-manager-listen=127.0.0.1:{manager}"),
+        format!("--ovsdb-remote=n1=ssl:127.0.0.1:{db_port}"),
+        // n1's server under another node's name: its certificate says n1.
+        format!("--ovsdb-remote=n9=ssl:127.0.0.1:{db_port}"),
+    ];
+    args.extend(pki.daemon_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::spawn(&dialled, 1, None, &args).unwrap();
+    dialling
+        .vsctl(&["set-manager", &format!("ssl:127.0.0.1:{manager}")])
+        .unwrap();
+
+    // Dialled over ssl: n1 is set up, and its bridge is told to dial ssl:.
+    let set_up = |sb: &Sandbox| {
+        let role = sb
+            .vsctl(&["get", "interface", "svc-gw", "external_ids:svcflow-role"])
+            .ok()?;
+        (role.trim() == "service-gateway").then_some(())
+    };
+    if let Err(e) = wait_for("n1 set up over ssl:", Duration::from_secs(30), || {
+        set_up(&dialled)
+    }) {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    assert_eq!(
+        dialled.vsctl(&["get-controller", BR]).unwrap().trim(),
+        format!("ssl:127.0.0.1:{openflow}")
+    );
+    wait_log(
+        &daemon,
+        "n9's remote to be refused",
+        "cannot connect to OVSDB at ssl:",
+    );
+    assert!(
+        daemon.log().contains("the server is not node \"n9\""),
+        "{}",
+        daemon.log()
+    );
+
+    // On the manager port, n2's certificate cannot claim n1.
+    wait_log(
+        &daemon,
+        "the impostor to be refused",
+        "claims it, but its certificate is node \"n2\"'s; refusing it",
+    );
+    assert!(set_up(&dialling).is_none(), "the impostor was set up");
+    // Under its own name it is set up.
+    dialling
+        .vsctl(&["set", "Open_vSwitch", ".", "external_ids:hostname=n2"])
+        .unwrap();
+    if let Err(e) = wait_for(
+        "n2 set up over the manager port",
+        Duration::from_secs(40),
+        || set_up(&dialling),
+    ) {
+        panic!("{e}\ndaemon log:\n{}", daemon.log());
+    }
+    wait_log(
+        &daemon,
+        "n2 to connect",
+        "node n2: its OVSDB server connected",
+    );
+
+    // Peers without a certificate get nothing: no OpenFlow HELLO, no OVSDB reply.
+    let hello = [0x04, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01];
+    let got = read_without_certificate(&controller_ca, openflow, &hello);
+    assert!(
+        got.is_empty(),
+        "OpenFlow answered a peer without a certificate: {got:?}"
+    );
+    let echo = br#"{"id":1,"method":"echo","params":[]}"#;
+    let got = read_without_certificate(&controller_ca, manager, echo);
+    assert!(
+        got.is_empty(),
+        "OVSDB answered a peer without a certificate: {got:?}"
+    );
+    assert!(
+        !daemon.log().contains("switch connected"),
+        "{}",
+        daemon.log()
+    );
+}
+
+#[test]
+fn plain_tcp_beyond_loopback_needs_insecure() {
+    let state = std::env::temp_dir().join(format!("svcflow-tls-test-{}", std::process::id()));
+    let run = |extra: &[&str]| {
+        Command::new(svcflow_binary().unwrap())
+            .args(["run", "--openflow-listen", "192.0.2.1:6653", "--state-dir"])
+            .arg(&state)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = run(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("plain TCP beyond loopback: OpenFlow listener 192.0.2.1:6653")
+            && stderr.contains("--insecure"),
+        "{stderr}"
+    );
+    let allowed = run(&["--insecure", "--check"]);
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&state);
+}
