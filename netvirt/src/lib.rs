@@ -1,9 +1,11 @@
 //! Services to desired OpenFlow state: model, desired flows and groups, plan and apply.
 //!
 //! Pure (no socket, no clock, deterministic): `model` (plain data fed by the inputs),
-//! `desired`, `resolve`, `chain`, `ids`, `shards` (the incremental desired state, and the
-//! renders nodes share), `plan`, `apply` (steps as OpenFlow messages), `flow`, `pipeline`,
-//! `reject`, `trace` (a live trace's probe, temporary flows and report), `health`, `node_setup` (what a node must hold, as OVSDB operations and host
+//! `desired` (the render: one node's flows and groups, straight through, one file per
+//! concern), `shards` (the same state kept incrementally per owner, built on `desired`, and
+//! the renders nodes share), `resolve`, `chain`, `ids`, `plan`, `apply` (steps as OpenFlow
+//! messages), `flow`, `pipeline`, `reject`, `trace` (a live trace's probe, temporary flows and
+//! report), `health`, `node_setup` (what a node must hold, as OVSDB operations and host
 //! commands, computed, not run), `config` and `scenario`.
 //!
 //! I/O, through an [`openflow::driver::SwitchHandle`] the caller owns: `engine` (sends a

@@ -28,8 +28,8 @@ use crate::agent::SwitchState;
 use crate::apply::{flow_mod, group_mod};
 use crate::config::Config;
 use crate::desired::{
-    DesiredState, NodeBindings, PortPlan, ServicePortState, plan_names, render_base,
-    render_service, service_plans,
+    DesiredState, NodeBindings, PortPlan, ServicePortState, collision_message, plan_names,
+    render_base, render_service, service_plans,
 };
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::health::{NoLocal, no_local_endpoints};
@@ -379,15 +379,6 @@ struct Before {
     flows: BTreeMap<Arc<FlowKey>, Option<FlowEntry>>,
     groups: BTreeMap<u32, Option<GroupEntry>>,
     rendered: Vec<Owner>,
-}
-
-/// What a user is told of two flows with one match.
-fn collision_message(key: &FlowKey, kept: &FlowEntry, dropped: &FlowEntry) -> String {
-    format!(
-        "table {} priority {}: two flows with one match; keeping cookie {:#x}, dropping \
-         cookie {:#x}",
-        key.table, key.priority, kept.cookie, dropped.cookie
-    )
 }
 
 /// The key of one difference between two maps.

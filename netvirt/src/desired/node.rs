@@ -1,0 +1,244 @@
+//! The node's own ports and addresses: the gateway port, the uplink, the overlay's tunnel, and
+//! the masquerade of what leaves the node.
+
+use super::*;
+
+impl Builder<'_> {
+    pub(super) fn node_ports(
+        &mut self,
+        node: &Node,
+        bindings: &NodeBindings,
+        gateway_ip: Option<Ipv4Addr>,
+    ) {
+        let gw_mac = self.config.gateway_mac;
+        let c = cookie::make(cookie::NODE, 0);
+        // The virtual gateway address carries the node's node ports (for pods, and for the
+        // node's own host, whose connections to its own address on a node port its nftables
+        // rule sends here: `node_setup::host_gateway_commands`). A new connection to it that no
+        // node port takes is refused at once, as in the service CIDR, not routed away.
+        if let Some(vgw) = gateway_ip {
+            for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
+                self.flow(
+                    table::SERVICE,
+                    1,
+                    l4(protocol).with(Field::Ipv4Dst, u32::from(vgw)),
+                    cookie::make(cookie::REFUSE, 0),
+                    apply(vec![reject_action()]),
+                );
+            }
+        }
+        if let Some(gw) = bindings.gateway {
+            self.flow(
+                table::CLASSIFIER,
+                100,
+                in_port(gw.ofport),
+                c,
+                vec![goto(table::ARP)],
+            );
+            self.flow(
+                table::L3,
+                100,
+                to_ip(self.config.gateway_host_ip),
+                c,
+                route(gw_mac, gw.mac, gw.ofport),
+            );
+        }
+        let Some(uplink) = bindings.uplink else {
+            return;
+        };
+        self.flow(
+            table::CLASSIFIER,
+            100,
+            in_port(uplink.ofport),
+            c,
+            vec![
+                Instruction::ApplyActions(vec![set(reg::FROM_UPLINK, 1u32)]),
+                goto(table::ARP),
+            ],
+        );
+        // From the uplink, answer ARP only for the node's own addresses (and, below, service
+        // addresses), never proxy for everything.
+        let from_uplink = || arp_request().with(reg::FROM_UPLINK, 1u32);
+        self.flow(
+            table::ARP,
+            190,
+            Match::new()
+                .with(Field::EthType, 0x0806u16)
+                .with(reg::FROM_UPLINK, 1u32),
+            c,
+            vec![],
+        );
+        for ip in node.ips.iter().filter_map(v4).chain(gateway_ip) {
+            let m = from_uplink().with(Field::ArpTpa, u32::from(ip));
+            self.flow(table::ARP, 200, m, c, apply(arp_reply_for(uplink.mac, ip)));
+        }
+        // Off-node destinations leave by the uplink, from its own MAC to its next hop.
+        self.flow(
+            table::L3,
+            10,
+            ip(),
+            c,
+            route(uplink.mac, uplink.next_hop_mac, uplink.ofport),
+        );
+        self.masquerade(node);
+    }
+
+    /// The overlay (`--encap geneve|vxlan`): each other node's pod CIDR is routed into the
+    /// flow-based tunnel port with `tun_dst` set to that node's address. The tunnel's
+    /// endpoint is the bridge's own (LOCAL) port, which holds the node's address on the
+    /// node: the userspace datapath routes the encapsulated packet out of it (into this
+    /// pipeline again, which sends it out of the uplink), and decapsulates a packet for the
+    /// node when it is output to it. ARP replies from the uplink go there too, so the
+    /// datapath learns the next hop. Traffic from the tunnel is in-cluster traffic: it is
+    /// not marked as coming from outside (`reg0`), so masquerade and
+    /// `externalTrafficPolicy` apply only to what really came from outside.
+    pub(super) fn tunnel(&mut self, node: &Node, model: &Model, bindings: &NodeBindings) {
+        let cfg = self.config;
+        let (Some(udp), Some(tunnel), Some(uplink), Some(local_mac)) = (
+            cfg.encap.udp_port(),
+            bindings.tunnel,
+            bindings.uplink,
+            bindings.local_mac,
+        ) else {
+            return;
+        };
+        let Some(node_ip) = node.ips.iter().find_map(v4) else {
+            return;
+        };
+        let c = cookie::make(cookie::NODE, 0);
+        self.flow(
+            table::CLASSIFIER,
+            120,
+            in_port(OFPP_LOCAL),
+            c,
+            apply(vec![output(uplink.ofport)]),
+        );
+        let encapsulated = in_port(uplink.ofport)
+            .with(Field::EthType, 0x0800u16)
+            .with(Field::IpProto, 17u8)
+            .with(Field::Ipv4Dst, u32::from(node_ip))
+            .with(Field::UdpDst, udp);
+        self.flow(
+            table::CLASSIFIER,
+            120,
+            encapsulated,
+            c,
+            apply(vec![
+                set(Field::EthDst, mac_value(local_mac)),
+                output(OFPP_LOCAL),
+            ]),
+        );
+        let arp_reply = in_port(uplink.ofport)
+            .with(Field::EthType, 0x0806u16)
+            .with(Field::ArpOp, 2u16);
+        self.flow(
+            table::CLASSIFIER,
+            120,
+            arp_reply,
+            c,
+            apply(vec![output(OFPP_LOCAL)]),
+        );
+        // Out of the tunnel: the tunnel id is the ELAN (for floods), and the packet is
+        // marked as from the tunnel, which is neither from outside nor from a local pod.
+        self.flow(
+            table::CLASSIFIER,
+            100,
+            in_port(tunnel),
+            c,
+            vec![
+                Instruction::ApplyActions(vec![
+                    Action::RegMove {
+                        src: Subfield {
+                            field: Field::TunId,
+                            ofs: 0,
+                            n_bits: 24,
+                        },
+                        dst: Subfield {
+                            field: reg::ELAN,
+                            ofs: 0,
+                            n_bits: 24,
+                        },
+                    },
+                    set(reg::FROM_UPLINK, reg::FROM_TUNNEL),
+                ]),
+                goto(table::ARP),
+            ],
+        );
+        for other in model.nodes.values().filter(|n| n.name != node.name) {
+            let (Some(ipnet::IpNet::V4(pods)), Some(ip)) =
+                (other.pod_cidr, other.ips.iter().find_map(v4))
+            else {
+                continue;
+            };
+            let m = ip_net(pods);
+            self.flow(
+                table::L3,
+                50,
+                m,
+                c,
+                vec![
+                    Instruction::ApplyActions(vec![
+                        set(Field::EthSrc, mac_value(cfg.gateway_mac)),
+                        set(Field::EthDst, mac_value(cfg.gateway_mac)),
+                        Action::DecNwTtl,
+                        set(Field::TunDst, u32::from(ip)),
+                        set(reg::OUT_PORT, tunnel),
+                    ]),
+                    goto(table::OUTPUT),
+                ],
+            );
+        }
+    }
+
+    /// Service connections from outside the node (the uplink) or from the node's own host
+    /// (the gateway port's address) that land on an endpoint of another node are SNATed to
+    /// the node's IP in the hairpin zone, as kube-proxy masquerades them: the endpoint's
+    /// replies then come back through this node, which un-SNATs them (table 20) and
+    /// un-DNATs them (table 21). Connections to local endpoints keep their source, which is
+    /// what `externalTrafficPolicy: Local` promises.
+    pub(super) fn masquerade(&mut self, node: &Node) {
+        let Some(node_ip) = node.ips.iter().find_map(v4) else {
+            return;
+        };
+        let cfg = self.config;
+        let c = cookie::make(cookie::NODE, 0);
+        self.flow(
+            table::UNSNAT,
+            100,
+            ip().with(reg::FROM_UPLINK, 1u32)
+                .with(Field::Ipv4Dst, u32::from(node_ip)),
+            c,
+            apply(vec![ct(
+                cfg.hairpin_zone,
+                table::CONNTRACK,
+                false,
+                Some(Nat::default()),
+            )]),
+        );
+        let dnat_forward = ct_state::DNAT | ct_state::RPL | ct_state::TRK;
+        let new_service =
+            |m: Match| m.with_masked(Field::CtState, ct_state::DNAT | ct_state::TRK, dnat_forward);
+        let sources = [
+            ip().with(reg::FROM_UPLINK, 1u32),
+            ip().with(Field::Ipv4Src, u32::from(cfg.gateway_host_ip)),
+        ];
+        for from in sources {
+            if let Some(ipnet::IpNet::V4(pods)) = node.pod_cidr {
+                let local = new_service(from.clone()).with_masked(
+                    Field::Ipv4Dst,
+                    u32::from(pods.network()),
+                    u32::from(pods.netmask()),
+                );
+                self.flow(table::HAIRPIN, 95, local, c, vec![goto(table::L3)]);
+            }
+            let snat = Nat::snat(node_ip);
+            self.flow(
+                table::HAIRPIN,
+                90,
+                new_service(from),
+                c,
+                apply(vec![ct(cfg.hairpin_zone, table::L3, true, Some(snat))]),
+            );
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! A service's ports planned for one node: its traffic scopes, addresses and backends, and
+//! the group names they need ids for.
+
+use super::*;
+
+/// The traffic scopes of a service port, each with its own group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Its cluster IPs, and its external addresses too when both policies agree.
+    Internal,
+    /// Its external addresses (node ports, external and LB IPs), under the external policy
+    /// when it differs from the internal one.
+    External,
+    /// Every endpoint, for in-cluster traffic to the external addresses when both policies
+    /// are `Local` (its addresses get no flows of their own).
+    ClusterForExternal,
+}
+
+impl Scope {
+    /// The suffix of the scope's group name after `namespace/name:port/protocol`.
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            Scope::Internal => "",
+            Scope::External => "/external",
+            Scope::ClusterForExternal => "/cluster",
+        }
+    }
+}
+
+/// A scope of a service port, its traffic policy, and its (address, port) pairs.
+pub(super) type Scoped = (Scope, TrafficPolicy, Vec<(Ipv4Addr, u16)>);
+
+/// The address classes of a service port: cluster-internal ones (cluster IPs) follow
+/// `internalTrafficPolicy`; the external ones (node ports, external and LB IPs) follow
+/// `externalTrafficPolicy`. Returns `(scope, policy, [(address, port)])`.
+pub(super) fn scopes(
+    service: &Service,
+    port: &ServicePort,
+    node: &Node,
+    gateway_ip: Option<Ipv4Addr>,
+) -> Vec<Scoped> {
+    let internal: Vec<(Ipv4Addr, u16)> = service
+        .cluster_ips
+        .iter()
+        .filter_map(v4)
+        .map(|ip| (ip, port.port))
+        .collect();
+    let mut external: Vec<(Ipv4Addr, u16)> = service
+        .external_ips
+        .iter()
+        .chain(&service.lb_ingress_ips)
+        .filter_map(v4)
+        .map(|ip| (ip, port.port))
+        .collect();
+    if let Some(node_port) = port.node_port {
+        external.extend(
+            node.ips
+                .iter()
+                .filter_map(v4)
+                .chain(gateway_ip)
+                .map(|ip| (ip, node_port)),
+        );
+    }
+    match (
+        service.internal_traffic_policy,
+        service.external_traffic_policy,
+    ) {
+        (TrafficPolicy::Cluster, TrafficPolicy::Cluster) => {
+            let mut all = internal;
+            all.extend(external);
+            vec![(Scope::Internal, TrafficPolicy::Cluster, all)]
+        }
+        (TrafficPolicy::Local, TrafficPolicy::Cluster) => vec![
+            (Scope::Internal, TrafficPolicy::Local, internal),
+            (Scope::External, TrafficPolicy::Cluster, external),
+        ],
+        (TrafficPolicy::Cluster, TrafficPolicy::Local) => vec![
+            (Scope::Internal, TrafficPolicy::Cluster, internal),
+            (Scope::External, TrafficPolicy::Local, external),
+        ],
+        // In-cluster traffic to the external addresses needs every endpoint, which neither
+        // Local scope has: a `/cluster` scope holds them (its addresses get no flows of
+        // their own). It comes before `/external`, which uses its actions.
+        (TrafficPolicy::Local, TrafficPolicy::Local) => vec![
+            (Scope::Internal, TrafficPolicy::Local, internal),
+            (
+                Scope::ClusterForExternal,
+                TrafficPolicy::Cluster,
+                external.clone(),
+            ),
+            (Scope::External, TrafficPolicy::Local, external),
+        ],
+    }
+}
+
+/// A service port while its groups are being planned.
+pub(crate) struct PortPlan {
+    pub(super) name: String,
+    pub(super) scope: Scope,
+    pub(super) protocol: Protocol,
+    /// The service port's `port` (on cluster, external and LB IPs).
+    pub(super) port: u16,
+    pub(super) addresses: Vec<(Ipv4Addr, u16)>,
+    pub(super) found: Vec<Backend>,
+    pub(super) parts: Vec<Vec<V4Backend>>,
+}
+
+/// Plans `service`'s ports on `node`: one per port and traffic scope, named stably
+/// (`namespace/name:port/protocol[/external]`), with its backends split into groups.
+pub(crate) fn service_plans(
+    service: &Service,
+    endpoints: &[crate::model::Endpoint],
+    node: &Node,
+    config: &Config,
+) -> Vec<PortPlan> {
+    let gateway_ip = virtual_gateway_ip(node);
+    let mut plans = Vec::new();
+    for port in &ports_of(service) {
+        for (scope, policy, addresses) in scopes(service, port, node, gateway_ip) {
+            if addresses.is_empty() {
+                continue;
+            }
+            let found = service_backends(service, port, endpoints, node, policy, config);
+            let name = format!(
+                "{}:{}/{}{}",
+                service.key,
+                port.port,
+                port.protocol.keyword(),
+                scope.suffix()
+            );
+            let v4_backends: Vec<V4Backend> = found
+                .iter()
+                .filter_map(|b| v4(&b.ip).map(|ip| (*b, ip)))
+                .collect();
+            let parts =
+                chain::partition(&v4_backends, config.group_buckets_max).unwrap_or_else(|| {
+                    if v4_backends.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![v4_backends]
+                    }
+                });
+            plans.push(PortPlan {
+                name,
+                scope,
+                protocol: port.protocol,
+                port: port.port,
+                addresses,
+                found,
+                parts,
+            });
+        }
+    }
+    plans
+}
+
+/// The ports a service forwards: its own, or, for a service that lists none (the REST design
+/// document's minimal form, "a VIP in front of pods"), every port of TCP, UDP and SCTP, as
+/// port 0: its flows match no destination port and its endpoints are DNATed by address only.
+pub(super) fn ports_of(service: &Service) -> Vec<ServicePort> {
+    if !service.ports.is_empty() {
+        return service.ports.clone();
+    }
+    [Protocol::Tcp, Protocol::Udp, Protocol::Sctp]
+        .into_iter()
+        .map(|protocol| ServicePort {
+            name: String::new(),
+            protocol,
+            port: ANY_PORT,
+            target_port: crate::model::TargetPort::Number(ANY_PORT),
+            node_port: None,
+        })
+        .collect()
+}
+
+/// The port number that stands for every port, in a service that lists none.
+pub const ANY_PORT: u16 = 0;
+
+/// The group names `plans` need ids for: each port's, and a big port's chained groups
+/// (`<port name>#<part>`).
+pub(crate) fn plan_names(plans: &[PortPlan]) -> Vec<String> {
+    let mut names = Vec::new();
+    for p in plans {
+        names.push(p.name.clone());
+        if p.parts.len() > 1 {
+            names.extend((0..p.parts.len()).map(|k| format!("{}#{k}", p.name)));
+        }
+    }
+    names
+}

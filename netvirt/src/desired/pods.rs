@@ -1,0 +1,190 @@
+//! The node's pods and their namespaces' ELANs: classification, ARP, flooding and routes.
+
+use super::*;
+
+/// ELAN ids of every namespace that has pods, explicit ones first.
+pub fn elan_ids(model: &Model) -> BTreeMap<String, u32> {
+    let mut names: BTreeSet<&str> = model.pods.values().map(|p| p.namespace.as_str()).collect();
+    let mut ids = BTreeMap::new();
+    for ns in model.namespaces.values() {
+        names.remove(ns.name.as_str());
+        ids.insert(ns.name.clone(), ns.elan);
+    }
+    let taken: BTreeSet<u32> = ids.values().copied().collect();
+    let mut allocated = ids::allocate(names, group::ELAN_MAX);
+    // An allocated id may collide with an explicit one: move it past the explicit ids.
+    for id in allocated.values_mut() {
+        while taken.contains(id) {
+            *id = if *id >= group::ELAN_MAX { 1 } else { *id + 1 };
+        }
+    }
+    ids.extend(allocated);
+    ids
+}
+
+impl Builder<'_> {
+    pub(super) fn pods(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        bindings: &NodeBindings,
+        elans: &BTreeMap<String, u32>,
+    ) {
+        let gw_mac = self.config.gateway_mac;
+        let mut members: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+        for pod in model.pods.values().filter(|p| p.node == node.name) {
+            let (Some(&ofport), Some(&elan)) = (
+                bindings.ofports.get(&pod.iface_id),
+                elans.get(&pod.namespace),
+            ) else {
+                continue;
+            };
+            let c = cookie::make(cookie::POD, ofport);
+            members.entry(elan).or_default().insert(ofport);
+            for ip in pod.ips.iter().filter(|ip| ip.is_ipv6()) {
+                self.out.conflicts.push(format!(
+                    "pod {}/{}: IPv6 address {ip} is not routed (svcflow programs IPv4 only \
+                     for now)",
+                    pod.namespace, pod.name
+                ));
+            }
+            self.flow(
+                table::CLASSIFIER,
+                100,
+                in_port(ofport),
+                c,
+                vec![
+                    Instruction::ApplyActions(vec![set(reg::ELAN, elan)]),
+                    goto(table::ARP),
+                ],
+            );
+            // The model's MAC, else the interface's `attached-mac`, else the switch learns it
+            // from the pod's own ARP (`learn_mac`).
+            let mac = pod
+                .mac
+                .or_else(|| bindings.macs.get(&pod.iface_id).copied());
+            if mac.is_none() {
+                for ip in pod.ips.iter().filter_map(v4) {
+                    let arp = in_port(ofport)
+                        .with(Field::EthType, 0x0806u16)
+                        .with(Field::ArpSpa, u32::from(ip));
+                    self.flow(
+                        table::CLASSIFIER,
+                        110,
+                        arp,
+                        c,
+                        vec![
+                            Instruction::ApplyActions(vec![
+                                set(reg::ELAN, elan),
+                                learn_mac(ofport),
+                            ]),
+                            goto(table::ARP),
+                        ],
+                    );
+                }
+            }
+            for ip in pod.ips.iter().filter_map(v4) {
+                let hairpin = self::ip()
+                    .with(Field::Ipv4Src, u32::from(ip))
+                    .with(Field::Ipv4Dst, u32::from(ip));
+                let snat = Nat::snat(self.config.loopback_ip);
+                self.flow(
+                    table::HAIRPIN,
+                    100,
+                    hairpin,
+                    c,
+                    apply(vec![ct(
+                        self.config.hairpin_zone,
+                        table::L3,
+                        true,
+                        Some(snat),
+                    )]),
+                );
+                let instructions = match mac {
+                    Some(mac) => route(gw_mac, mac, ofport),
+                    None => route_learned(gw_mac, ofport),
+                };
+                self.flow(table::L3, 100, to_ip(ip), c, instructions);
+            }
+        }
+        if let Some(gw) = bindings.gateway {
+            for ports in members.values_mut() {
+                ports.insert(gw.ofport);
+            }
+        }
+        // With the overlay, an ELAN spans the cluster: its flood also reaches, through the
+        // tunnel with the ELAN as the tunnel id, every other node that has pods of it.
+        let mut remote: BTreeMap<u32, BTreeSet<Ipv4Addr>> = BTreeMap::new();
+        if let (Some(_), Some(_)) = (self.config.encap.udp_port(), bindings.tunnel) {
+            for pod in model.pods.values().filter(|p| p.node != node.name) {
+                let (Some(&elan), Some(ip)) = (
+                    elans.get(&pod.namespace),
+                    model
+                        .nodes
+                        .get(&pod.node)
+                        .and_then(|n| n.ips.iter().find_map(v4)),
+                ) else {
+                    continue;
+                };
+                if members.contains_key(&elan) {
+                    remote.entry(elan).or_default().insert(ip);
+                }
+            }
+        }
+        for (elan, ports) in members {
+            let local: Vec<Bucket> = ports
+                .into_iter()
+                .map(|port| Bucket {
+                    weight: 0,
+                    actions: vec![output(port)],
+                })
+                .collect();
+            let mut buckets = local.clone();
+            if let (Some(tunnel), Some(ips)) = (bindings.tunnel, remote.get(&elan)) {
+                buckets.extend(ips.iter().map(|ip| Bucket {
+                    weight: 0,
+                    actions: vec![
+                        set(Field::TunId, u64::from(elan)),
+                        set(Field::TunDst, u32::from(*ip)),
+                        output(tunnel),
+                    ],
+                }));
+                // What came out of the tunnel floods only here.
+                let id = group::ELAN_LOCAL_BASE | elan;
+                self.out.state.groups.insert(
+                    id,
+                    GroupEntry {
+                        kind: GroupKind::All,
+                        buckets: local,
+                    },
+                );
+                let from_tunnel = Match::new()
+                    .with(reg::FROM_UPLINK, reg::FROM_TUNNEL)
+                    .with(reg::ELAN, elan);
+                self.flow(
+                    table::ARP,
+                    11,
+                    from_tunnel,
+                    cookie::make(cookie::ELAN, elan),
+                    apply(vec![Action::Group(id)]),
+                );
+            }
+            let id = group::ELAN_BASE | elan;
+            self.out.state.groups.insert(
+                id,
+                GroupEntry {
+                    kind: GroupKind::All,
+                    buckets,
+                },
+            );
+            let flood = Match::new().with(reg::ELAN, elan);
+            self.flow(
+                table::ARP,
+                10,
+                flood,
+                cookie::make(cookie::ELAN, elan),
+                apply(vec![Action::Group(id)]),
+            );
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! A service's flows and groups: table 40 for its addresses (with source ranges and refusal),
+//! its select groups, and table 41's endpoint DNAT.
+
+use super::*;
+
+impl Builder<'_> {
+    /// One service's flows and groups: its table-40 (and table-42) flows, its groups, the
+    /// ARP answers for its external addresses, and the DNAT flows of its endpoints.
+    pub(super) fn service(
+        &mut self,
+        service: &Service,
+        plans: Vec<PortPlan>,
+        ids: &BTreeMap<std::sync::Arc<str>, u32>,
+        bindings: &NodeBindings,
+    ) {
+        let config = self.config;
+        self.ipv6_not_served(service, &plans);
+        let mut endpoints: BTreeSet<(Protocol, Ipv4Addr, u16)> = BTreeSet::new();
+        // The actions of each port's cluster scope, for in-cluster traffic to its external
+        // addresses (below).
+        let mut internal_actions: BTreeMap<(Protocol, u16), Vec<Action>> = BTreeMap::new();
+        for plan in plans {
+            let external_scope = plan.scope == Scope::External;
+            let cluster_scope = plan.scope == Scope::ClusterForExternal;
+            let PortPlan {
+                name,
+                scope: _,
+                protocol,
+                port: service_port,
+                addresses,
+                found,
+                parts,
+            } = plan;
+            let Some(&id) = ids.get(name.as_str()) else {
+                self.out.conflicts.push(format!("{name}: no group id left"));
+                continue;
+            };
+            let c = cookie::make(cookie::SERVICE, id);
+            let affinity = match service.session_affinity {
+                SessionAffinity::ClientIp { timeout_seconds } if !parts.is_empty() => {
+                    Some(timeout_seconds)
+                }
+                _ => None,
+            };
+            // With affinity, a bucket comes back to table 44, which learns the choice.
+            let bucket_table = if affinity.is_some() {
+                table::AFFINITY_LEARN
+            } else {
+                table::ENDPOINT
+            };
+            let mut groups = Vec::new();
+            for (k, part) in parts.iter().enumerate() {
+                let group_id = if parts.len() == 1 {
+                    Some(id)
+                } else {
+                    ids.get(format!("{name}#{k}").as_str()).copied()
+                };
+                let Some(group_id) = group_id else {
+                    self.out
+                        .conflicts
+                        .push(format!("{name}#{k}: no group id left"));
+                    continue;
+                };
+                self.out
+                    .state
+                    .groups
+                    .insert(group_id, select_group(part, bucket_table));
+                endpoints.extend(part.iter().map(|(b, ip)| (protocol, *ip, b.port)));
+                groups.push(ServiceGroup {
+                    id: group_id,
+                    backends: part.iter().map(|(b, _)| *b).collect(),
+                });
+            }
+            let select = match groups.as_slice() {
+                [] => vec![reject_action()],
+                [one] => vec![Action::Group(one.id)],
+                _ => self.chain(&name, id, c, &groups),
+            };
+            let actions = match affinity {
+                Some(timeout) => self.affinity(&name, id, c, timeout, &groups, select),
+                // A big service's slot ranges in table 42 are keyed by `reg5`.
+                None if groups.len() > 1 => {
+                    let mut a = vec![set(reg::SERVICE_ID, id)];
+                    a.extend(select);
+                    a
+                }
+                None => select,
+            };
+            // externalTrafficPolicy Local applies to traffic from outside only: in-cluster
+            // traffic (from pods and the node itself) to a port's external addresses goes to
+            // every endpoint, as in kube-proxy: to the internal scope's group when that is
+            // Cluster, else to a `/cluster` group of its own. The external scope's flows match
+            // the uplink (`reg0=1`) at 10 above, and the same addresses without it take those
+            // cluster-wide actions.
+            let in_cluster = if external_scope {
+                internal_actions.get(&(protocol, service_port)).cloned()
+            } else if cluster_scope {
+                // Every endpoint, for in-cluster traffic to the external addresses only.
+                internal_actions.insert((protocol, service_port), actions.clone());
+                self.out.services.insert(
+                    name,
+                    ServicePortState {
+                        groups,
+                        cookie: c,
+                        backends: found,
+                    },
+                );
+                continue;
+            } else {
+                if service.internal_traffic_policy == TrafficPolicy::Cluster {
+                    internal_actions.insert((protocol, service_port), actions.clone());
+                }
+                None
+            };
+            let restricted = lb_source_ranges(service);
+            for (address, port) in &addresses {
+                let mut m = l4(protocol).with(Field::Ipv4Dst, u32::from(*address));
+                if *port != ANY_PORT {
+                    m.insert(openflow::OxmField::exact(dst_port_field(protocol), *port));
+                }
+                let is_lb =
+                    *port == service_port && service.lb_ingress_ips.contains(&IpAddr::V4(*address));
+                // (priority, match, actions); empty actions drop.
+                let mut flows: Vec<(u16, Match, Vec<Action>)> = Vec::new();
+                match &restricted {
+                    Some(ranges) if is_lb => {
+                        // Only the listed sources reach an LB IP; other new connections
+                        // are dropped, as kube-proxy's firewall chain drops them.
+                        for &(net, mask) in ranges {
+                            let allowed = if mask == u32::MAX {
+                                m.clone().with(Field::Ipv4Src, net)
+                            } else {
+                                m.clone().with_masked(Field::Ipv4Src, net, mask)
+                            };
+                            flows.push((100, allowed, actions.clone()));
+                        }
+                        flows.push((90, m, Vec::new()));
+                    }
+                    _ => flows.push((100, m, actions.clone())),
+                }
+                for (priority, m, flow_actions) in flows {
+                    let instructions =
+                        |a: Vec<Action>| if a.is_empty() { vec![] } else { apply(a) };
+                    match &in_cluster {
+                        Some(inside) => {
+                            let inside = if flow_actions.is_empty() {
+                                Vec::new()
+                            } else {
+                                inside.clone()
+                            };
+                            let outside = m.clone().with(reg::FROM_UPLINK, 1u32);
+                            self.flow(
+                                table::SERVICE,
+                                priority + 10,
+                                outside,
+                                c,
+                                instructions(flow_actions),
+                            );
+                            self.flow(table::SERVICE, priority, m, c, instructions(inside));
+                        }
+                        None => {
+                            self.flow(table::SERVICE, priority, m, c, instructions(flow_actions));
+                        }
+                    }
+                }
+            }
+            self.out.services.insert(
+                name,
+                ServicePortState {
+                    groups,
+                    cookie: c,
+                    backends: found,
+                },
+            );
+        }
+        // Answer ARP from the uplink for external and LB addresses that land on this node.
+        if let Some(uplink) = bindings.uplink {
+            let announced: BTreeSet<Ipv4Addr> = service
+                .external_ips
+                .iter()
+                .chain(&service.lb_ingress_ips)
+                .filter_map(v4)
+                .collect();
+            for ip in announced {
+                let m = arp_request()
+                    .with(reg::FROM_UPLINK, 1u32)
+                    .with(Field::ArpTpa, u32::from(ip));
+                self.flow(
+                    table::ARP,
+                    200,
+                    m,
+                    cookie::make(cookie::NODE, 0),
+                    apply(arp_reply_for(uplink.mac, ip)),
+                );
+            }
+        }
+        // An endpoint's DNAT flow is the same whichever service renders it, so services that
+        // share an endpoint share the flow.
+        for (protocol, ip, port) in endpoints {
+            let m = l4(protocol)
+                .with(reg::ENDPOINT_IP, u32::from(ip))
+                .with(reg::ENDPOINT_PORT, u32::from(port));
+            let dnat = Nat::dnat(ip, (port != ANY_PORT).then_some(port));
+            let c = cookie::make(cookie::ENDPOINT, u32::from(ip));
+            self.flow(
+                table::ENDPOINT,
+                100,
+                m,
+                c,
+                apply(vec![ct(
+                    config.service_zone,
+                    table::HAIRPIN,
+                    true,
+                    Some(dnat),
+                )]),
+            );
+        }
+    }
+
+    /// Says which of the service's IPv6 addresses and endpoints get no flows: svcflow programs
+    /// IPv4 only for now, and an address it skips must not be skipped silently.
+    pub(super) fn ipv6_not_served(&mut self, service: &Service, plans: &[PortPlan]) {
+        let addresses: BTreeSet<&IpAddr> = service
+            .cluster_ips
+            .iter()
+            .chain(&service.external_ips)
+            .chain(&service.lb_ingress_ips)
+            .filter(|ip| ip.is_ipv6())
+            .collect();
+        for ip in addresses {
+            self.out.conflicts.push(format!(
+                "{}: IPv6 address {ip} is not served (svcflow programs IPv4 only for now)",
+                service.key
+            ));
+        }
+        let endpoints: BTreeSet<IpAddr> = plans
+            .iter()
+            .flat_map(|p| p.found.iter().map(|b| b.ip))
+            .filter(IpAddr::is_ipv6)
+            .collect();
+        for ip in endpoints {
+            self.out.conflicts.push(format!(
+                "{}: IPv6 endpoint {ip} is not used (svcflow programs IPv4 only for now)",
+                service.key
+            ));
+        }
+    }
+}
+
+/// A LoadBalancer's IPv4 source ranges as (network, mask) pairs, or `None` when its LB IPs
+/// are open to every source: no IPv4 range is listed (kube-proxy filters the ranges by
+/// family), or one of them is `0.0.0.0/0`.
+pub(super) fn lb_source_ranges(service: &Service) -> Option<Vec<(u32, u32)>> {
+    let ranges: Vec<(u32, u32)> = service
+        .lb_source_ranges
+        .iter()
+        .filter_map(|net| match net {
+            ipnet::IpNet::V4(v4) => {
+                let v4 = v4.trunc();
+                Some((u32::from(v4.network()), u32::from(v4.netmask())))
+            }
+            ipnet::IpNet::V6(_) => None,
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if ranges.is_empty() || ranges.iter().any(|&(_, mask)| mask == 0) {
+        None
+    } else {
+        Some(ranges)
+    }
+}
+
+/// A select group with one bucket per backend: load the endpoint, then go to `next` (table
+/// 41 to DNAT, or table 44 to learn an affine choice first).
+pub(super) fn select_group(backends: &[V4Backend], next: u8) -> GroupEntry {
+    let buckets = backends
+        .iter()
+        .map(|(b, ip)| Bucket {
+            weight: b.weight,
+            actions: vec![
+                set(reg::ENDPOINT_IP, u32::from(*ip)),
+                set(reg::ENDPOINT_PORT, u32::from(b.port)),
+                resubmit(next),
+            ],
+        })
+        .collect();
+    GroupEntry {
+        kind: GroupKind::Select,
+        buckets,
+    }
+}
+
+/// Sends the packet to the controller, which refuses its connection.
+pub(super) fn reject_action() -> Action {
+    Action::Controller(openflow::action::Controller {
+        max_len: u16::MAX,
+        controller_id: 0,
+        reason: 1,
+        userdata: REJECT_USERDATA.to_vec(),
+        pause: false,
+        meter_id: None,
+        legacy: false,
+    })
+}

@@ -1,0 +1,123 @@
+//! The pipeline's fixed flows: every table's default, conntrack, the service CIDR's refusal
+//! and the output table.
+
+use super::*;
+
+impl Builder<'_> {
+    pub(super) fn skeleton(&mut self) {
+        let c = cookie::make(cookie::SKELETON, 0);
+        let cfg = self.config;
+        self.flow(table::CLASSIFIER, 0, Match::new(), c, vec![]);
+        // ARP: proxy-answer every request from a local port with the gateway MAC, so all IP
+        // traffic is routed by the L3 table; IP goes on to conntrack; the rest is dropped
+        // unless an ELAN flood below takes it.
+        self.flow(
+            table::ARP,
+            100,
+            arp_request(),
+            c,
+            apply(arp_proxy_reply(cfg.gateway_mac)),
+        );
+        self.flow(table::ARP, 50, ip(), c, vec![goto(table::UNSNAT)]);
+        self.flow(table::ARP, 0, Match::new(), c, vec![]);
+        // Hairpin replies are un-SNATed in their own zone before anything else.
+        let loopback = ip().with(Field::Ipv4Dst, u32::from(cfg.loopback_ip));
+        self.flow(
+            table::UNSNAT,
+            100,
+            loopback,
+            c,
+            apply(vec![ct(
+                cfg.hairpin_zone,
+                table::CONNTRACK,
+                false,
+                Some(Nat::default()),
+            )]),
+        );
+        self.flow(
+            table::UNSNAT,
+            0,
+            Match::new(),
+            c,
+            vec![goto(table::CONNTRACK)],
+        );
+        self.flow(
+            table::CONNTRACK,
+            0,
+            ip(),
+            c,
+            apply(vec![ct(
+                cfg.service_zone,
+                table::CT_STATE,
+                false,
+                Some(Nat::default()),
+            )]),
+        );
+        self.flow(
+            table::CT_STATE,
+            200,
+            ct_match(ct_state::INV | ct_state::TRK, ct_state::INV | ct_state::TRK),
+            c,
+            vec![],
+        );
+        self.flow(
+            table::CT_STATE,
+            100,
+            ct_match(ct_state::NEW | ct_state::TRK, ct_state::NEW | ct_state::TRK),
+            c,
+            vec![goto(table::SERVICE)],
+        );
+        self.flow(
+            table::CT_STATE,
+            0,
+            Match::new(),
+            c,
+            vec![goto(table::HAIRPIN)],
+        );
+        // Every other new connection is committed, so its replies are +est, not +inv.
+        self.flow(
+            table::SERVICE,
+            0,
+            ip(),
+            c,
+            apply(vec![ct(cfg.service_zone, table::HAIRPIN, true, None)]),
+        );
+        // Except in the service CIDR: a new connection there that no service port takes (an
+        // address no service owns, or a port a service address does not serve) is refused at
+        // once, as kube-proxy's nftables mode refuses it, instead of leaving by the uplink to
+        // time out. (A /0 "CIDR" would refuse everything; it is not one.)
+        let cidr = cfg.service_cidr;
+        let refuse = cookie::make(cookie::REFUSE, 0);
+        if cidr.prefix_len() > 0 {
+            let (net, mask) = (u32::from(cidr.network()), u32::from(cidr.netmask()));
+            for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
+                let m = if mask == u32::MAX {
+                    l4(protocol).with(Field::Ipv4Dst, net)
+                } else {
+                    l4(protocol).with_masked(Field::Ipv4Dst, net, mask)
+                };
+                self.flow(table::SERVICE, 1, m, refuse, apply(vec![reject_action()]));
+            }
+        }
+        self.flow(table::HAIRPIN, 0, Match::new(), c, vec![goto(table::L3)]);
+        // Clearing in_port lets hairpin traffic leave by the port it came in on.
+        self.flow(
+            table::OUTPUT,
+            0,
+            Match::new(),
+            c,
+            apply(vec![
+                Action::RegLoad {
+                    dst: Subfield::whole(Field::InPort),
+                    value: 0,
+                },
+                // `ovs-ofctl` parses `output:REG` with max_len 65535 (it prints no max_len),
+                // so the same flow loaded from text compares equal.
+                Action::OutputReg {
+                    src: Subfield::whole(reg::OUT_PORT),
+                    max_len: u16::MAX,
+                },
+            ]),
+        );
+    }
+}
