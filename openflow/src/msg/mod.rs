@@ -508,6 +508,22 @@ impl Message {
         match &self.body {
             Body::Error(e) if e.ovs_name().is_none() => Some(("OFPBRC_BAD_LEN", true)),
             Body::MeterMod(m) => m.ovs_error().map(|e| (e, true)),
+            // OVS decodes these matches strictly (`oxm_pull_match()`): a field it does not
+            // know is `OFPBMC_BAD_FIELD`. Packet-ins are decoded loosely and skip it.
+            Body::FlowMod(FlowMod { match_, .. })
+            | Body::FlowRemoved(FlowRemoved { match_, .. })
+            | Body::MultipartRequest(MultipartRequest {
+                body:
+                    MultipartBody::FlowRequest(FlowStatsRequest { match_, .. })
+                    | MultipartBody::AggregateRequest(FlowStatsRequest { match_, .. }),
+                ..
+            }) if !match_.unknown.is_empty() => Some(("OFPBMC_BAD_FIELD", true)),
+            Body::MultipartReply(MultipartReply {
+                body: MultipartBody::Flow(v),
+                ..
+            }) if v.iter().any(|s| !s.match_.unknown.is_empty()) => {
+                Some(("OFPBMC_BAD_FIELD", true))
+            }
             Body::MultipartReply(MultipartReply {
                 body: MultipartBody::MeterConfig(v),
                 ..

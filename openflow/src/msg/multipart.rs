@@ -910,7 +910,9 @@ impl fmt::Display for MultipartReply {
                 d.mfr_desc, d.hw_desc, d.sw_desc, d.serial_num, d.dp_desc
             ),
             MultipartBody::Flow(v) => {
-                for s in v {
+                // `ovs-ofctl` stops at the first flow with a match field it
+                // refuses; `Message`'s `Display` adds the decode error.
+                for s in v.iter().take_while(|s| s.match_.unknown.is_empty()) {
                     write!(f, "\n{s}")?;
                 }
                 Ok(())
