@@ -22,7 +22,7 @@ use crate::ids;
 use crate::model::{
     MacAddr, Model, Node, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
 };
-use crate::pipeline::{REJECT_USERDATA, cookie, ct_state, group, reg, table};
+use crate::pipeline::{REJECT_USERDATA, cookie, ct_state, group, meter, reg, table};
 use crate::plan::State;
 use crate::resolve::{Backend, service_backends};
 
@@ -1251,7 +1251,8 @@ fn select_group(backends: &[V4Backend], next: u8) -> GroupEntry {
     }
 }
 
-/// Sends the packet to the controller, which refuses its connection.
+/// Sends the packet to the controller, which refuses its connection, through the refusal
+/// meter, which drops what exceeds its rate.
 fn reject_action() -> Action {
     Action::Controller(openflow::action::Controller {
         max_len: u16::MAX,
@@ -1259,7 +1260,7 @@ fn reject_action() -> Action {
         reason: 1,
         userdata: REJECT_USERDATA.to_vec(),
         pause: false,
-        meter_id: None,
+        meter_id: Some(meter::REFUSE),
         legacy: false,
     })
 }
