@@ -73,7 +73,8 @@ pub struct DesiredState {
     pub state: State<FlowKey, FlowEntry, GroupEntry>,
     /// Each service port's group and backends, by `namespace/name:port/protocol`.
     pub services: BTreeMap<String, ServicePortState>,
-    /// Inputs that could not all be honoured, e.g. two services on one address and port.
+    /// Inputs that could not all be honoured, e.g. two services on one address and port, and
+    /// flows the render could not build (a match field without its prerequisite).
     pub conflicts: Vec<String>,
 }
 
@@ -179,6 +180,18 @@ impl Builder<'_> {
         cookie: u64,
         instructions: Vec<Instruction>,
     ) -> bool {
+        // Every match is checked where it is built, so the encoder never meets one the switch
+        // would refuse: a field without its prerequisite is a render bug, reported here.
+        let matches = match matches.checked() {
+            Ok(m) => m,
+            Err(field) => {
+                self.out.conflicts.push(format!(
+                    "table {table} priority {priority}: cookie {cookie:#x}: `{field}` lacks its \
+                     prerequisite; flow dropped"
+                ));
+                return false;
+            }
+        };
         let key = FlowKey {
             table,
             priority,
@@ -1545,6 +1558,33 @@ mod tests {
     use crate::flow::DumpFlow;
     use crate::model::ServiceKey;
     use crate::scenario::Scenario;
+
+    /// A flow whose match lacks a prerequisite is reported and never reaches the state.
+    #[test]
+    fn a_match_without_its_prerequisite_is_reported_not_rendered() {
+        let config = Config::default();
+        let mut b = Builder {
+            out: DesiredState::default(),
+            config: &config,
+        };
+        let bad = Match::new().with(Field::TcpDst, 80u16);
+        assert!(!b.flow(table::SERVICE, 7, bad, 9, vec![]));
+        assert!(b.out.state.flows.is_empty());
+        assert_eq!(
+            b.out.conflicts,
+            vec![
+                "table 40 priority 7: cookie 0x9: `tcp_dst` lacks its prerequisite; flow dropped"
+                    .to_string()
+            ]
+        );
+        assert!(b.flow(
+            table::SERVICE,
+            7,
+            l4(Protocol::Tcp).with(Field::TcpDst, 80u16),
+            9,
+            vec![]
+        ));
+    }
 
     fn scenario() -> Scenario {
         let text = include_str!("../tests/scenarios/service-semantics/input.toml");

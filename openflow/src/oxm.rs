@@ -3,7 +3,10 @@
 //! A [`Match`] keeps its entries in wire order so that decoding then
 //! encoding reproduces the input bytes. [`Match::insert`] places new entries
 //! in the order Open vSwitch's `nx_put_raw()` emits them, so a match built in
-//! Rust encodes exactly as `ovs-ofctl` would.
+//! Rust encodes exactly as `ovs-ofctl` would. [`Match::try_insert`] and
+//! [`Match::try_with`] also check prerequisites as the match is built, and
+//! [`Match::checked`] ends an order-free build with [`Match::with`]; the
+//! message encoder still checks every match, for those built unchecked.
 //!
 //! Entries of fields this codec does not know are kept as [`RawOxm`]s in
 //! [`Match::unknown`], with their place among the known entries, and
@@ -310,7 +313,8 @@ impl Match {
     }
 
     /// Adds an entry at its `nx_put_raw()` position (replacing an entry for
-    /// the same field).
+    /// the same field), without checking prerequisites ([`Match::try_insert`]
+    /// checks them).
     /// An unknown entry stays just before the known entry it preceded.
     pub fn insert(&mut self, f: OxmField) {
         let old = self.fields.iter().position(|e| e.field == f.field);
@@ -340,13 +344,53 @@ impl Match {
             .for_each(|(u, _)| *u += 1);
     }
 
-    /// Builder form of [`Match::insert`] for an exact match.
+    /// [`Match::insert`], then checks the prerequisites of the whole match
+    /// ([`Match::check_prereqs`]); on failure the match is left as it was and
+    /// the error names the field whose prerequisite is unmet (or that repeats).
+    /// Building a match only through the `try_` forms (prerequisites first,
+    /// e.g. `eth_type`, then `ip_proto`, then `tcp_dst`) gives one that
+    /// encodes, whatever order the fields are added in beyond that.
+    pub fn try_insert(&mut self, f: OxmField) -> Result<(), &'static str> {
+        let before = self.clone();
+        self.insert(f);
+        self.check_prereqs().inspect_err(|_| *self = before)
+    }
+
+    /// Builder form of [`Match::try_insert`] for an exact match.
+    pub fn try_with(mut self, field: Field, value: impl Into<u128>) -> Result<Self, &'static str> {
+        self.try_insert(OxmField::exact(field, value))?;
+        Ok(self)
+    }
+
+    /// Builder form of [`Match::try_insert`] for a masked match.
+    pub fn try_with_masked(
+        mut self,
+        field: Field,
+        value: impl Into<u128>,
+        mask: impl Into<u128>,
+    ) -> Result<Self, &'static str> {
+        self.try_insert(OxmField::masked(field, value, mask))?;
+        Ok(self)
+    }
+
+    /// The match, if its prerequisites hold: the checked end of a build with
+    /// the unchecked [`Match::with`] forms, which may add a field before its
+    /// prerequisite.
+    pub fn checked(self) -> Result<Self, &'static str> {
+        self.check_prereqs()?;
+        Ok(self)
+    }
+
+    /// Builder form of [`Match::insert`] for an exact match. It does not
+    /// check prerequisites, so that fields can come in any order; end the
+    /// build with [`Match::checked`], or use [`Match::try_with`].
     pub fn with(mut self, field: Field, value: impl Into<u128>) -> Self {
         self.insert(OxmField::exact(field, value));
         self
     }
 
-    /// Builder form of [`Match::insert`] for a masked match.
+    /// Builder form of [`Match::insert`] for a masked match (unchecked, as
+    /// [`Match::with`]).
     pub fn with_masked(
         mut self,
         field: Field,
@@ -780,6 +824,47 @@ mod tests {
             unknown: vec![(0, raw(63))],
         };
         assert_eq!(lone.check_prereqs(), Err("tcp_dst"));
+    }
+
+    /// The checked builders refuse a field whose prerequisite is missing or
+    /// contradicted, and leave the match as it was.
+    #[test]
+    fn checked_building() {
+        let m = Match::new()
+            .try_with(Field::EthType, 0x0800u16)
+            .and_then(|m| m.try_with(Field::IpProto, 6u8))
+            .and_then(|m| {
+                m.try_with(
+                    Field::Ipv4Dst,
+                    u32::from(std::net::Ipv4Addr::new(10, 96, 0, 10)),
+                )
+            })
+            .and_then(|m| m.try_with(Field::TcpDst, 80u16))
+            .unwrap();
+        assert_eq!(m, tcp_match());
+        assert_eq!(Match::new().try_with(Field::TcpDst, 80u16), Err("tcp_dst"));
+        // A prerequisite that contradicts what depends on it: ARP under ipv4_dst.
+        let mut ip = Match::new()
+            .with(Field::EthType, 0x0800u16)
+            .with(Field::Ipv4Dst, 1u32);
+        let before = ip.clone();
+        assert_eq!(
+            ip.try_insert(OxmField::exact(Field::EthType, 0x0806u16)),
+            Err("ip_dst")
+        );
+        assert_eq!(ip, before);
+        assert_eq!(
+            Match::new()
+                .try_with_masked(Field::CtState, 0x20u32, 0x20u32)
+                .map(|m| m.fields.len()),
+            Ok(1)
+        );
+        // Unchecked building in any order, checked at the end.
+        assert_eq!(tcp_match().checked(), Ok(tcp_match()));
+        assert_eq!(
+            Match::new().with(Field::TcpDst, 80u16).checked(),
+            Err("tcp_dst")
+        );
     }
 
     #[test]
