@@ -81,6 +81,12 @@ pub struct Config {
     pub group_buckets_max: usize,
     /// How pod traffic crosses to other nodes.
     pub encap: Encap,
+    /// The refusal meter's rate, in packets/s: at most this many refused connection attempts
+    /// a second reach the controller from one node; the switch drops the rest
+    /// (`crate::meter`). At least 1.
+    pub refuse_rate: u32,
+    /// The refusal meter's burst, in packets. At least 1.
+    pub refuse_burst: u32,
 }
 
 impl Default for Config {
@@ -96,6 +102,8 @@ impl Default for Config {
             node_port_range: (30000, 32767),
             group_buckets_max: crate::chain::GROUP_BUCKETS_MAX,
             encap: Encap::Geneve,
+            refuse_rate: 1000,
+            refuse_burst: 1000,
         }
     }
 }

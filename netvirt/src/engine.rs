@@ -7,7 +7,8 @@
 //! goes as several bundles in order, and a full sync as bundles of [`FULL_SYNC_BUNDLE`]
 //! messages, each atomic: groups
 //! before the flows that use them, flows deleted before their groups, so no bundle boundary
-//! leaves a flow pointing at a missing group.
+//! leaves a flow pointing at a missing group. Likewise a full sync first makes sure the switch
+//! holds the refusal meter ([`crate::meter`]) that the refusal flows name.
 
 use openflow::driver::{Error, SwitchHandle};
 use std::net::IpAddr;
@@ -157,10 +158,19 @@ impl Engine {
             report.conntrack_flushed = self.flush(config.service_zone).await?;
             report
         } else {
+            // Before any flow that names it. A switch restart (which loses meters) always
+            // comes back through here, as a reconnect.
+            let refuse = crate::meter::refuse_meter(config);
+            let meter = crate::meter::ensure(&self.switch, &refuse).await?;
             self.shards.refresh(node, model, config, bindings);
             // Stale conntrack that an earlier, failed sync meant to flush stays pending and
             // is flushed below.
-            let actual = read_state(&self.switch).await?;
+            let mut actual = read_state(&self.switch).await?;
+            if meter == crate::meter::MeterChange::Added {
+                // Flows installed while the meter was missing are unmetered: write them
+                // again.
+                crate::meter::outdate_flows_naming(&mut actual, refuse.meter_id);
+            }
             let mut report = SyncReport::default();
             let mut plan = self.shards.full_plan(&actual);
             loop {

@@ -9,8 +9,9 @@
 //! commands, computed, not run), `config` and `scenario`.
 //!
 //! I/O, through an [`openflow::driver::SwitchHandle`] the caller owns: `engine` (sends a
-//! node's steps and reads its switch back after a connect) and `agent` (`read_state`, and
-//! `serve_rejects`, which answers the refusal packet-ins). Neither opens a socket or reads the
+//! node's steps and reads its switch back after a connect), `agent` (`read_state`, and
+//! `serve_rejects`, which answers the refusal packet-ins) and `meter` (the refusal meter,
+//! which the engine installs before any flow that uses it). Neither opens a socket or reads the
 //! clock itself; the daemon's tasks drive them.
 
 pub mod agent;
@@ -22,6 +23,7 @@ pub mod engine;
 pub mod flow;
 pub mod health;
 pub mod ids;
+pub mod meter;
 pub mod model;
 pub mod node_setup;
 pub mod pipeline;

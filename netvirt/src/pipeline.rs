@@ -207,5 +207,12 @@ pub mod group {
     pub const ELAN_MAX: u32 = 0x00ff_ffff;
 }
 
+/// Meter ids.
+pub mod meter {
+    /// Rate-limits the packets the refusal path sends to the controller: its `controller()`
+    /// actions name this meter, which the engine installs before any flow (`crate::meter`).
+    pub const REFUSE: u32 = 1;
+}
+
 /// The controller `userdata` that asks svcflow to refuse the packet's connection.
 pub const REJECT_USERDATA: &[u8] = b"svcflow-reject";

@@ -295,14 +295,8 @@ impl Action {
                 w.bytes(body);
                 w.fill_len(len, start);
             }
-            nx => {
-                w.u16(ofpat::EXPERIMENTER);
-                let len = w.place_u16();
-                w.u32(NX_VENDOR_ID);
-                nx.encode_nx(w);
-                w.pad_to(start, 8);
-                w.fill_len(len, start);
-            }
+            Action::Nat(nat) => nat.encode(w),
+            nx => nx_action(w, |w| nx.encode_nx(w)),
         }
     }
 
@@ -350,10 +344,6 @@ impl Action {
             Action::Ct(ct) => {
                 w.u16(nxast::CT);
                 ct.encode_body(w);
-            }
-            Action::Nat(nat) => {
-                w.u16(nxast::NAT);
-                nat.encode_body(w);
             }
             Action::CtClear => {
                 w.u16(nxast::CT_CLEAR);
@@ -614,11 +604,7 @@ impl Action {
                 Action::OutputReg { src, max_len }
             }
             nxast::CT => Action::Ct(Ct::decode_body(b)?),
-            nxast::NAT => {
-                let n = Nat::decode_body(b)?;
-                b.pad(b.remaining(), "nx_action_nat")?;
-                Action::Nat(n)
-            }
+            nxast::NAT => Action::Nat(Nat::decode(b)?),
             nxast::CT_CLEAR | nxast::EXIT | nxast::DEC_TTL => {
                 b.pad(6, "nx_action_header")?;
                 match sub {
@@ -729,14 +715,15 @@ impl Action {
     }
 }
 
-/// Writes a `nat` action (used inside `ct` without cloning).
-pub(crate) fn encode_nat(nat: &Nat, w: &mut Writer) {
+/// Writes a Nicira action: the `ofp_action_experimenter_header` with
+/// `NX_VENDOR_ID`, then what `body` writes (the subtype and its fields),
+/// padded to 8 bytes.
+pub(crate) fn nx_action(w: &mut Writer, body: impl FnOnce(&mut Writer)) {
     let start = w.len();
     w.u16(ofpat::EXPERIMENTER);
     let len = w.place_u16();
     w.u32(NX_VENDOR_ID);
-    w.u16(nxast::NAT);
-    nat.encode_body(w);
+    body(w);
     w.pad_to(start, 8);
     w.fill_len(len, start);
 }

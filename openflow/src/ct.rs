@@ -76,7 +76,7 @@ impl Ct {
         w.zeros(3);
         w.u16(self.alg);
         if let Some(nat) = &self.nat {
-            crate::action::encode_nat(nat, w);
+            nat.encode(w);
         }
         for a in &self.exec {
             a.encode(w);
@@ -231,7 +231,16 @@ impl Nat {
             | u16::from(self.proto_max.is_some()) << 5
     }
 
-    pub(crate) fn encode_body(&self, w: &mut Writer) {
+    /// Writes the whole `NXAST_NAT` action (`struct nx_action_nat`): the one
+    /// NAT encoder, for [`Action::Nat`] and for the `nat` inside a `ct`.
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        crate::action::nx_action(w, |w| {
+            w.u16(crate::action::nxast::NAT);
+            self.encode_fields(w);
+        });
+    }
+
+    fn encode_fields(&self, w: &mut Writer) {
         w.zeros(2);
         w.u16(self.flags);
         w.u16(self.range_present());
@@ -275,12 +284,12 @@ impl Nat {
         }
         let mut b = r.sub(len)?;
         b.take(10)?;
-        let n = Nat::decode_body(&mut b)?;
-        b.pad(b.remaining(), "nx_action_nat")?;
-        Ok(Some(n))
+        Nat::decode(&mut b).map(Some)
     }
 
-    pub(crate) fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+    /// Reads an `NXAST_NAT` action after its subtype, to the end of `r`: the
+    /// one NAT decoder, for [`Action::decode`] and for the `nat` inside a `ct`.
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.pad(2, "nx_action_nat")?;
         let flags = r.u16()?;
         let present = r.u16()?;
@@ -290,7 +299,7 @@ impl Nat {
         let bit = |b: u16| present & b != 0;
         let v4 = |r: &mut Reader<'_>| r.array::<4>().map(Ipv4Addr::from);
         let v6 = |r: &mut Reader<'_>| r.array::<16>().map(Ipv6Addr::from);
-        Ok(Nat {
+        let nat = Nat {
             flags,
             ipv4_min: if bit(1) { Some(v4(r)?) } else { None },
             ipv4_max: if bit(2) { Some(v4(r)?) } else { None },
@@ -298,7 +307,9 @@ impl Nat {
             ipv6_max: if bit(8) { Some(v6(r)?) } else { None },
             proto_min: if bit(16) { Some(r.u16()?) } else { None },
             proto_max: if bit(32) { Some(r.u16()?) } else { None },
-        })
+        };
+        r.pad(r.remaining(), "nx_action_nat")?;
+        Ok(nat)
     }
 }
 
@@ -356,5 +367,48 @@ impl fmt::Display for Nat {
         s.pop();
         s.push(')');
         f.write_str(&s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A standalone `nat` action and the `nat` inside a `ct` are the same bytes, written by
+    /// one encoder and read back by one decoder on both paths (the `ct` fast path and
+    /// `Action::decode`).
+    #[test]
+    fn one_nat_codec_for_both_paths() {
+        let nat = Nat {
+            flags: NX_NAT_F_DST | NX_NAT_F_PROTO_HASH,
+            ipv4_min: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            ipv4_max: Some(Ipv4Addr::new(10, 0, 0, 9)),
+            proto_min: Some(80),
+            proto_max: Some(90),
+            ..Nat::default()
+        };
+        let mut alone = Writer::new();
+        Action::Nat(nat.clone()).encode(&mut alone);
+        let ct = Action::Ct(Ct {
+            commit: true,
+            nat: Some(nat.clone()),
+            exec: vec![Action::Nat(nat.clone())],
+            ..Ct::default()
+        });
+        let mut inside = Writer::new();
+        ct.encode(&mut inside);
+        // ct's 24-byte header, then the nat (read by the fast path), then the same nat
+        // again as an exec action (read by `Action::decode`).
+        let n = alone.len();
+        assert_eq!(&inside.as_slice()[24..24 + n], alone.as_slice());
+        assert_eq!(&inside.as_slice()[24 + n..], alone.as_slice());
+        assert_eq!(
+            Action::decode(&mut Reader::new(alone.as_slice())).unwrap(),
+            Action::Nat(nat)
+        );
+        assert_eq!(
+            Action::decode(&mut Reader::new(inside.as_slice())).unwrap(),
+            ct
+        );
     }
 }

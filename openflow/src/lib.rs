@@ -67,7 +67,7 @@ pub use error::{DecodeError, EncodeError};
 pub use field::Field;
 pub use instruction::Instruction;
 pub use msg::{Body, Message};
-pub use oxm::{Match, OxmField};
+pub use oxm::{Match, OxmField, RawOxm};
 
 #[cfg(test)]
 mod size_tests {

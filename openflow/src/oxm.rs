@@ -3,7 +3,17 @@
 //! A [`Match`] keeps its entries in wire order so that decoding then
 //! encoding reproduces the input bytes. [`Match::insert`] places new entries
 //! in the order Open vSwitch's `nx_put_raw()` emits them, so a match built in
-//! Rust encodes exactly as `ovs-ofctl` would.
+//! Rust encodes exactly as `ovs-ofctl` would. [`Match::try_insert`] and
+//! [`Match::try_with`] also check prerequisites as the match is built, and
+//! [`Match::checked`] ends an order-free build with [`Match::with`]; the
+//! message encoder still checks every match, for those built unchecked.
+//!
+//! Entries of fields this codec does not know are kept as [`RawOxm`]s in
+//! [`Match::unknown`], with their place among the known entries, and
+//! re-encode byte for byte. Like OVS's loose decoding (`nx_pull_raw()` with
+//! `strict` off, which `ovs-ofctl` and a switch's flow-stats replies use),
+//! they have no prerequisites, meet none, and print as nothing (where OVS
+//! knows a field this codec does not, `ovs-ofctl` names it and we do not).
 
 use crate::error::{DecodeError, EncodeError};
 use crate::field::{Field, OXM_CLASS_EXPERIMENTER, Prereq};
@@ -52,13 +62,8 @@ impl OxmField {
 
     /// Encoded size of this entry.
     pub fn encoded_len(&self) -> usize {
-        let exp = if self.field.oxm_header().class == OXM_CLASS_EXPERIMENTER {
-            4
-        } else {
-            0
-        };
         let n = self.field.len();
-        4 + exp + if self.mask.is_some() { 2 * n } else { n }
+        4 + exp_len(self.field.oxm_header().class) + if self.mask.is_some() { 2 * n } else { n }
     }
 
     /// Writes the entry with its OF1.3 header.
@@ -82,6 +87,17 @@ impl OxmField {
     #[inline]
     pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let (field, hasmask, payload) = read_header(r)?;
+        Self::decode_payload(field, hasmask, payload, r)
+    }
+
+    /// Reads the value (and mask) of an entry whose header was read.
+    #[inline]
+    fn decode_payload(
+        field: Field,
+        hasmask: bool,
+        payload: usize,
+        r: &mut Reader<'_>,
+    ) -> Result<Self, DecodeError> {
         let info = field.info();
         let n = usize::from(info.bytes);
         let want = if hasmask { 2 * n } else { n };
@@ -129,6 +145,16 @@ fn be_uint(b: &[u8]) -> u128 {
     }
 }
 
+/// The size of the experimenter id after an OXM header of `class`.
+#[inline]
+fn exp_len(class: u16) -> usize {
+    if class == OXM_CLASS_EXPERIMENTER {
+        4
+    } else {
+        0
+    }
+}
+
 /// Writes an OXM/NXM header (`class`, `field`, `hasmask`, length), plus the
 /// experimenter id for `OFPXMC_EXPERIMENTER`. `n` is the value width.
 pub(crate) fn write_header(
@@ -139,11 +165,7 @@ pub(crate) fn write_header(
     n: usize,
     hasmask: bool,
 ) {
-    let exp = if class == OXM_CLASS_EXPERIMENTER {
-        4
-    } else {
-        0
-    };
+    let exp = exp_len(class);
     let len = exp + if hasmask { 2 * n } else { n };
     w.u16(class);
     w.u8((field << 1) | u8::from(hasmask));
@@ -153,10 +175,19 @@ pub(crate) fn write_header(
     }
 }
 
-/// Reads an OXM/NXM header and returns the field, the mask bit and the
-/// payload length that follows (excluding any experimenter id).
+/// An OXM/NXM header as read: class, field number, experimenter id (0
+/// unless the class is `OFPXMC_EXPERIMENTER`), the mask bit, and the payload
+/// length that follows (excluding any experimenter id).
+struct Header {
+    class: u16,
+    field: u8,
+    experimenter: u32,
+    hasmask: bool,
+    payload: usize,
+}
+
 #[inline]
-pub(crate) fn read_header(r: &mut Reader<'_>) -> Result<(Field, bool, usize), DecodeError> {
+fn read_raw_header(r: &mut Reader<'_>) -> Result<Header, DecodeError> {
     let [c0, c1, fh, len] = r.array::<4>()?;
     let class = u16::from_be_bytes([c0, c1]);
     let mut len = usize::from(len);
@@ -168,20 +199,111 @@ pub(crate) fn read_header(r: &mut Reader<'_>) -> Result<(Field, bool, usize), De
             len,
         })?;
     }
+    Ok(Header {
+        class,
+        field: fh >> 1,
+        experimenter,
+        hasmask: fh & 1 == 1,
+        payload: len,
+    })
+}
+
+/// Reads an OXM/NXM header and returns the field, the mask bit and the
+/// payload length that follows (excluding any experimenter id).
+#[inline]
+pub(crate) fn read_header(r: &mut Reader<'_>) -> Result<(Field, bool, usize), DecodeError> {
+    let h = read_raw_header(r)?;
     let field =
-        Field::from_header(class, fh >> 1, experimenter).ok_or(DecodeError::UnknownOxm {
-            class,
-            field: fh >> 1,
-            experimenter,
+        Field::from_header(h.class, h.field, h.experimenter).ok_or(DecodeError::UnknownOxm {
+            class: h.class,
+            field: h.field,
+            experimenter: h.experimenter,
         })?;
-    Ok((field, fh & 1 == 1, len))
+    Ok((field, h.hasmask, h.payload))
+}
+
+/// An OXM/NXM match entry whose field this codec does not know, kept as read
+/// (OF1.3 §7.2.3.2): its header's class, field number and mask bit, the
+/// experimenter id of an `OFPXMC_EXPERIMENTER` entry, and the payload split
+/// into value and mask.
+///
+/// The header's length is `value.len()` plus `mask`'s length (plus 4 for an
+/// experimenter id), so those must total at most 255 bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RawOxm {
+    /// OXM class (`OFPXMC_*`, or an NXM vendor class).
+    pub class: u16,
+    /// Field number within the class.
+    pub field: u8,
+    /// Experimenter id; 0 unless `class` is `OFPXMC_EXPERIMENTER`.
+    pub experimenter: u32,
+    /// The value bytes.
+    pub value: Vec<u8>,
+    /// The mask bytes, as long as the value, for a masked entry (`OXM_HASMASK`).
+    pub mask: Option<Vec<u8>>,
+}
+
+impl RawOxm {
+    /// Encoded size of this entry.
+    pub fn encoded_len(&self) -> usize {
+        4 + exp_len(self.class) + self.value.len() + self.mask.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Writes the entry with its header.
+    pub fn encode(&self, w: &mut Writer) {
+        write_header(
+            w,
+            self.class,
+            self.field,
+            self.experimenter,
+            self.value.len(),
+            self.mask.is_some(),
+        );
+        w.bytes(&self.value);
+        if let Some(m) = &self.mask {
+            w.bytes(m);
+        }
+    }
+
+    /// Reads the payload of an entry whose header named no known field. As
+    /// in OVS's `nx_pull_entry__()`, a masked payload is value then mask of
+    /// equal width, and a value with a bit outside its mask is refused.
+    fn decode_payload(h: &Header, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        if h.hasmask && h.payload % 2 != 0 {
+            return Err(DecodeError::BadOxmLength {
+                field: "unknown masked OXM",
+                len: h.payload,
+            });
+        }
+        let bytes = r.take(h.payload)?;
+        let (value, mask) = if h.hasmask {
+            let (v, m) = bytes.split_at(h.payload / 2);
+            if v.iter().zip(m).any(|(v, m)| v & !m != 0) {
+                return Err(DecodeError::BadValue("unknown masked OXM"));
+            }
+            (v.to_vec(), Some(m.to_vec()))
+        } else {
+            (bytes.to_vec(), None)
+        };
+        Ok(RawOxm {
+            class: h.class,
+            field: h.field,
+            experimenter: h.experimenter,
+            value,
+            mask,
+        })
+    }
 }
 
 /// An OF1.3 match: a list of OXM entries.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Match {
-    /// Entries in wire order.
+    /// Entries of known fields, in wire order.
     pub fields: Vec<OxmField>,
+    /// Entries of unknown fields, each with the number of [`Match::fields`]
+    /// entries before it on the wire (entries at the same place keep their
+    /// order). Empty unless decoded.
+    pub unknown: Vec<(usize, RawOxm)>,
 }
 
 impl Match {
@@ -191,25 +313,84 @@ impl Match {
     }
 
     /// Adds an entry at its `nx_put_raw()` position (replacing an entry for
-    /// the same field).
+    /// the same field), without checking prerequisites ([`Match::try_insert`]
+    /// checks them).
+    /// An unknown entry stays just before the known entry it preceded.
     pub fn insert(&mut self, f: OxmField) {
-        self.fields.retain(|e| e.field != f.field);
+        let old = self.fields.iter().position(|e| e.field == f.field);
         let rank = put_rank(f.field);
         let at = self
             .fields
             .iter()
-            .position(|e| put_rank(e.field) > rank)
-            .unwrap_or(self.fields.len());
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != old)
+            .position(|(_, e)| put_rank(e.field) > rank)
+            .unwrap_or(self.fields.len() - usize::from(old.is_some()));
+        if let Some(old) = old {
+            if old == at {
+                self.fields[at] = f;
+                return;
+            }
+            self.fields.remove(old);
+            self.unknown
+                .iter_mut()
+                .filter(|(u, _)| *u > old)
+                .for_each(|(u, _)| *u -= 1);
+        }
         self.fields.insert(at, f);
+        self.unknown
+            .iter_mut()
+            .filter(|(u, _)| *u >= at)
+            .for_each(|(u, _)| *u += 1);
     }
 
-    /// Builder form of [`Match::insert`] for an exact match.
+    /// [`Match::insert`], then checks the prerequisites of the whole match
+    /// ([`Match::check_prereqs`]); on failure the match is left as it was and
+    /// the error names the field whose prerequisite is unmet (or that repeats).
+    /// Building a match only through the `try_` forms (prerequisites first,
+    /// e.g. `eth_type`, then `ip_proto`, then `tcp_dst`) gives one that
+    /// encodes, whatever order the fields are added in beyond that.
+    pub fn try_insert(&mut self, f: OxmField) -> Result<(), &'static str> {
+        let before = self.clone();
+        self.insert(f);
+        self.check_prereqs().inspect_err(|_| *self = before)
+    }
+
+    /// Builder form of [`Match::try_insert`] for an exact match.
+    pub fn try_with(mut self, field: Field, value: impl Into<u128>) -> Result<Self, &'static str> {
+        self.try_insert(OxmField::exact(field, value))?;
+        Ok(self)
+    }
+
+    /// Builder form of [`Match::try_insert`] for a masked match.
+    pub fn try_with_masked(
+        mut self,
+        field: Field,
+        value: impl Into<u128>,
+        mask: impl Into<u128>,
+    ) -> Result<Self, &'static str> {
+        self.try_insert(OxmField::masked(field, value, mask))?;
+        Ok(self)
+    }
+
+    /// The match, if its prerequisites hold: the checked end of a build with
+    /// the unchecked [`Match::with`] forms, which may add a field before its
+    /// prerequisite.
+    pub fn checked(self) -> Result<Self, &'static str> {
+        self.check_prereqs()?;
+        Ok(self)
+    }
+
+    /// Builder form of [`Match::insert`] for an exact match. It does not
+    /// check prerequisites, so that fields can come in any order; end the
+    /// build with [`Match::checked`], or use [`Match::try_with`].
     pub fn with(mut self, field: Field, value: impl Into<u128>) -> Self {
         self.insert(OxmField::exact(field, value));
         self
     }
 
-    /// Builder form of [`Match::insert`] for a masked match.
+    /// Builder form of [`Match::insert`] for a masked match (unchecked, as
+    /// [`Match::with`]).
     pub fn with_masked(
         mut self,
         field: Field,
@@ -234,7 +415,13 @@ impl Match {
 
     /// Encoded size including the `ofp_match` header and padding.
     pub fn encoded_len(&self) -> usize {
-        let n = 4 + self.fields.iter().map(OxmField::encoded_len).sum::<usize>();
+        let n = 4
+            + self.fields.iter().map(OxmField::encoded_len).sum::<usize>()
+            + self
+                .unknown
+                .iter()
+                .map(|(_, u)| u.encoded_len())
+                .sum::<usize>();
         n.next_multiple_of(8)
     }
 
@@ -257,11 +444,22 @@ impl Match {
         w.pad_to(start, 8);
     }
 
-    /// Writes the bare OXM entries.
+    /// Writes the bare OXM entries, the unknown ones in their places.
     pub fn encode_fields(&self, w: &mut Writer) {
-        for f in &self.fields {
+        let unknown_at = |w: &mut Writer, i: usize| {
+            self.unknown
+                .iter()
+                .filter(|(at, _)| *at == i)
+                .for_each(|(_, u)| u.encode(w));
+        };
+        for (i, f) in self.fields.iter().enumerate() {
+            unknown_at(w, i);
             f.encode(w);
         }
+        self.unknown
+            .iter()
+            .filter(|(at, _)| *at >= self.fields.len())
+            .for_each(|(_, u)| u.encode(w));
     }
 
     /// Reads `struct ofp_match`, including its padding.
@@ -289,10 +487,15 @@ impl Match {
         // smallest entry is the header and a 1-byte value.
         let mut fields =
             Vec::with_capacity(r.count_records(5, |b| b.get(3).map(|&l| 4 + usize::from(l))));
+        let mut unknown = Vec::new();
         while !r.is_empty() {
-            fields.push(OxmField::decode(r)?);
+            let h = read_raw_header(r)?;
+            match Field::from_header(h.class, h.field, h.experimenter) {
+                Some(f) => fields.push(OxmField::decode_payload(f, h.hasmask, h.payload, r)?),
+                None => unknown.push((fields.len(), RawOxm::decode_payload(&h, r)?)),
+            }
         }
-        let m = Match { fields };
+        let m = Match { fields, unknown };
         m.check_prereqs().map_err(DecodeError::Prerequisite)?;
         Ok(m)
     }
@@ -550,6 +753,117 @@ mod tests {
         assert_eq!(
             m.encode(&mut Writer::new()),
             Err(EncodeError::Prerequisite("tcp_dst"))
+        );
+    }
+
+    fn raw(field: u8) -> RawOxm {
+        RawOxm {
+            class: 0x8000,
+            field,
+            experimenter: 0,
+            value: vec![0x12, 0x34],
+            mask: None,
+        }
+    }
+
+    /// eth_type, unknown field 63, ip_proto, unknown field 62, tcp_dst: the unknown entries
+    /// keep their places and meet no prerequisite, and the known ones still meet theirs.
+    #[test]
+    fn unknown_fields_keep_their_place() {
+        let bytes = [
+            "00010021",
+            "80000a020800",
+            "80007e021234",
+            "8000140106",
+            "80007c021234",
+            "80001c020050",
+            "00000000000000",
+        ]
+        .concat();
+        let bytes: Vec<u8> = (0..bytes.len() / 2)
+            .map(|i| u8::from_str_radix(&bytes[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let m = Match::decode(&mut Reader::new(&bytes)).unwrap();
+        assert_eq!(m.fields.len(), 3);
+        assert_eq!(m.unknown, vec![(1, raw(63)), (2, raw(62))]);
+        assert_eq!(m.check_prereqs(), Ok(()));
+        let mut w = Writer::new();
+        m.encode(&mut w).unwrap();
+        assert_eq!(w.as_slice(), bytes.as_slice());
+        assert_eq!(m.encoded_len(), bytes.len());
+
+        // An unknown entry stays before the known entry it preceded: ipv4_dst goes
+        // before unknown 63 (which precedes ip_proto), and replacing ip_proto moves nothing.
+        let mut m2 = m.clone();
+        m2.insert(OxmField::exact(Field::Ipv4Dst, 1u32));
+        assert_eq!(m2.fields[1].field, Field::Ipv4Dst);
+        assert_eq!(m2.unknown, vec![(2, raw(63)), (3, raw(62))]);
+        m2.insert(OxmField::exact(Field::IpProto, 17u8));
+        assert_eq!(m2.unknown, vec![(2, raw(63)), (3, raw(62))]);
+        assert_eq!(m2.fields[2], OxmField::exact(Field::IpProto, 17u8));
+        // A field out of its put order moves to its place; the unknown entries follow
+        // their known neighbours.
+        let mut m3 = Match {
+            fields: vec![
+                OxmField::exact(Field::IpProto, 6u8),
+                OxmField::exact(Field::EthType, 0x0800u16),
+            ],
+            unknown: vec![(1, raw(63))],
+        };
+        m3.insert(OxmField::exact(Field::IpProto, 17u8));
+        assert_eq!(
+            m3.fields.iter().map(|e| e.field).collect::<Vec<_>>(),
+            vec![Field::EthType, Field::IpProto]
+        );
+        assert_eq!(m3.unknown, vec![(0, raw(63))]);
+
+        // An unknown field is no prerequisite: tcp_dst after an unknown entry still needs
+        // ip_proto=6 among the known ones.
+        let lone = Match {
+            fields: vec![OxmField::exact(Field::TcpDst, 80u16)],
+            unknown: vec![(0, raw(63))],
+        };
+        assert_eq!(lone.check_prereqs(), Err("tcp_dst"));
+    }
+
+    /// The checked builders refuse a field whose prerequisite is missing or
+    /// contradicted, and leave the match as it was.
+    #[test]
+    fn checked_building() {
+        let m = Match::new()
+            .try_with(Field::EthType, 0x0800u16)
+            .and_then(|m| m.try_with(Field::IpProto, 6u8))
+            .and_then(|m| {
+                m.try_with(
+                    Field::Ipv4Dst,
+                    u32::from(std::net::Ipv4Addr::new(10, 96, 0, 10)),
+                )
+            })
+            .and_then(|m| m.try_with(Field::TcpDst, 80u16))
+            .unwrap();
+        assert_eq!(m, tcp_match());
+        assert_eq!(Match::new().try_with(Field::TcpDst, 80u16), Err("tcp_dst"));
+        // A prerequisite that contradicts what depends on it: ARP under ipv4_dst.
+        let mut ip = Match::new()
+            .with(Field::EthType, 0x0800u16)
+            .with(Field::Ipv4Dst, 1u32);
+        let before = ip.clone();
+        assert_eq!(
+            ip.try_insert(OxmField::exact(Field::EthType, 0x0806u16)),
+            Err("ip_dst")
+        );
+        assert_eq!(ip, before);
+        assert_eq!(
+            Match::new()
+                .try_with_masked(Field::CtState, 0x20u32, 0x20u32)
+                .map(|m| m.fields.len()),
+            Ok(1)
+        );
+        // Unchecked building in any order, checked at the end.
+        assert_eq!(tcp_match().checked(), Ok(tcp_match()));
+        assert_eq!(
+            Match::new().with(Field::TcpDst, 80u16).checked(),
+            Err("tcp_dst")
         );
     }
 

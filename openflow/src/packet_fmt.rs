@@ -151,7 +151,10 @@ pub fn packet_to_string(p: &[u8]) -> Option<String> {
         }
         _ => {}
     }
-    let m = Match { fields };
+    let m = Match {
+        fields,
+        unknown: Vec::new(),
+    };
     let mut text = format_match(&m, None);
     if tci != 0 {
         // A tagged packet also unwildcards the second (QinQ) tag slot, which

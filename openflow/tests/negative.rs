@@ -4,6 +4,7 @@
 
 use openflow::action::Action;
 use openflow::msg::{Bucket, GroupMod, GroupModCommand, GroupType};
+use openflow::oxm::RawOxm;
 use openflow::{Body, DecodeError, EncodeError, Message};
 
 fn unhex(s: &str) -> Vec<u8> {
@@ -69,37 +70,86 @@ fn bad_oxm_length() {
     ));
 }
 
+/// An entry of a field the codec does not know is kept raw, in its place, and re-encodes
+/// byte for byte; the known entries around it still decode.
 #[test]
-fn unknown_oxm_field() {
+fn unknown_oxm_field_is_kept_raw() {
     let mut b = unhex(FLOW);
-    b[0x36] = 63 << 1; // OXM basic field 63
-    assert!(matches!(
-        Message::decode(&b),
-        Err(DecodeError::UnknownOxm {
-            class: 0x8000,
-            field: 63,
-            ..
-        })
-    ));
+    b[0x36] = 63 << 1; // OXM basic field 63 instead of eth_type
+    let m = Message::decode(&b).unwrap();
+    let Body::FlowMod(fm) = &m.body else {
+        panic!("{m:?}")
+    };
+    assert!(fm.match_.fields.is_empty());
+    assert_eq!(
+        fm.match_.unknown,
+        vec![(
+            0,
+            RawOxm {
+                class: 0x8000,
+                field: 63,
+                experimenter: 0,
+                value: vec![0x08, 0x00],
+                mask: None,
+            }
+        )]
+    );
+    assert_eq!(m.encode().unwrap(), b);
+    // ovs-ofctl refuses a flow_mod with a field it does not know.
+    assert!(
+        m.to_string()
+            .contains("***decode error: OFPBMC_BAD_FIELD***")
+    );
 }
 
 #[test]
-fn unknown_experimenter_oxm() {
-    // An experimenter OXM with an unknown experimenter id.
+fn unknown_experimenter_oxm_is_kept_raw() {
+    // An experimenter OXM with an unknown experimenter id, then eth_type.
     let mut b = unhex(FLOW);
     b.truncate(0x30);
     b.extend_from_slice(&unhex(
-        "0001 0010 ffff5408 12345678 00000001 0000000000000000",
+        "0001 0016 ffff5408 12345678 00000001 80000a02 0800 0000",
     ));
     let len = b.len() as u16;
     b[2..4].copy_from_slice(&len.to_be_bytes());
-    assert!(matches!(
-        Message::decode(&b),
-        Err(DecodeError::UnknownOxm {
-            experimenter: 0x1234_5678,
-            ..
-        })
-    ));
+    let m = Message::decode(&b).unwrap();
+    let Body::FlowMod(fm) = &m.body else {
+        panic!("{m:?}")
+    };
+    assert_eq!(fm.match_.unknown.len(), 1);
+    assert_eq!(fm.match_.unknown[0].0, 0);
+    assert_eq!(fm.match_.unknown[0].1.experimenter, 0x1234_5678);
+    assert_eq!(fm.match_.unknown[0].1.value, vec![0, 0, 0, 1]);
+    assert_eq!(fm.match_.fields.len(), 1);
+    assert_eq!(m.encode().unwrap(), b);
+}
+
+/// OVS's `nx_pull_entry__()` refuses a masked unknown entry with a value bit outside its mask
+/// (`OFPBMC_BAD_WILDCARDS`); a masked payload must split into value and mask.
+#[test]
+fn malformed_unknown_oxm_fields() {
+    for (entry, ok) in [
+        ("00050102 0c0f", true),
+        ("00050102 ab0f", false),   // 0xab has bits outside 0x0f
+        ("00050103 0c0f00", false), // odd masked payload
+        ("00050004 0c0f", false),   // payload past the match
+    ] {
+        let mut b = unhex(FLOW);
+        b.truncate(0x30);
+        let entry = unhex(entry);
+        let mlen = 4 + entry.len();
+        b.extend_from_slice(&[0, 1]);
+        b.extend_from_slice(&(mlen as u16).to_be_bytes());
+        b.extend_from_slice(&entry);
+        b.resize(0x30 + mlen.next_multiple_of(8), 0);
+        let len = b.len() as u16;
+        b[2..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(Message::decode(&b).is_ok(), ok, "{}", hex(&b));
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[test]

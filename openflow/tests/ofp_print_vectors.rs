@@ -83,13 +83,52 @@ const VECTORS: &[(&str, &str)] = &[
         "OFPST_GROUP request - OF1.1 layout",
         "04 12 00 18 00 00 00 02 00 06 00 00 00 00 00 00 ff ff ff ff 00 00 00 00",
     ),
+    // Meters (ofp-print.at).
     (
-        "OFPST_METER request - OF1.3 (kept raw)",
+        "OFPT_METER_MOD request - OF1.3",
+        "04 1d 00 20 00 00 00 02 00 00 00 0d 00 00 00 05 00 01 00 10 00 00 04 00 00 00 00 80 00 00 00 00",
+    ),
+    (
+        "OFPT_METER_MOD request - bad band - OF1.3 (kept raw, refused by OVS)",
+        "04 1d 00 20 85 01 d7 38 00 00 00 00 00 00 00 01 00 05 00 10 00 00 00 02 00 00 00 02 00 00 00 00",
+    ),
+    (
+        "OFPT_METER_MOD request - bad command - OF1.3 (kept, refused by OVS)",
+        "04 1d 00 10 28 a6 26 52 00 08 00 00 00 00 00 01",
+    ),
+    (
+        "OFPT_METER_MOD request - bad flags - OF1.3 (kept, refused by OVS)",
+        "04 1d 00 20 82 b3 a1 a4 00 00 00 03 00 00 00 01 00 01 00 10 00 00 00 02 00 00 00 02 00 00 00 00",
+    ),
+    (
+        "OFPST_METER request - OF1.3",
         "041200180000000200090000000000000000000100000000",
     ),
     (
-        "OFPST_METER_FEATURES request - OF1.3 (kept raw)",
+        "OFPST_METER_CONFIG request - OF1.3",
+        "0412001800000002000a0000000000000000000100000000",
+    ),
+    (
+        "OFPST_METER_FEATURES request - OF1.3",
         "0412001000000002000b000000000000",
+    ),
+    (
+        "OFPST_METER_FEATURES reply - OF1.3",
+        "04 13 00 20 00 00 00 02 00 0b 00 00 00 00 00 00 00 01 00 00 00 00 00 06 00 00 00 0F 10 02 00 00",
+    ),
+    (
+        "OFPST_METER_CONFIG reply - OF1.3",
+        "04 13 00 50 00 00 00 02 00 0a 00 00 00 00 00 00 00 28 00 05 00 00 00 01 \
+         00 01 00 10 00 01 00 00 00 00 05 00 00 00 00 00 00 02 00 10 00 10 00 00 00 00 f0 00 00 00 00 00 \
+         00 18 00 09 00 00 00 02 00 01 00 10 00 02 00 00 00 00 00 00 00 00 00 00",
+    ),
+    (
+        "OFPST_METER reply - OF1.3",
+        "04 13 00 90 00 00 00 02 00 09 00 00 00 00 00 00 00 00 00 01 00 48 00 00 00 00 00 00 00 00 00 05 \
+         00 00 00 00 00 00 10 00 00 00 00 00 00 02 30 00 00 00 01 8a 0a 6e 23 44 \
+         00 00 00 00 00 00 00 7e 00 00 00 00 00 00 34 33 00 00 00 00 00 00 00 e7 00 00 00 00 00 00 94 2e \
+         00 00 00 02 00 38 00 00 00 00 00 00 00 00 00 02 00 00 00 00 00 00 02 00 00 00 00 00 00 00 30 00 \
+         00 00 01 87 0a 23 6e 44 00 00 00 00 00 00 00 2a 00 00 00 00 00 00 04 33",
     ),
     // Roles and asynchronous configuration (ofp-print.at; the OF1.2 role vectors have the
     // OF1.3 layout).
@@ -338,4 +377,45 @@ fn ct_flush_refused_like_ovs_ofctl() {
             "{name}: ovs-ofctl accepts it: {theirs}"
         );
     }
+}
+
+/// The meter vectors decode to typed bodies, not raw ones.
+#[test]
+fn meter_vectors_are_typed() {
+    use openflow::msg::{MeterBand, MultipartBody as Mp};
+    let typed = |hex: &str| openflow::Message::decode(&unhex(hex)).unwrap().body;
+    let name = |n: &str| VECTORS.iter().find(|(v, _)| v.starts_with(n)).unwrap().1;
+    let Body::MeterMod(m) = typed(name("OFPT_METER_MOD request - OF1.3")) else {
+        panic!()
+    };
+    assert_eq!(m.meter.meter_id, 5);
+    assert_eq!(m.meter.bands, vec![MeterBand::drop(1024, 128)]);
+    let Body::MeterMod(bad) = typed(name("OFPT_METER_MOD request - bad band")) else {
+        panic!()
+    };
+    assert!(matches!(
+        bad.meter.bands[..],
+        [MeterBand::Unknown { band_type: 5, .. }]
+    ));
+    let body = |n: &str| match typed(name(n)) {
+        Body::MultipartRequest(r) => r.body,
+        Body::MultipartReply(r) => r.body,
+        b => panic!("{n}: {b:?}"),
+    };
+    assert!(matches!(body("OFPST_METER request"), Mp::MeterRequest(1)));
+    assert!(matches!(
+        body("OFPST_METER_CONFIG request"),
+        Mp::MeterConfigRequest(1)
+    ));
+    assert!(matches!(
+        body("OFPST_METER_FEATURES request"),
+        Mp::MeterFeaturesRequest
+    ));
+    assert!(
+        matches!(body("OFPST_METER reply"), Mp::Meter(v) if v.len() == 2 && v[0].bands.len() == 2)
+    );
+    assert!(matches!(body("OFPST_METER_CONFIG reply"), Mp::MeterConfig(v) if v.len() == 2));
+    assert!(
+        matches!(body("OFPST_METER_FEATURES reply"), Mp::MeterFeatures(f) if f.max_meter == 65536)
+    );
 }

@@ -359,8 +359,10 @@ fn an_ovsdb_server_claiming_a_connected_node_is_refused() {
 }
 
 /// A flood of datagrams to a service without endpoints: every one would reach svcflow as a
-/// packet-in to be refused, but the switch sends svcflow at most its controller rate limit
-/// (1,000 a second and a burst of 250), so the refusals are bounded and REST keeps answering.
+/// packet-in to be refused, but the refusal flow's meter (meter 1: 1,000 packets a second,
+/// a burst of 1,000) drops what exceeds its rate in the switch, and the switch sends svcflow
+/// at most its controller rate limit (1,000 a second and a burst of 250), so the refusals are
+/// bounded and REST keeps answering. `ovs-ofctl meter-stats` shows the meter's drops.
 #[test]
 fn a_flood_to_a_service_without_endpoints_is_rate_limited() {
     use ovs_tests::svcflow::fixture::{add_pod, pod_body};
@@ -448,5 +450,24 @@ print(sent, refused)
     assert!(
         slowest < Duration::from_secs(1),
         "REST took {slowest:?} during the flood"
+    );
+    // The meter dropped most of the flood before it became packet-ins.
+    let stats = sb.ofctl("meter-stats", BR, &[]).unwrap();
+    println!("{stats}");
+    let field = |name: &str| -> u64 {
+        let at = stats
+            .find(name)
+            .unwrap_or_else(|| panic!("no {name} in:\n{stats}"));
+        stats[at + name.len()..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in:\n{stats}"))
+    };
+    assert!(stats.contains("meter:1 "), "{stats}");
+    let (metered, dropped) = (field("packet_in_count:"), field("0: packet_count:"));
+    assert!(
+        metered >= 10_000 && dropped > 0 && dropped + 5_000 >= metered,
+        "meter 1 saw {metered} packets and dropped {dropped}:\n{stats}"
     );
 }

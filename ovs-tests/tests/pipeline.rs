@@ -442,6 +442,18 @@ async fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_without_endpoints_refuses_at_once() {
     let node = installed().await;
+    // The refusal flows name meter 1, which the engine installed before them: read back by
+    // ovs-ofctl and by the codec.
+    let meters = node.sb.ofctl("dump-meters", BR, &[]).unwrap();
+    assert!(
+        meters.contains("meter=1 pktps burst stats bands=\ntype=drop rate=1000 burst_size=1000"),
+        "{meters}"
+    );
+    let switch = node.engine.as_ref().unwrap().switch().clone();
+    assert_eq!(
+        switch.dump_meters().await.unwrap(),
+        vec![netvirt::meter::refuse_meter(&node.scenario.config)]
+    );
     let started = Instant::now();
     let tcp = node
         .pod("p3")
@@ -473,6 +485,14 @@ async fn a_service_without_endpoints_refuses_at_once() {
         .connect_from_node("tcp", "10.96.0.30:80", 1, &[])
         .unwrap();
     assert_eq!(host, vec![Err("refused".to_string())]);
+    // Every refusal went through the meter, far below its rate: none dropped.
+    let stats = switch
+        .meter_stats(netvirt::pipeline::meter::REFUSE)
+        .await
+        .unwrap();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert!(stats[0].packet_in_count >= 7, "{stats:?}");
+    assert_eq!(stats[0].bands, vec![(0, 0)], "{stats:?}");
 }
 
 /// In the service CIDR (10.96.0.0/12), a new connection that no service port takes is refused
@@ -564,6 +584,9 @@ async fn after_an_ovs_vswitchd_restart_state_is_replayed_and_stale_state_removed
     );
     assert_eq!(report.flows_added, want.state.flows.len());
     assert!(took < Duration::from_secs(10), "replay took {took:?}");
+    // The restart lost the refusal meter too; the replay put it back.
+    let meters = node.sb.ofctl("dump-meters", BR, &[]).unwrap();
+    assert!(meters.contains("meter=1 pktps burst stats"), "{meters}");
     let counts = tally(
         &node
             .pod("p3")

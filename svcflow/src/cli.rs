@@ -292,6 +292,11 @@ pub struct RunArgs {
     /// Bucket weight of an endpoint on the node itself; remote endpoints weigh 1 [default: 1].
     #[arg(long, value_name = "N")]
     pub local_endpoint_weight: Option<u16>,
+    /// Refused connection attempts (to a service without endpoints, or to an unserved address
+    /// of the service CIDR) that one node's switch sends svcflow per second, through an
+    /// OpenFlow meter that drops the rest; the burst is as many packets [default: 1000].
+    #[arg(long, value_name = "PPS")]
+    pub refuse_rate: Option<u32>,
     /// Directory for durable state (the REST model's write-ahead log) [default: /var/lib/svcflow].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -411,6 +416,13 @@ impl RunArgs {
                 ));
             }
             pipeline.local_endpoint_weight = weight;
+        }
+        if let Some(rate) = self.refuse_rate.or(file.refuse_rate) {
+            if rate == 0 {
+                return Err(ConfigError("refuse rate must be at least 1".into()));
+            }
+            pipeline.refuse_rate = rate;
+            pipeline.refuse_burst = rate;
         }
         let remotes = if self.ovsdb_remotes.is_empty() {
             file.ovsdb_remotes.unwrap_or_default()
@@ -685,8 +697,28 @@ mod tests {
         assert_eq!(config.rest_listen.to_string(), "127.0.0.2:8000");
         assert_eq!(config.pipeline.node_port_range, (31000, 31010));
         assert_eq!(config.pipeline.local_endpoint_weight, 4);
+        assert_eq!(
+            (config.pipeline.refuse_rate, config.pipeline.refuse_burst),
+            (1000, 1000)
+        );
         assert_eq!(config.ovsdb_remotes.len(), 1);
         assert_eq!(config.ovsdb_remotes[0].node, "n2");
+    }
+
+    #[test]
+    fn the_refuse_rate_sets_the_refusal_meter() {
+        let config = run_args(&["--refuse-rate", "50"])
+            .merge(FileConfig::default())
+            .unwrap();
+        assert_eq!(
+            (config.pipeline.refuse_rate, config.pipeline.refuse_burst),
+            (50, 50)
+        );
+        assert!(
+            run_args(&["--refuse-rate", "0"])
+                .merge(FileConfig::default())
+                .is_err()
+        );
     }
 
     #[test]

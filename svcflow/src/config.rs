@@ -196,6 +196,8 @@ pub struct FileConfig {
     pub node_port_range: Option<String>,
     /// Weight of local endpoints.
     pub local_endpoint_weight: Option<u16>,
+    /// The refusal meter's rate, packets/s (also its burst).
+    pub refuse_rate: Option<u32>,
     /// State directory.
     pub state_dir: Option<PathBuf>,
     /// `local` or `ovsdb:REMOTE[,REMOTE...]`.

@@ -35,7 +35,7 @@ use crate::ids;
 use crate::model::{
     MacAddr, Model, Node, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
 };
-use crate::pipeline::{REJECT_USERDATA, cookie, ct_state, group, reg, table};
+use crate::pipeline::{REJECT_USERDATA, cookie, ct_state, group, meter, reg, table};
 use crate::plan::State;
 use crate::resolve::{Backend, service_backends};
 
@@ -86,7 +86,8 @@ pub struct DesiredState {
     pub state: State<FlowKey, FlowEntry, GroupEntry>,
     /// Each service port's group and backends, by `namespace/name:port/protocol`.
     pub services: BTreeMap<String, ServicePortState>,
-    /// Inputs that could not all be honoured, e.g. two services on one address and port.
+    /// Inputs that could not all be honoured, e.g. two services on one address and port, and
+    /// flows the render could not build (a match field without its prerequisite).
     pub conflicts: Vec<String>,
 }
 
@@ -240,6 +241,18 @@ impl<'a> Builder<'a> {
         cookie: u64,
         instructions: Vec<Instruction>,
     ) -> bool {
+        // Every match is checked where it is built, so the encoder never meets one the switch
+        // would refuse: a field without its prerequisite is a render bug, reported here.
+        let matches = match matches.checked() {
+            Ok(m) => m,
+            Err(field) => {
+                self.out.conflicts.push(format!(
+                    "table {table} priority {priority}: cookie {cookie:#x}: `{field}` lacks its \
+                     prerequisite; flow dropped"
+                ));
+                return false;
+            }
+        };
         let key = FlowKey {
             table,
             priority,

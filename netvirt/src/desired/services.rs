@@ -291,7 +291,8 @@ pub(super) fn select_group(backends: &[V4Backend], next: u8) -> GroupEntry {
     }
 }
 
-/// Sends the packet to the controller, which refuses its connection.
+/// Sends the packet to the controller, which refuses its connection, through the refusal
+/// meter, which drops what exceeds its rate.
 pub(super) fn reject_action() -> Action {
     Action::Controller(openflow::action::Controller {
         max_len: u16::MAX,
@@ -299,7 +300,7 @@ pub(super) fn reject_action() -> Action {
         reason: 1,
         userdata: REJECT_USERDATA.to_vec(),
         pause: false,
-        meter_id: None,
+        meter_id: Some(meter::REFUSE),
         legacy: false,
     })
 }

@@ -3,6 +3,30 @@ use crate::flow::DumpFlow;
 use crate::model::ServiceKey;
 use crate::scenario::Scenario;
 
+/// A flow whose match lacks a prerequisite is reported and never reaches the state.
+#[test]
+fn a_match_without_its_prerequisite_is_reported_not_rendered() {
+    let config = Config::default();
+    let mut b = Builder::new(&config);
+    let bad = Match::new().with(Field::TcpDst, 80u16);
+    assert!(!b.flow(table::SERVICE, 7, bad, 9, vec![]));
+    assert!(b.out.state.flows.is_empty());
+    assert_eq!(
+        b.out.conflicts,
+        vec![
+            "table 40 priority 7: cookie 0x9: `tcp_dst` lacks its prerequisite; flow dropped"
+                .to_string()
+        ]
+    );
+    assert!(b.flow(
+        table::SERVICE,
+        7,
+        l4(Protocol::Tcp).with(Field::TcpDst, 80u16),
+        9,
+        vec![]
+    ));
+}
+
 fn scenario() -> Scenario {
     let text = include_str!("../../tests/scenarios/service-semantics/input.toml");
     Scenario::parse(text).unwrap()

@@ -9,7 +9,8 @@ use super::conn::{self, Shared};
 use super::{DriverConfig, Error, PeerCertificate};
 use crate::msg::{
     AsyncConfig, Body, ErrorMsg, Features, FlowRemoved, FlowStats, FlowStatsRequest, GroupDesc,
-    Message, MultipartBody, MultipartReply, MultipartRequest, PacketIn, PortStatus, Role,
+    Message, MeterConfig, MeterStats, MultipartBody, MultipartReply, MultipartRequest, OFPM_ALL,
+    PacketIn, PortStatus, Role,
 };
 use crate::session::{Reply, RoleStatus, SendError, Session, SessionError};
 
@@ -296,16 +297,47 @@ impl SwitchHandle {
         Ok(flows)
     }
 
-    /// Every group (`OFPMP_GROUP_DESC`).
+    /// Every group's description (`OFPMP_GROUP_DESC`).
     pub async fn dump_groups(&self) -> Result<Vec<GroupDesc>, Error> {
-        let mut groups = Vec::new();
-        for body in self.multipart(MultipartBody::GroupDescRequest).await? {
-            match body {
-                MultipartBody::GroupDesc(v) => groups.extend(v),
-                other => return Err(unexpected(&other)),
-            }
+        self.multipart_list(MultipartBody::GroupDescRequest, |b| match b {
+            MultipartBody::GroupDesc(v) => Ok(v),
+            other => Err(other),
+        })
+        .await
+    }
+
+    /// Every meter's configuration (`OFPMP_METER_CONFIG` for `OFPM_ALL`, what
+    /// `ovs-ofctl dump-meters` shows).
+    pub async fn dump_meters(&self) -> Result<Vec<MeterConfig>, Error> {
+        self.multipart_list(MultipartBody::MeterConfigRequest(OFPM_ALL), |b| match b {
+            MultipartBody::MeterConfig(v) => Ok(v),
+            other => Err(other),
+        })
+        .await
+    }
+
+    /// Statistics of meter `meter_id`, or of every meter for `OFPM_ALL` (`OFPMP_METER`, what
+    /// `ovs-ofctl meter-stats` shows).
+    pub async fn meter_stats(&self, meter_id: u32) -> Result<Vec<MeterStats>, Error> {
+        self.multipart_list(MultipartBody::MeterRequest(meter_id), |b| match b {
+            MultipartBody::Meter(v) => Ok(v),
+            other => Err(other),
+        })
+        .await
+    }
+
+    /// The entries of every reply part to a multipart request, `pick` taking
+    /// them out of a part's body (or handing back a body of the wrong type).
+    async fn multipart_list<T>(
+        &self,
+        body: MultipartBody,
+        pick: impl Fn(MultipartBody) -> Result<Vec<T>, MultipartBody>,
+    ) -> Result<Vec<T>, Error> {
+        let mut out = Vec::new();
+        for part in self.multipart(body).await? {
+            out.extend(pick(part).map_err(|other| unexpected(&other))?);
         }
-        Ok(groups)
+        Ok(out)
     }
 
     /// The bodies of a multipart request's reply parts.

@@ -10,6 +10,7 @@ mod ext;
 mod fixed;
 mod flow;
 mod group;
+mod meter;
 mod multipart;
 mod packet;
 mod port;
@@ -22,6 +23,10 @@ pub use ext::{BundleAdd, BundleControl, CtFlush, CtTuple, RawProperty};
 pub use fixed::FixedStr;
 pub use flow::{FlowMod, FlowModCommand, FlowRemoved};
 pub use group::{Bucket, GroupMod, GroupModCommand, GroupType};
+pub use meter::{
+    MeterBand, MeterConfig, MeterFeatures, MeterMod, MeterModCommand, MeterStats, OFPM_ALL,
+    OFPM_CONTROLLER, OFPM_MAX, OFPM_SLOWPATH, OFPMF_BURST, OFPMF_KBPS, OFPMF_PKTPS, OFPMF_STATS,
+};
 pub use multipart::{
     AggregateStats, FlowStats, FlowStatsRequest, GroupDesc, GroupFeatures, GroupStats,
     MultipartBody, MultipartReply, MultipartRequest, PortStats, SwitchDesc, TableStats,
@@ -75,6 +80,7 @@ pub mod ofpt {
     pub const GET_ASYNC_REQUEST: u8 = 26;
     pub const GET_ASYNC_REPLY: u8 = 27;
     pub const SET_ASYNC: u8 = 28;
+    pub const METER_MOD: u8 = 29;
 }
 
 /// Experimenter message subtypes we interpret.
@@ -191,6 +197,8 @@ pub enum Body {
     GetAsyncReply(AsyncConfig),
     /// `OFPT_SET_ASYNC`.
     SetAsync(AsyncConfig),
+    /// `OFPT_METER_MOD`.
+    MeterMod(MeterMod),
     /// ONF `ONFT_BUNDLE_CONTROL` in OF1.3 experimenter form.
     BundleControl(BundleControl),
     /// ONF `ONFT_BUNDLE_ADD_MESSAGE` in OF1.3 experimenter form.
@@ -248,6 +256,7 @@ impl Body {
             Body::GetAsyncRequest => GET_ASYNC_REQUEST,
             Body::GetAsyncReply(_) => GET_ASYNC_REPLY,
             Body::SetAsync(_) => SET_ASYNC,
+            Body::MeterMod(_) => METER_MOD,
             Body::BundleControl(_)
             | Body::BundleAdd(_)
             | Body::CtFlushZone(_)
@@ -354,6 +363,7 @@ impl Message {
             Body::MultipartReply(m) => m.encode(w),
             Body::RoleRequest(r) | Body::RoleReply(r) => r.encode(w),
             Body::GetAsyncReply(a) | Body::SetAsync(a) => a.encode(w),
+            Body::MeterMod(m) => m.encode(w),
             Body::BundleControl(b) => {
                 w.u32(ONF_EXPERIMENTER);
                 w.u32(exp::ONFT_BUNDLE_CONTROL);
@@ -444,6 +454,7 @@ impl Message {
             GET_ASYNC_REQUEST => Body::GetAsyncRequest,
             GET_ASYNC_REPLY => Body::GetAsyncReply(AsyncConfig::decode(b)?),
             SET_ASYNC => Body::SetAsync(AsyncConfig::decode(b)?),
+            METER_MOD => Body::MeterMod(MeterMod::decode(b)?),
             EXPERIMENTER => {
                 let experimenter = b.u32()?;
                 let exp_type = b.u32()?;
@@ -496,6 +507,27 @@ impl Message {
         };
         match &self.body {
             Body::Error(e) if e.ovs_name().is_none() => Some(("OFPBRC_BAD_LEN", true)),
+            Body::MeterMod(m) => m.ovs_error().map(|e| (e, true)),
+            // OVS decodes these matches strictly (`oxm_pull_match()`): a field it does not
+            // know is `OFPBMC_BAD_FIELD`. Packet-ins are decoded loosely and skip it.
+            Body::FlowMod(FlowMod { match_, .. })
+            | Body::FlowRemoved(FlowRemoved { match_, .. })
+            | Body::MultipartRequest(MultipartRequest {
+                body:
+                    MultipartBody::FlowRequest(FlowStatsRequest { match_, .. })
+                    | MultipartBody::AggregateRequest(FlowStatsRequest { match_, .. }),
+                ..
+            }) if !match_.unknown.is_empty() => Some(("OFPBMC_BAD_FIELD", true)),
+            Body::MultipartReply(MultipartReply {
+                body: MultipartBody::Flow(v),
+                ..
+            }) if v.iter().any(|s| !s.match_.unknown.is_empty()) => {
+                Some(("OFPBMC_BAD_FIELD", true))
+            }
+            Body::MultipartReply(MultipartReply {
+                body: MultipartBody::MeterConfig(v),
+                ..
+            }) => meter::config_ovs_error(v).map(|(_, e)| (e, true)),
             Body::MultipartReply(MultipartReply {
                 body: MultipartBody::PortStats(v),
                 ..
@@ -545,6 +577,7 @@ impl Message {
             Body::GetAsyncRequest => "OFPT_GET_ASYNC_REQUEST",
             Body::GetAsyncReply(_) => "OFPT_GET_ASYNC_REPLY",
             Body::SetAsync(_) => "OFPT_SET_ASYNC",
+            Body::MeterMod(_) => "OFPT_METER_MOD",
             Body::BundleControl(_) => "ONFT_BUNDLE_CONTROL",
             Body::BundleAdd(_) => "ONFT_BUNDLE_ADD_MESSAGE",
             Body::CtFlushZone(_) => "NXT_CT_FLUSH_ZONE",
@@ -611,9 +644,14 @@ impl fmt::Display for Message {
             // error and a dump of the whole message.
             if header {
                 write!(f, "{} ({v}) (xid={:#x}):", self.type_name(), self.xid)?;
-                match &self.body {
-                    Body::MultipartReply(m) => writeln!(f, "{m}")?,
-                    _ => f.write_str(" ")?,
+                // What it printed of the body, then a newline; or a space if nothing.
+                let body = match &self.body {
+                    Body::MultipartReply(m) => m.to_string(),
+                    _ => String::new(),
+                };
+                match body.trim_end_matches(' ') {
+                    "" => f.write_str(" ")?,
+                    b => writeln!(f, "{b}")?,
                 }
             }
             let bytes = self.encode().unwrap_or_default();
@@ -651,6 +689,7 @@ impl fmt::Display for Message {
             Body::RoleRequest(r) if r.role == 0 => f.write_str(" role=nochange"),
             Body::RoleRequest(r) | Body::RoleReply(r) => write!(f, "{r}"),
             Body::GetAsyncReply(a) | Body::SetAsync(a) => write!(f, "{a}"),
+            Body::MeterMod(m) => write!(f, "{m}"),
             Body::BundleControl(b) => write!(f, "{b}"),
             Body::BundleAdd(b) => write!(f, "{b}"),
             Body::CtFlushZone(z) => write!(f, " zone_id={z}"),

@@ -1,13 +1,15 @@
 //! `OFPT_MULTIPART_REQUEST` / `OFPT_MULTIPART_REPLY` (OF1.3 §7.3.5).
 //!
-//! DESC, FLOW, AGGREGATE, TABLE, PORT_STATS, PORT_DESC, GROUP, GROUP_DESC and
-//! GROUP_FEATURES are typed; other multipart types are kept raw.
+//! DESC, FLOW, AGGREGATE, TABLE, PORT_STATS, PORT_DESC, GROUP, GROUP_DESC,
+//! GROUP_FEATURES, METER, METER_CONFIG and METER_FEATURES are typed (the
+//! meter bodies live in [`super::meter`]); other multipart types are kept raw.
 
 use std::fmt::{self, Write as _};
 
 use super::fixed::FixedStr;
 use super::flow::duration;
 use super::group::{Bucket, GroupType, format_group};
+use super::meter::{self, MeterConfig, MeterFeatures, MeterStats};
 use super::port::PortDesc;
 use crate::error::DecodeError;
 use crate::instruction::{
@@ -30,6 +32,9 @@ mod ofpmp {
     pub const GROUP: u16 = 6;
     pub const GROUP_DESC: u16 = 7;
     pub const GROUP_FEATURES: u16 = 8;
+    pub const METER: u16 = 9;
+    pub const METER_CONFIG: u16 = 10;
+    pub const METER_FEATURES: u16 = 11;
     pub const PORT_DESC: u16 = 13;
 }
 
@@ -227,6 +232,18 @@ pub enum MultipartBody {
     GroupFeaturesRequest,
     /// `OFPMP_GROUP_FEATURES` reply.
     GroupFeatures(GroupFeatures),
+    /// `OFPMP_METER` request for a meter (`OFPM_ALL` for all).
+    MeterRequest(u32),
+    /// `OFPMP_METER` reply.
+    Meter(Vec<MeterStats>),
+    /// `OFPMP_METER_CONFIG` request for a meter (`OFPM_ALL` for all).
+    MeterConfigRequest(u32),
+    /// `OFPMP_METER_CONFIG` reply.
+    MeterConfig(Vec<MeterConfig>),
+    /// `OFPMP_METER_FEATURES` request.
+    MeterFeaturesRequest,
+    /// `OFPMP_METER_FEATURES` reply.
+    MeterFeatures(MeterFeatures),
     /// Any other multipart type, raw.
     Raw {
         /// `ofp_multipart_type`.
@@ -426,6 +443,9 @@ impl MultipartBody {
             GroupRequest(_) | Group(_) => ofpmp::GROUP,
             GroupDescRequest | GroupDesc(_) => ofpmp::GROUP_DESC,
             GroupFeaturesRequest | GroupFeatures(_) => ofpmp::GROUP_FEATURES,
+            MeterRequest(_) | Meter(_) => ofpmp::METER,
+            MeterConfigRequest(_) | MeterConfig(_) => ofpmp::METER_CONFIG,
+            MeterFeaturesRequest | MeterFeatures(_) => ofpmp::METER_FEATURES,
             Raw { mp_type, .. } => *mp_type,
         }
     }
@@ -441,9 +461,9 @@ impl MultipartBody {
             ofpmp::GROUP => "OFPST_GROUP".into(),
             ofpmp::GROUP_DESC => "OFPST_GROUP_DESC".into(),
             ofpmp::GROUP_FEATURES => "OFPST_GROUP_FEATURES".into(),
-            9 => "OFPST_METER".into(),
-            10 => "OFPST_METER_CONFIG".into(),
-            11 => "OFPST_METER_FEATURES".into(),
+            ofpmp::METER => "OFPST_METER".into(),
+            ofpmp::METER_CONFIG => "OFPST_METER_CONFIG".into(),
+            ofpmp::METER_FEATURES => "OFPST_METER_FEATURES".into(),
             12 => "OFPST_TABLE_FEATURES".into(),
             ofpmp::PORT_DESC => "OFPST_PORT_DESC".into(),
             t => format!("OFPST_UNKNOWN({t})"),
@@ -464,7 +484,11 @@ impl MultipartBody {
         use MultipartBody::*;
         match self {
             DescRequest | TableRequest | PortDescRequest | GroupDescRequest
-            | GroupFeaturesRequest => {}
+            | GroupFeaturesRequest | MeterFeaturesRequest => {}
+            MeterRequest(m) | MeterConfigRequest(m) => meter::encode_request(*m, w),
+            Meter(v) => meter::encode_stats(v, w),
+            MeterConfig(v) => meter::encode_configs(v, w),
+            MeterFeatures(m) => meter::encode_features(m, w),
             Desc(d) => {
                 d.mfr_desc.write(w, 256);
                 d.hw_desc.write(w, 256);
@@ -551,6 +575,12 @@ impl MultipartBody {
             (ofpmp::PORT_DESC, false) => PortDescRequest,
             (ofpmp::GROUP_DESC, false) => GroupDescRequest,
             (ofpmp::GROUP_FEATURES, false) => GroupFeaturesRequest,
+            (ofpmp::METER_FEATURES, false) => MeterFeaturesRequest,
+            (ofpmp::METER, false) => MeterRequest(meter::decode_request(r)?),
+            (ofpmp::METER_CONFIG, false) => MeterConfigRequest(meter::decode_request(r)?),
+            (ofpmp::METER, true) => Meter(meter::decode_stats(r)?),
+            (ofpmp::METER_CONFIG, true) => MeterConfig(meter::decode_configs(r)?),
+            (ofpmp::METER_FEATURES, true) => MeterFeatures(meter::decode_features(r)?),
             (ofpmp::FLOW, false) => FlowRequest(FlowStatsRequest::decode(r)?),
             (ofpmp::AGGREGATE, false) => AggregateRequest(FlowStatsRequest::decode(r)?),
             (ofpmp::PORT_STATS, false) | (ofpmp::GROUP, false) => {
@@ -810,16 +840,8 @@ impl fmt::Display for MultipartRequest {
             MultipartBody::PortDescRequest => f.write_str(" port=ANY"),
             MultipartBody::GroupDescRequest => f.write_str(" group_id=ALL"),
             MultipartBody::GroupRequest(g) => write!(f, " group_id={}", group_name(*g)),
-            MultipartBody::Raw {
-                mp_type: 9 | 10,
-                data,
-            } if data.len() >= 4 => {
-                let m = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
-                if m == u32::MAX {
-                    f.write_str(" meter=all")
-                } else {
-                    write!(f, " meter={m}")
-                }
+            MultipartBody::MeterRequest(m) | MultipartBody::MeterConfigRequest(m) => {
+                write!(f, " {}", meter::format_meter_id(*m, '='))
             }
             _ => Ok(()),
         }
@@ -888,7 +910,9 @@ impl fmt::Display for MultipartReply {
                 d.mfr_desc, d.hw_desc, d.sw_desc, d.serial_num, d.dp_desc
             ),
             MultipartBody::Flow(v) => {
-                for s in v {
+                // `ovs-ofctl` stops at the first flow with a match field it
+                // refuses; `Message`'s `Display` adds the decode error.
+                for s in v.iter().take_while(|s| s.match_.unknown.is_empty()) {
                     write!(f, "\n{s}")?;
                 }
                 Ok(())
@@ -968,6 +992,14 @@ impl fmt::Display for MultipartReply {
                 }
                 Ok(())
             }
+            MultipartBody::Meter(v) => f.write_str(meter::format_stats(v).trim_end_matches('\n')),
+            MultipartBody::MeterConfig(v) => {
+                // `ovs-ofctl` stops at the first entry it refuses; `Message`'s
+                // `Display` adds the decode error.
+                let n = meter::config_ovs_error(v).map_or(v.len(), |(n, _)| n);
+                f.write_str(meter::format_configs(&v[..n]).trim_end_matches('\n'))
+            }
+            MultipartBody::MeterFeatures(m) => write!(f, "{m}"),
             MultipartBody::GroupFeatures(g) => {
                 write!(
                     f,

@@ -80,7 +80,12 @@ fn serve(mut s: TcpStream) -> Vec<Vec<u8>> {
                     reply(&mut s, 4, xid, &body);
                 }
                 if ty == 18 {
-                    reply(&mut s, 19, xid, &[m[8], m[9], 0, 0, 0, 0, 0, 0]);
+                    let mut body = vec![m[8], m[9], 0, 0, 0, 0, 0, 0];
+                    // An OFPMP_METER_FEATURES reply has a fixed 16-byte body.
+                    if m[8..10] == [0, 11] {
+                        body.extend([0u8; 16]);
+                    }
+                    reply(&mut s, 19, xid, &body);
                 }
             }
         }
