@@ -402,6 +402,40 @@ fn run() -> Result<(), SandboxError> {
     );
 
     println!(
+        "== svcflow trace --node n1 --from default/n1-b --to {VIP}: a tagged probe injected \
+         into n1's switch, reported by temporary flows on every switch it crosses"
+    );
+    let traced = lab.exec(
+        "ctl",
+        &[
+            &svcflow,
+            "trace",
+            "--node",
+            "n1",
+            "--from",
+            "default/n1-b",
+            "--to",
+            VIP,
+        ],
+    )?;
+    if !traced.status.success() {
+        return Err(invalid(format!(
+            "svcflow trace: {}",
+            String::from_utf8_lossy(&traced.stderr).trim()
+        )));
+    }
+    // The hops and the result; `svcflow trace` also prints each hop's flow and packet.
+    for line in String::from_utf8_lossy(&traced.stdout).lines().filter(|l| {
+        l.starts_with("n1 ")
+            || l.starts_with("n2 ")
+            || l.starts_with("n3 ")
+            || l.starts_with("nat:")
+            || l.starts_with("result:")
+    }) {
+        println!("   {line}");
+    }
+
+    println!(
         "== n2's ovs-vswitchd killed (SIGKILL) and started again: it comes back with no flow \
          and no group"
     );
