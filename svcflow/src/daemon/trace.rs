@@ -31,7 +31,7 @@ const OFPP_TABLE: u32 = 0xffff_fff9;
 /// How long a trace waits for its exit after the probe is sent.
 const DEADLINE: Duration = Duration::from_secs(2);
 /// How long a trace still listens after its exit, for reports of other switches.
-const GRACE: Duration = Duration::from_millis(200);
+const GRACE: Duration = Duration::from_millis(500);
 /// How long the installation of the twins, or a node's answer, may take.
 const STEP: Duration = Duration::from_secs(5);
 
