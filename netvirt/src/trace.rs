@@ -388,7 +388,13 @@ pub fn plan<'a>(
         }
         matches.insert(openflow::OxmField::exact(Field::IpDscpShifted, scope.tag));
         let original = DumpFlow(key, entry).to_string();
-        let add = |twins: &mut Vec<Twin>, role: Role, priority: u16, matches: Match| {
+        let mut add = |twins: &mut Vec<Twin>, role: Role, priority: u16, matches: Match| {
+            // Built from a checked match plus IPv4 fields, so its prerequisites hold; a
+            // twin that would not is not made, and its original is listed as not watched.
+            let Ok(matches) = matches.checked() else {
+                unseen.push(original.clone());
+                return;
+            };
             let instructions = if role.is_exit() {
                 vec![Instruction::ApplyActions(vec![report_action()])]
             } else {

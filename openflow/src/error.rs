@@ -72,13 +72,8 @@ pub enum DecodeError {
 /// Why a value cannot be encoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum EncodeError {
-    /// The encoded message is longer than an OpenFlow length field can state.
+    /// The encoded message is longer than an OpenFlow length field can state. (The only
+    /// way encoding fails: values are checked where they are built.)
     #[error("message of {0} bytes exceeds the 65535-byte OpenFlow limit")]
     TooLong(usize),
-    /// A match field whose prerequisite is absent (OXM §7.2.3.6).
-    #[error("field {0} lacks its prerequisite")]
-    Prerequisite(&'static str),
-    /// A value that does not fit its field.
-    #[error("bad value for {0}")]
-    BadValue(&'static str),
 }

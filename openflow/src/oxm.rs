@@ -15,7 +15,7 @@
 //! they have no prerequisites, meet none, and print as nothing (where OVS
 //! knows a field this codec does not, `ovs-ofctl` names it and we do not).
 
-use crate::error::{DecodeError, EncodeError};
+use crate::error::DecodeError;
 use crate::field::{Field, OXM_CLASS_EXPERIMENTER, Prereq};
 use crate::wire::{Reader, Writer};
 
@@ -425,16 +425,14 @@ impl Match {
         n.next_multiple_of(8)
     }
 
-    /// Writes `struct ofp_match` (OF1.3 §7.2.3.1), padded to 8 bytes, after
-    /// checking prerequisites.
-    pub fn encode(&self, w: &mut Writer) -> Result<(), EncodeError> {
-        self.check_prereqs().map_err(EncodeError::Prerequisite)?;
+    /// Writes `struct ofp_match` (OF1.3 §7.2.3.1), padded to 8 bytes. It cannot fail:
+    /// prerequisites are checked where a match is built ([`Match::checked`],
+    /// [`Match::try_with`]), and a match decoded from the wire is checked on decode.
+    pub fn encode(&self, w: &mut Writer) {
         self.write(w);
-        Ok(())
     }
 
-    /// Writes `struct ofp_match` without checking prerequisites (the message
-    /// encoder checks every match first).
+    /// Writes `struct ofp_match`.
     pub(crate) fn write(&self, w: &mut Writer) {
         let start = w.len();
         w.u16(OFPMT_OXM);
@@ -742,18 +740,20 @@ mod tests {
     #[test]
     fn emit() {
         let mut w = Writer::from_vec(vec![0xa5; 0]);
-        tcp_match().encode(&mut w).unwrap();
+        tcp_match().encode(&mut w);
         assert_eq!(w.as_slice(), &TCP_MATCH);
         assert_eq!(tcp_match().encoded_len(), TCP_MATCH.len());
     }
 
     #[test]
-    fn prereq_missing() {
+    fn prereq_missing_is_found_when_the_match_is_built() {
         let m = Match::new().with(Field::TcpDst, 80u16);
-        assert_eq!(
-            m.encode(&mut Writer::new()),
-            Err(EncodeError::Prerequisite("tcp_dst"))
-        );
+        assert_eq!(m.clone().checked(), Err("tcp_dst"));
+        assert_eq!(Match::new().try_with(Field::TcpDst, 80u16), Err("tcp_dst"));
+        // Encoding writes what it is given; it fails only on a message's size.
+        let mut w = Writer::new();
+        m.encode(&mut w);
+        assert_eq!(w.len(), m.encoded_len());
     }
 
     fn raw(field: u8) -> RawOxm {
@@ -788,7 +788,7 @@ mod tests {
         assert_eq!(m.unknown, vec![(1, raw(63)), (2, raw(62))]);
         assert_eq!(m.check_prereqs(), Ok(()));
         let mut w = Writer::new();
-        m.encode(&mut w).unwrap();
+        m.encode(&mut w);
         assert_eq!(w.as_slice(), bytes.as_slice());
         assert_eq!(m.encoded_len(), bytes.len());
 

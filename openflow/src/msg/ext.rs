@@ -7,7 +7,7 @@ use std::fmt::{self, Write as _};
 use std::net::{IpAddr, Ipv6Addr};
 
 use super::Message;
-use crate::error::{DecodeError, EncodeError};
+use crate::error::DecodeError;
 use crate::wire::{Reader, Writer};
 
 /// `OFPBF_ATOMIC`.
@@ -493,9 +493,11 @@ impl CtFlush {
         Ok(state)
     }
 
-    /// Refuses what Open vSwitch would refuse (IPv4 next to IPv6).
-    pub(crate) fn check(&self) -> Result<(), EncodeError> {
-        self.family().map(|_| ()).map_err(EncodeError::BadValue)
+    /// The flush, if Open vSwitch would take it: refuses IPv4 next to IPv6 addresses
+    /// (checked when it is built; the encoder writes what it is given).
+    pub fn checked(self) -> Result<Self, &'static str> {
+        self.family()?;
+        Ok(self)
     }
 
     pub(crate) fn encode(&self, w: &mut Writer) {
@@ -690,18 +692,19 @@ mod tests {
     }
 
     #[test]
-    fn mixed_families_are_refused_on_encode() {
+    fn mixed_families_are_refused_when_built() {
         let c = CtFlush::zone(1).with_orig(
             CtTuple::default()
                 .with_src(v4([10, 0, 0, 1]))
                 .with_dst(IpAddr::V6(Ipv6Addr::LOCALHOST)),
         );
         assert_eq!(
-            Message::new(2, Body::CtFlush(c)).encode(),
-            Err(EncodeError::BadValue(
-                "NXT_CT_FLUSH mixes IPv4 and IPv6 addresses"
-            ))
+            c.checked(),
+            Err("NXT_CT_FLUSH mixes IPv4 and IPv6 addresses")
         );
+        let one = CtFlush::zone(1).with_orig(CtTuple::default().with_src(v4([10, 0, 0, 1])));
+        assert!(one.clone().checked().is_ok());
+        assert!(Message::new(2, Body::CtFlush(one)).encode().is_ok());
     }
 
     /// Open vSwitch's ICMP fields overlay the ports when printed.

@@ -267,29 +267,6 @@ impl Body {
     }
 }
 
-impl Body {
-    /// Checks the prerequisites of every match the body carries.
-    fn check(&self) -> Result<(), EncodeError> {
-        let check = |m: &crate::oxm::Match| m.check_prereqs().map_err(EncodeError::Prerequisite);
-        match self {
-            Body::FlowMod(f) => check(&f.match_),
-            Body::FlowRemoved(f) => check(&f.match_),
-            Body::PacketIn(p) => check(&p.match_),
-            Body::MultipartRequest(MultipartRequest {
-                body: MultipartBody::FlowRequest(r) | MultipartBody::AggregateRequest(r),
-                ..
-            }) => check(&r.match_),
-            Body::MultipartReply(MultipartReply {
-                body: MultipartBody::Flow(v),
-                ..
-            }) => v.iter().try_for_each(|s| check(&s.match_)),
-            Body::BundleAdd(b) => b.message.body.check(),
-            Body::CtFlush(c) => c.check(),
-            _ => Ok(()),
-        }
-    }
-}
-
 impl Message {
     /// A message with the given xid and body.
     pub fn new(xid: u32, body: Body) -> Self {
@@ -318,10 +295,12 @@ impl Message {
         w.len()
     }
 
-    /// Appends the encoded message to `w`.
+    /// Appends the encoded message to `w`. It fails only when the message exceeds 65,535
+    /// bytes: what could be refused is refused where the value is built (a match's
+    /// prerequisites by [`crate::Match::checked`], a conntrack flush's address families by
+    /// [`CtFlush::checked`]), or on decode for what comes from the wire.
     pub fn encode_into(&self, w: &mut Writer) -> Result<(), EncodeError> {
         let start = w.len();
-        self.body.check()?;
         self.write_inner(w);
         let len = w.len() - start;
         if len > MAX_MESSAGE_LEN {

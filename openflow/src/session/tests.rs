@@ -581,28 +581,6 @@ fn oversized_bundle_member_queues_nothing() {
 }
 
 #[test]
-fn bundle_member_without_prerequisite_is_refused() {
-    let mut s = connected(Instant::now());
-    let no_eth_type = crate::oxm::Match::new().with(crate::field::Field::Ipv4Dst, 1u32);
-    let bad = Body::FlowMod(FlowMod {
-        match_: no_eth_type,
-        ..FlowMod::default()
-    });
-    let r = s.bundle(vec![flow(0), bad]);
-    assert!(
-        matches!(
-            r,
-            Err(SendError::BundleMember {
-                index: 1,
-                error: EncodeError::Prerequisite(_)
-            })
-        ),
-        "{r:?}"
-    );
-    assert_eq!(s.poll_transmit(), None);
-}
-
-#[test]
 fn role_status_is_an_event() {
     let t0 = Instant::now();
     let mut s = connected(t0);
