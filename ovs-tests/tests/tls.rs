@@ -410,3 +410,57 @@ fn plain_tcp_beyond_loopback_needs_insecure() {
     );
     let _ = std::fs::remove_dir_all(&state);
 }
+
+/// With TLS, a connection that never sends a byte (no ClientHello) costs the daemon little,
+/// as it does in plain TCP (`hostile.rs`): under 64 KiB each, for 200 of them.
+#[test]
+fn idle_connections_to_the_tls_listener_cost_bounded_memory() {
+    let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let pki = Pki::new(&sb.dir().join("pki-files"));
+    let flags = pki.daemon_flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let daemon = Daemon::start_as(&sb, 1, "n1", &flags).unwrap();
+    wait_log(&daemon, "the OpenFlow listener", "OpenFlow listener on");
+    let log = daemon.log();
+    let listener = log
+        .lines()
+        .find(|l| l.contains("OpenFlow listener on"))
+        .unwrap_or_default();
+    assert!(
+        listener.contains("TLS") || listener.contains("pssl"),
+        "{listener}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = daemon.pid().unwrap();
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    let (before, fds_before) = (ovs_tests::bench::rss_kib(pid) as f64, fds());
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| {
+            ovs_tests::kube::in_netns(sb.node_netns(), || {
+                std::net::TcpStream::connect(ovs_tests::svcflow::OPENFLOW)
+            })
+            .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let with_idle = ovs_tests::bench::rss_kib(pid) as f64;
+    // The daemon did accept them (each is an open socket of its own, waiting for a
+    // ClientHello), so the figure is theirs.
+    assert!(
+        fds() >= fds_before + 190,
+        "{fds_before} -> {} descriptors",
+        fds()
+    );
+    let each = (with_idle - before) / 200.0;
+    println!(
+        "TLS listener: RSS {:.1} MiB, with 200 idle connections {:.1} MiB: {each:.1} KiB each",
+        before / 1024.0,
+        with_idle / 1024.0
+    );
+    assert!(each < 64.0, "an idle TLS connection costs {each:.1} KiB");
+    drop(idle);
+}
