@@ -410,6 +410,17 @@ while time.time() < end:
         pass
 print(sent, refused)
 "#;
+    // The daemon's CPU time (user + system, in clock ticks of 1/100 s) across the flood.
+    let pid = daemon.pid().unwrap();
+    let cpu_ticks = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Fields after the command's closing parenthesis: utime and stime are the 12th and
+        // 13th of them.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let cpu_before = cpu_ticks();
     let before = std::time::Instant::now();
     let flood = std::thread::spawn({
         let pod = pod.clone();
@@ -430,13 +441,17 @@ print(sent, refused)
         std::thread::sleep(Duration::from_millis(100));
     }
     let out = flood.join().unwrap();
+    let took = before.elapsed().as_secs_f64();
+    let cpu = (cpu_ticks() - cpu_before) as f64 / 100.0 / took;
     let mut counts = out.split_whitespace().map(|n| n.parse::<u64>().unwrap());
     let (sent, refused) = (counts.next().unwrap(), counts.next().unwrap());
     println!(
-        "flood: {sent} datagrams in {:.1} s, {refused} refused; slowest REST read during it {:?}",
-        before.elapsed().as_secs_f64(),
-        slowest
+        "flood: {sent} datagrams in {took:.1} s, {refused} refused; slowest REST read during it \
+         {slowest:?}; the daemon used {:.0}% of a core",
+        cpu * 100.0
     );
+    // The meter and the rate limit leave the daemon a few thousand packet-ins to answer.
+    assert!(cpu < 0.5, "the daemon used {:.0}% of a core", cpu * 100.0);
     assert!(
         sent > 10_000,
         "the flood was too slow to test anything: {sent}"
