@@ -72,9 +72,11 @@ struct Shard {
 #[derive(Clone, Default)]
 pub struct Renders(Arc<Mutex<RenderCache>>);
 
+/// Keyed by the shards' own `Arc`'d keys, one small list each: a copy of every service's
+/// key and a four-entry vector per service cost ~3 MiB at 30,000 services (issue 19).
 #[derive(Default)]
 struct RenderCache {
-    by_service: std::collections::HashMap<ServiceKey, Vec<Weak<Shard>>>,
+    by_service: std::collections::HashMap<Arc<ServiceKey>, Vec<Weak<Shard>>>,
 }
 
 impl Renders {
@@ -87,7 +89,13 @@ impl Renders {
     fn intern(&self, key: &ServiceKey, shard: Shard) -> Arc<Shard> {
         // The cache holds no invariant that a panic elsewhere could break: keep using it.
         let mut cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let live = cache.by_service.entry(key.clone()).or_default();
+        if !cache.by_service.contains_key(key) {
+            let held = shard.key.clone().unwrap_or_else(|| Arc::new(key.clone()));
+            cache.by_service.insert(held, Vec::with_capacity(1));
+        }
+        let Some(live) = cache.by_service.get_mut(key) else {
+            return Arc::new(shard);
+        };
         let mut found = None;
         live.retain(|weak| match weak.upgrade() {
             Some(held) => {

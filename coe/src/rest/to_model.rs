@@ -386,6 +386,9 @@ impl Translator {
                 });
             }
         }
+        // The model keeps the list: at its length, not with the room pushing left (four
+        // ~150-byte `Endpoint`s for two, sixteen for ten; issue 19).
+        out.shrink_to_fit();
         (out, (read_pods, read_ips))
     }
 }
