@@ -4,6 +4,10 @@
 //! same state for one node, in the same run: a central controller should pay much less than N
 //! times it.
 //!
+//! The last column is what one node's update holds while its steps are sent, when every
+//! service renders again (a changed port binding: here the gateway's port number) and
+//! renders the same flows.
+//!
 //! `cargo bench -p netvirt --bench memory`; `SVCFLOW_MEM_S`, `SVCFLOW_MEM_E` and
 //! `SVCFLOW_MEM_N` (comma-separated) pick the sizes.
 
@@ -98,9 +102,9 @@ fn main() {
     let node_counts = env_list("SVCFLOW_MEM_N", &[1, 3, 10]);
     let config = Config::default();
     println!(
-        "| S × E | N | flows per node | model | desired state, all nodes | per node | per node per flow | render, all nodes |"
+        "| S × E | N | flows per node | model | desired state, all nodes | per node | per node per flow | render, all nodes | a re-render's pending update |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for &s in &sizes {
         for &e in &eps {
             for &n in &node_counts {
@@ -119,13 +123,23 @@ fn main() {
                 let took = started.elapsed();
                 let state = live() - before;
                 let flows = all[0].len().0;
+                // Every service of node 0 again, its context changed.
+                let mut moved = bindings(0);
+                if let Some(gateway) = moved.gateway.as_mut() {
+                    gateway.ofport = 3;
+                }
+                let held = live();
+                let pending = all[0].update_pending(&node(0), &m, &config, &moved);
+                let pending_bytes = live().saturating_sub(held);
+                drop(pending);
                 println!(
-                    "| {s} × {e} | {n} | {flows} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B | {:.0} ms |",
+                    "| {s} × {e} | {n} | {flows} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B | {:.0} ms | {:.1} MiB |",
                     mib(model_bytes),
                     mib(state),
                     mib(state / n),
                     state as f64 / (n * flows) as f64,
                     took.as_secs_f64() * 1e3,
+                    mib(pending_bytes),
                 );
                 drop(all);
                 drop(renders);

@@ -42,11 +42,22 @@ impl Model {
     /// their unchanged structure and a diff between them costs what changed. For inputs that
     /// rebuild a whole model (a relist, a container replaced): the engines downstream then
     /// still see only the change.
+    ///
+    /// A map where most entries are new or changed (a first load) is kept as it is: copying
+    /// its entries into `old`'s structure would hold the map twice while it is built, to share
+    /// little. Diffs compare values, so that only costs a comparison per entry.
     pub fn sharing_with(self, old: &Model) -> Model {
         fn keep<K: Ord + Clone, V: Clone + PartialEq>(
             old: &Map<K, V>,
             new: Map<K, V>,
         ) -> Map<K, V> {
+            let written = old
+                .diff(&new)
+                .filter(|d| !matches!(d, imbl::ordmap::DiffItem::Remove(..)))
+                .count();
+            if written > new.len() / 2 {
+                return new;
+            }
             let mut out = old.clone();
             for item in old.diff(&new) {
                 match item {

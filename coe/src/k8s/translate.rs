@@ -900,6 +900,9 @@ impl Translator {
                 None => list.push(e),
             }
         }
+        // The model keeps the list until the service's slices change: at its length, not
+        // with the room pushing left (an `Endpoint` is ~150 bytes; issue 19).
+        list.shrink_to_fit();
     }
 }
 

@@ -25,7 +25,7 @@ use netvirt::model::{
 };
 
 use super::durable::Changed;
-use super::store::Store;
+use super::store::{Store, link};
 use super::types::{self, Kind, namespace_name};
 
 /// The model the store describes.
@@ -40,9 +40,9 @@ pub struct Translator {
     /// Node name by internal or external address (the first node by uid wins).
     node_by_ip: HashMap<IpAddr, String>,
     /// Pods by interface address (the first by uid wins).
-    pod_by_ip: HashMap<IpAddr, BTreeSet<String>>,
+    pod_by_ip: HashMap<IpAddr, Vec<String>>,
     /// Endpoints objects by (namespace, name) (the last by uid wins).
-    endpoints_by_name: HashMap<(String, String), BTreeSet<String>>,
+    endpoints_by_name: HashMap<(String, String), Vec<String>>,
     /// What each stored item became: a pod's interface uids and addresses, an endpoints
     /// object's (namespace, name), a service's key.
     pod_items: HashMap<String, (Vec<String>, Vec<IpAddr>)>,
@@ -51,9 +51,12 @@ pub struct Translator {
     /// The service uid of each key.
     service_by_key: HashMap<ServiceKey, String>,
     /// The services whose endpoints read a pod (minimal form) or look a node up by an
-    /// endpoint's address, and what each one read.
-    by_pod: HashMap<String, BTreeSet<ServiceKey>>,
-    by_ip: HashMap<IpAddr, BTreeSet<ServiceKey>>,
+    /// endpoint's address, and what each one read (only those that read something).
+    ///
+    /// Every set here is a sorted vector (see [`link`]): nearly all hold one value, for
+    /// which a `BTreeSet` would allocate a node with room for eleven.
+    by_pod: HashMap<String, Vec<ServiceKey>>,
+    by_ip: HashMap<IpAddr, Vec<ServiceKey>>,
     reads: HashMap<ServiceKey, (Vec<String>, Vec<IpAddr>)>,
 }
 
@@ -180,12 +183,7 @@ impl Translator {
             self.model.pods.remove(iface);
         }
         for ip in &old_ips {
-            if let Some(set) = self.pod_by_ip.get_mut(ip) {
-                set.remove(uid);
-                if set.is_empty() {
-                    self.pod_by_ip.remove(ip);
-                }
-            }
+            link(&mut self.pod_by_ip, *ip, uid, false);
         }
         let Some(pod) = store.pods.get(uid) else {
             return (old_ips, Vec::new());
@@ -212,10 +210,7 @@ impl Translator {
             );
             ifaces.push(iface.uid.clone());
             if let Some(ip) = iface.ip_address {
-                self.pod_by_ip
-                    .entry(ip)
-                    .or_default()
-                    .insert(uid.to_string());
+                link(&mut self.pod_by_ip, ip, uid, true);
                 ips.push(ip);
             }
         }
@@ -228,20 +223,12 @@ impl Translator {
     fn endpoints_object(&mut self, store: &Store, uid: &str) -> Vec<(String, String)> {
         let mut names = Vec::new();
         if let Some(old) = self.endpoints_items.remove(uid) {
-            if let Some(set) = self.endpoints_by_name.get_mut(&old) {
-                set.remove(uid);
-                if set.is_empty() {
-                    self.endpoints_by_name.remove(&old);
-                }
-            }
+            link(&mut self.endpoints_by_name, old.clone(), uid, false);
             names.push(old);
         }
         if let Some(e) = store.endpoints.get(uid) {
             let name = (namespace_name(&e.network_ns).to_string(), e.name.clone());
-            self.endpoints_by_name
-                .entry(name.clone())
-                .or_default()
-                .insert(uid.to_string());
+            link(&mut self.endpoints_by_name, name.clone(), uid, true);
             self.endpoints_items.insert(uid.to_string(), name.clone());
             names.push(name);
         }
@@ -277,10 +264,10 @@ impl Translator {
     fn service(&mut self, store: &Store, key: &ServiceKey) {
         if let Some((pods, ips)) = self.reads.remove(key) {
             for pod in pods {
-                unlink(&mut self.by_pod, &pod, key);
+                link(&mut self.by_pod, pod, key, false);
             }
             for ip in ips {
-                unlink(&mut self.by_ip, &ip, key);
+                link(&mut self.by_ip, ip, key, false);
             }
         }
         let Some(s) = self
@@ -294,15 +281,14 @@ impl Translator {
         };
         let (endpoints, reads) = self.endpoints_of(store, s, key);
         for pod in &reads.0 {
-            self.by_pod
-                .entry(pod.clone())
-                .or_default()
-                .insert(key.clone());
+            link(&mut self.by_pod, pod.clone(), key, true);
         }
         for ip in &reads.1 {
-            self.by_ip.entry(*ip).or_default().insert(key.clone());
+            link(&mut self.by_ip, *ip, key, true);
         }
-        self.reads.insert(key.clone(), reads);
+        if !reads.0.is_empty() || !reads.1.is_empty() {
+            self.reads.insert(key.clone(), reads);
+        }
         self.model.endpoints.insert(key.clone(), endpoints);
         self.model
             .services
@@ -400,20 +386,10 @@ impl Translator {
                 });
             }
         }
+        // The model keeps the list: at its length, not with the room pushing left (four
+        // ~150-byte `Endpoint`s for two, sixteen for ten; issue 19).
+        out.shrink_to_fit();
         (out, (read_pods, read_ips))
-    }
-}
-
-fn unlink<K: std::hash::Hash + Eq>(
-    index: &mut HashMap<K, BTreeSet<ServiceKey>>,
-    at: &K,
-    key: &ServiceKey,
-) {
-    if let Some(set) = index.get_mut(at) {
-        set.remove(key);
-        if set.is_empty() {
-            index.remove(at);
-        }
     }
 }
 
