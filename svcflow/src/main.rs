@@ -49,7 +49,14 @@ fn with_allocator_settings() {
         return;
     }
     let mut args = std::env::args_os();
-    let mut command = std::process::Command::new("/proc/self/exe");
+    // The binary's own path, not `/proc/self/exe`, so that the process keeps its name
+    // (`ps`, `pgrep svcflow` and the kernel's `comm` would say `exe`); that link only if the
+    // path cannot be read (the binary was replaced meanwhile).
+    let program = std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| "/proc/self/exe".into());
+    let mut command = std::process::Command::new(program);
     if let Some(arg0) = args.next() {
         command.arg0(arg0);
     }
