@@ -804,6 +804,25 @@ impl Trace {
             .is_some_and(|(_, t)| t.role.is_exit())
     }
 
+    /// Whether the reports gathered so far tell a whole path: an exit is among them, and if
+    /// another node took the probe in, the probe's node reported sending it on. (Each switch
+    /// reports on its own connection, and a loaded switch sends its packet-ins late: the far
+    /// node's exit can come first.)
+    pub fn complete(&self, reports: &[(String, PacketIn)]) -> bool {
+        let roles: Vec<(&str, Role)> = reports
+            .iter()
+            .filter_map(|(node, pi)| self.twin(node, pi).map(|(_, t)| (node.as_str(), t.role)))
+            .collect();
+        let exit = roles.iter().any(|(_, r)| r.is_exit());
+        let arrived_elsewhere = roles
+            .iter()
+            .any(|(n, r)| *r == Role::Arrived && *n != self.request.node);
+        let sent_on = roles
+            .iter()
+            .any(|(n, r)| *r == Role::Onward && *n == self.request.node);
+        exit && (!arrived_elsewhere || sent_on)
+    }
+
     /// The path, from the packet-ins of this trace (by node, in the order they came). Each
     /// switch's reports come in its own order; the probe's node comes first, then the node it
     /// went on to.

@@ -411,3 +411,76 @@ fn over_a_routed_underlay_only_other_nodes_pod_cidrs_go_on_by_the_uplink() {
     assert_eq!(names.node_of_pod(Ipv4Addr::new(10, 244, 2, 11)), Some("n2"));
     assert_eq!(names.node_of_pod(Ipv4Addr::new(10, 244, 3, 11)), None);
 }
+
+#[test]
+fn a_path_is_whole_once_the_probes_node_reported_sending_it_on() {
+    let s = scenario();
+    let out = crate::desired::desired(&s.node, &s.model, &s.config, &s.bindings);
+    let p = probe([10, 96, 0, 10], 80, Proto::Tcp);
+    let onward = vec![Onward {
+        port: 1,
+        dst: Some((Ipv4Addr::new(10, 244, 2, 0), 24)),
+    }];
+    let scope = |probe: Option<Probe>| Scope {
+        id: 3,
+        tag: 49,
+        proto: Proto::Tcp,
+        probe,
+        onward: onward.clone(),
+        arrivals: vec![1],
+    };
+    let (n1, _) = plan(out.state.flows.iter(), &scope(Some(p.clone()))).unwrap();
+    let (n2, _) = plan(out.state.flows.iter(), &scope(None)).unwrap();
+    let trace = Trace {
+        request: TraceRequest {
+            node: "n1".into(),
+            from: "default/p1".into(),
+            to: "10.96.0.10:80".into(),
+            protocol: Proto::Tcp,
+        },
+        probe: p.clone(),
+        nodes: vec![
+            NodeTwins {
+                node: "n1".into(),
+                twins: n1.clone(),
+                names: Names::default(),
+            },
+            NodeTwins {
+                node: "n2".into(),
+                twins: n2.clone(),
+                names: Names::default(),
+            },
+        ],
+        unwatched: Vec::new(),
+    };
+    let report = |node: &str, twins: &[Twin], role: Role| {
+        let i = twins.iter().position(|t| t.role == role).unwrap() as u16;
+        (
+            node.to_string(),
+            packet_in(twin_cookie(3, i), 0, p.frame(), Match::new()),
+        )
+    };
+    // The far node's arrival and output came first: not whole until n1 says it sent it on.
+    let mut reports = vec![
+        report("n1", &n1, Role::Classifier),
+        report("n2", &n2, Role::Arrived),
+        report("n2", &n2, Role::Output),
+    ];
+    assert!(!trace.complete(&reports));
+    reports.push(report("n1", &n1, Role::Onward));
+    assert!(trace.complete(&reports));
+    let r = trace.report(&reports);
+    let path: Vec<(String, Role)> = r.hops.iter().map(|h| (h.node.clone(), h.role)).collect();
+    assert_eq!(
+        path,
+        [
+            ("n1".to_string(), Role::Classifier),
+            ("n1".to_string(), Role::Onward),
+            ("n2".to_string(), Role::Arrived),
+            ("n2".to_string(), Role::Output),
+        ]
+    );
+    // On one node, an exit is enough.
+    assert!(trace.complete(&[report("n1", &n1, Role::Output)]));
+    assert!(!trace.complete(&[report("n1", &n1, Role::Classifier)]));
+}

@@ -29,7 +29,7 @@ use super::operational::NodeView;
 /// `OFPP_TABLE`: a packet-out through the flow tables.
 const OFPP_TABLE: u32 = 0xffff_fff9;
 /// How long a trace waits for its exit after the probe is sent.
-const DEADLINE: Duration = Duration::from_secs(2);
+const DEADLINE: Duration = Duration::from_secs(3);
 /// How long a trace still listens after its exit, for reports of other switches.
 const GRACE: Duration = Duration::from_millis(500);
 /// How long the installation of the twins, or a node's answer, may take.
@@ -441,14 +441,15 @@ async fn gather(
         }));
     }
     drop(tx);
-    // Each switch reports on its own connection: after the exit, what another switch
-    // reported earlier may still be on its way, so a short grace follows.
+    // Each switch reports on its own connection, and a loaded one late: once the path is
+    // whole (an exit, and the probe's node sending it on if another node took it in), a
+    // short grace follows for what is still on its way.
     let mut until = deadline;
     while let Ok(Some((node, pi))) = tokio::time::timeout_at(until, rx.recv()).await {
-        if model.ends(&node, &pi) {
+        reports.push((node, pi));
+        if model.complete(reports) {
             until = until.min(tokio::time::Instant::now() + GRACE);
         }
-        reports.push((node, pi));
     }
     for f in forwarders {
         f.abort();
