@@ -12,7 +12,7 @@
 //! Nothing here does I/O: [`plan`] chooses the twins from the node's desired flows, [`Probe`]
 //! builds the frame, [`Trace::report`] explains the packet-ins.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use openflow::action::OFPP_CONTROLLER;
@@ -353,7 +353,12 @@ pub fn plan<'a>(
     flows: impl Iterator<Item = (&'a FlowKey, &'a FlowEntry)> + Clone,
     scope: &Scope,
 ) -> Result<(Vec<Twin>, Vec<String>), PlanError> {
-    let taken: BTreeSet<(u8, u16)> = flows.clone().map(|(k, _)| (k.table, k.priority)).collect();
+    // The flows at each table and priority, so that finding who sits where a twin would is a
+    // lookup, not a scan of the node's flows per twin.
+    let mut at: BTreeMap<(u8, u16), Vec<&FlowKey>> = BTreeMap::new();
+    for (k, _) in flows.clone() {
+        at.entry((k.table, k.priority)).or_default().push(k);
+    }
     let mut twins = Vec::new();
     let mut unseen = Vec::new();
     let probe = scope.probe.as_ref();
@@ -371,12 +376,10 @@ pub fn plan<'a>(
         // Another flow where the twin would sit, which the probe may match: the switch could
         // pick either, so the twin is not made.
         let crowded = (1..=lift).any(|l| {
-            taken.contains(&(key.table, key.priority + l))
-                && flows.clone().any(|(k, _)| {
-                    k.table == key.table
-                        && k.priority == key.priority + l
-                        && matches(&k.matches, probe, scope.proto, k.table <= table::SERVICE)
-                })
+            at.get(&(key.table, key.priority + l))
+                .into_iter()
+                .flatten()
+                .any(|k| matches(&k.matches, probe, scope.proto, k.table <= table::SERVICE))
         });
         if crowded {
             unseen.push(DumpFlow(key, entry).to_string());
@@ -813,7 +816,7 @@ impl Trace {
             .iter()
             .filter_map(|(node, pi)| self.twin(node, pi).map(|(_, t)| (node.as_str(), t.role)))
             .collect();
-        let exit = roles.iter().any(|(_, r)| r.is_exit());
+        let exit = reports.iter().any(|(node, pi)| self.ends(node, pi));
         let arrived_elsewhere = roles
             .iter()
             .any(|(n, r)| *r == Role::Arrived && *n != self.request.node);

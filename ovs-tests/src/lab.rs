@@ -905,6 +905,16 @@ impl Lab {
         cmd::output_env(&netns_argv(netns, argv), &[])
     }
 
+    /// Runs `svcflow ARGS…` (the binary the lab's daemon runs) in the controller's namespace,
+    /// where its REST is `http://127.0.0.1:8181`, and returns its output whatever its status.
+    pub fn svcflow(&self, args: &[&str]) -> Result<Output, SandboxError> {
+        let bin = crate::svcflow::svcflow_binary()?;
+        let bin = bin.to_string_lossy();
+        let mut argv = vec![bin.as_ref()];
+        argv.extend_from_slice(args);
+        self.exec("ctl", &argv)
+    }
+
     /// `curl -X METHOD http://127.0.0.1:8181/restconf/config/PATH [-d BODY]` in the controller
     /// namespace; fails on an HTTP error, with the answer.
     pub fn rest(&self, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {

@@ -231,17 +231,9 @@ fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sou
     assert_eq!(backends, ["n2-a", "n3-a"], "{seen:?}");
     assert!(seen.keys().all(|(_, source)| *source == n1), "{seen:?}");
     // `svcflow trace` sees the probe go into n1's tunnel and come out on the endpoint's node.
-    let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
-    let netns = o.lab.controller_netns().to_string();
-    let bin = bin.to_string_lossy();
-    let out = run(
-        &o.lab,
-        &[
-            "ip",
-            "netns",
-            "exec",
-            &netns,
-            &bin,
+    let traced = o
+        .lab
+        .svcflow(&[
             "trace",
             "--node",
             "n1",
@@ -251,8 +243,12 @@ fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sou
             VIP,
             "-o",
             "json",
-        ],
-    );
+        ])
+        .unwrap_or_else(|e| o.fail(&e));
+    if !traced.status.success() {
+        o.fail(&String::from_utf8_lossy(&traced.stderr));
+    }
+    let out = String::from_utf8_lossy(&traced.stdout);
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     let hops: Vec<String> = report["hops"]
         .as_array()

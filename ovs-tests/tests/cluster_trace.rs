@@ -45,14 +45,9 @@ fn svcflow_trace(
     to: &str,
     extra: &[&str],
 ) -> Result<String, String> {
-    let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", lab.controller_netns()])
-        .arg(&bin)
-        .args(["trace", "--node", node, "--from", from, "--to", to])
-        .args(extra)
-        .output()
-        .unwrap();
+    let mut args = vec!["trace", "--node", node, "--from", from, "--to", to];
+    args.extend_from_slice(extra);
+    let out = lab.svcflow(&args).unwrap();
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }

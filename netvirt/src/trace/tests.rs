@@ -3,6 +3,16 @@
 use super::*;
 use crate::scenario::Scenario;
 
+/// A trace from pod p1 on n1 to web's cluster IP.
+fn request() -> TraceRequest {
+    TraceRequest {
+        node: "n1".into(),
+        from: "default/p1".into(),
+        to: "10.96.0.10:80".into(),
+        protocol: Proto::Tcp,
+    }
+}
+
 fn scenario() -> Scenario {
     Scenario::parse(include_str!(
         "../../tests/scenarios/node-services/input.toml"
@@ -259,12 +269,7 @@ fn the_report_names_the_service_the_endpoint_the_nat_and_the_port() {
         .services
         .insert(0x53560200018aea1d, "default/web:80/TCP".into());
     let trace = Trace {
-        request: TraceRequest {
-            node: "n1".into(),
-            from: "default/p1".into(),
-            to: "10.96.0.10:80".into(),
-            protocol: Proto::Tcp,
-        },
+        request: request(),
         probe: p.clone(),
         nodes: vec![NodeTwins {
             node: "n1".into(),
@@ -432,12 +437,7 @@ fn a_path_is_whole_once_the_probes_node_reported_sending_it_on() {
     let (n1, _) = plan(out.state.flows.iter(), &scope(Some(p.clone()))).unwrap();
     let (n2, _) = plan(out.state.flows.iter(), &scope(None)).unwrap();
     let trace = Trace {
-        request: TraceRequest {
-            node: "n1".into(),
-            from: "default/p1".into(),
-            to: "10.96.0.10:80".into(),
-            protocol: Proto::Tcp,
-        },
+        request: request(),
         probe: p.clone(),
         nodes: vec![
             NodeTwins {

@@ -405,19 +405,15 @@ fn run() -> Result<(), SandboxError> {
         "== svcflow trace --node n1 --from default/n1-b --to {VIP}: a tagged probe injected \
          into n1's switch, reported by temporary flows on every switch it crosses"
     );
-    let traced = lab.exec(
-        "ctl",
-        &[
-            &svcflow,
-            "trace",
-            "--node",
-            "n1",
-            "--from",
-            "default/n1-b",
-            "--to",
-            VIP,
-        ],
-    )?;
+    let traced = lab.svcflow(&[
+        "trace",
+        "--node",
+        "n1",
+        "--from",
+        "default/n1-b",
+        "--to",
+        VIP,
+    ])?;
     if !traced.status.success() {
         return Err(invalid(format!(
             "svcflow trace: {}",
