@@ -728,7 +728,7 @@ fn nodes_pods_and_namespaces() {
     });
     let n1 = &t.model.nodes["n1"];
     assert_eq!(n1.ips, vec![ip("192.168.0.1"), ip("203.0.113.1")]);
-    assert_eq!(n1.pod_cidr.unwrap().to_string(), "10.1.0.0/24");
+    assert_eq!(n1.pod_cidrs[0].to_string(), "10.1.0.0/24");
     assert_eq!(n1.labels["topology.kubernetes.io/zone"], "z1");
     assert!(t.model.nodes["n2"].ips.is_empty());
     assert_eq!(

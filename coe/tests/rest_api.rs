@@ -188,7 +188,7 @@ async fn the_coe_watcher_flow_builds_the_model() {
             "192.0.2.10".parse().unwrap()
         ]
     );
-    assert_eq!(node.pod_cidr.unwrap().to_string(), "10.244.1.0/24");
+    assert_eq!(node.pod_cidrs[0].to_string(), "10.244.1.0/24");
     assert_eq!(published.ovsdb_remotes["worker1"], "tcp:172.18.0.2:6640");
 
     let p1 = &m.pods["p1"];

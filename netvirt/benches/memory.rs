@@ -40,7 +40,7 @@ fn node(i: usize) -> Node {
     Node {
         name: format!("n{i}"),
         ips: vec![IpAddr::V4(Ipv4Addr::new(198, 18, 0, 10 + i as u8))],
-        pod_cidr: format!("10.244.{i}.0/24").parse().ok(),
+        pod_cidrs: format!("10.244.{i}.0/24").parse().into_iter().collect(),
         labels: BTreeMap::new(),
     }
 }

@@ -15,7 +15,7 @@
 //! change rewrites only its own part (plus the few slot-range flows); the number of parts is a
 //! power of two that only changes when the service doubles or halves in size.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::ids::fnv1a;
 use crate::resolve::Backend;
@@ -30,22 +30,35 @@ pub const SLOTS_MAX: u64 = 1 << 16;
 /// The `multipath` hash basis: any constant, but not the group's own hash.
 pub const MULTIPATH_BASIS: u16 = 0x5356;
 
-/// A backend with its IPv4 address.
-pub type V4Backend = (Backend, Ipv4Addr);
+/// At most this many buckets in one group of IPv6 endpoints: an IPv6 bucket loads four
+/// registers where an IPv4 one loads one (`desired::services::select_group`), so it is about
+/// twice as long. `group_mods_fit_in_one_message` checks both limits with the real encoder.
+pub const GROUP_BUCKETS_MAX_V6: usize = 400;
+
+/// The bucket limit for endpoints of `ip`'s family.
+pub fn buckets_max(ip: &IpAddr) -> usize {
+    match ip {
+        IpAddr::V4(_) => GROUP_BUCKETS_MAX,
+        IpAddr::V6(_) => GROUP_BUCKETS_MAX_V6,
+    }
+}
 
 /// Splits `backends` into parts of at most `max` buckets, or returns `None` when they fit in
 /// one group. Parts keep the input order and are never empty. The number of parts is a power
 /// of two aiming at two thirds of `max` per part, so that a part that hashes above average
 /// still fits.
-pub fn partition(backends: &[V4Backend], max: usize) -> Option<Vec<Vec<V4Backend>>> {
-    let max = max.clamp(1, GROUP_BUCKETS_MAX);
+pub fn partition(backends: &[Backend], max: usize) -> Option<Vec<Vec<Backend>>> {
+    let limit = backends
+        .first()
+        .map_or(GROUP_BUCKETS_MAX, |b| buckets_max(&b.ip));
+    let max = max.clamp(1, limit);
     if backends.len() <= max {
         return None;
     }
     let target = (max * 2 / 3).max(1);
     let mut count = backends.len().div_ceil(target).next_power_of_two();
     loop {
-        let mut parts: Vec<Vec<V4Backend>> = vec![Vec::new(); count];
+        let mut parts: Vec<Vec<Backend>> = vec![Vec::new(); count];
         for b in backends {
             parts[part_of(b, count)].push(*b);
         }
@@ -59,10 +72,13 @@ pub fn partition(backends: &[V4Backend], max: usize) -> Option<Vec<Vec<V4Backend
 }
 
 /// Which of `count` parts an endpoint belongs to: a hash of its address and port.
-fn part_of((backend, ip): &V4Backend, count: usize) -> usize {
-    let mut key = [0u8; 6];
-    key[..4].copy_from_slice(&ip.octets());
-    key[4..].copy_from_slice(&backend.port.to_be_bytes());
+fn part_of(backend: &Backend, count: usize) -> usize {
+    let mut key = Vec::with_capacity(18);
+    match backend.ip {
+        IpAddr::V4(ip) => key.extend_from_slice(&ip.octets()),
+        IpAddr::V6(ip) => key.extend_from_slice(&ip.octets()),
+    }
+    key.extend_from_slice(&backend.port.to_be_bytes());
     (fnv1a(&key) % count as u64) as usize
 }
 
@@ -131,16 +147,12 @@ mod tests {
     use proptest::prelude::*;
     use std::net::IpAddr;
 
-    fn backends(n: usize) -> Vec<V4Backend> {
+    fn backends(n: usize) -> Vec<Backend> {
         (0..n)
-            .map(|i| {
-                let ip = Ipv4Addr::from(0x0a00_0000 + i as u32);
-                let b = Backend {
-                    ip: IpAddr::V4(ip),
-                    port: 8080,
-                    weight: 1,
-                };
-                (b, ip)
+            .map(|i| Backend {
+                ip: IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i as u32)),
+                port: 8080,
+                weight: 1,
             })
             .collect()
     }
@@ -165,7 +177,7 @@ mod tests {
                     .iter()
                     .all(|p| !p.is_empty() && p.len() <= GROUP_BUCKETS_MAX)
             );
-            let mut seen: Vec<V4Backend> = parts.concat();
+            let mut seen: Vec<Backend> = parts.concat();
             seen.sort();
             assert_eq!(seen, all, "{n}: every endpoint in exactly one part");
         }

@@ -1,8 +1,8 @@
 //! Controller-wide settings that shape the pipeline.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
 use crate::model::MacAddr;
 
@@ -58,15 +58,23 @@ impl std::str::FromStr for Encap {
 /// Settings shared by every node.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Config {
-    /// The service CIDR; the node host routes it into `br-int` through the gateway port.
+    /// The IPv4 service CIDR; the node host routes it into `br-int` through the gateway port.
     pub service_cidr: Ipv4Net,
+    /// The IPv6 service CIDR of a dual-stack or IPv6 cluster, routed the same way. Without
+    /// one, IPv6 service addresses are still served, but the host does not route them into
+    /// `br-int` and a new connection to an IPv6 address no service owns is not refused.
+    pub service_cidr6: Option<Ipv6Net>,
     /// The virtual gateway's MAC, answered by the ARP responder and used as the routed
     /// source MAC.
     pub gateway_mac: MacAddr,
     /// The virtual loopback IP that hairpin traffic is SNATed to.
     pub loopback_ip: Ipv4Addr,
+    /// The virtual loopback IPv6 address that IPv6 hairpin traffic is SNATed to.
+    pub loopback_ip6: Ipv6Addr,
     /// The address of the service-gateway port on the node's host side.
     pub gateway_host_ip: Ipv4Addr,
+    /// The IPv6 address of the service-gateway port on the node's host side.
+    pub gateway_host_ip6: Ipv6Addr,
     /// The conntrack zone in which every connection is committed and services are DNATed.
     pub service_zone: u16,
     /// The conntrack zone of hairpin SNAT.
@@ -93,9 +101,12 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             service_cidr: Ipv4Net::new(Ipv4Addr::new(10, 96, 0, 0), 12).unwrap_or_default(),
+            service_cidr6: None,
             gateway_mac: MacAddr([0x0a, 0x58, 0x0a, 0xf4, 0x00, 0x01]),
             loopback_ip: Ipv4Addr::new(169, 254, 0, 253),
+            loopback_ip6: Ipv6Addr::new(0xfd00, 0x5356, 0, 0, 0, 0, 0, 0xfd),
             gateway_host_ip: Ipv4Addr::new(169, 254, 0, 1),
+            gateway_host_ip6: Ipv6Addr::new(0xfd00, 0x5356, 0, 0, 0, 0, 0, 1),
             service_zone: 65000,
             hairpin_zone: 65001,
             local_endpoint_weight: 1,

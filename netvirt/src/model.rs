@@ -89,10 +89,45 @@ pub struct Node {
     pub name: String,
     /// The node's own addresses (internal and external). NodePorts answer on each.
     pub ips: Vec<IpAddr>,
-    /// The range pods on this node take their addresses from.
-    pub pod_cidr: Option<IpNet>,
+    /// The ranges pods on this node take their addresses from: at most one per IP family
+    /// (a dual-stack node has an IPv4 and an IPv6 one).
+    pub pod_cidrs: Vec<IpNet>,
     /// Node labels, used by topology-aware routing.
     pub labels: BTreeMap<String, String>,
+}
+
+impl Node {
+    /// The node's IPv4 pod CIDR.
+    pub fn pod_cidr4(&self) -> Option<ipnet::Ipv4Net> {
+        self.pod_cidrs.iter().find_map(|c| match c {
+            IpNet::V4(v4) => Some(*v4),
+            IpNet::V6(_) => None,
+        })
+    }
+
+    /// The node's IPv6 pod CIDR.
+    pub fn pod_cidr6(&self) -> Option<ipnet::Ipv6Net> {
+        self.pod_cidrs.iter().find_map(|c| match c {
+            IpNet::V6(v6) => Some(*v6),
+            IpNet::V4(_) => None,
+        })
+    }
+
+    /// The node's first address of each family.
+    pub fn ip4(&self) -> Option<std::net::Ipv4Addr> {
+        self.ips.iter().find_map(|ip| match ip {
+            IpAddr::V4(v4) => Some(*v4),
+            IpAddr::V6(_) => None,
+        })
+    }
+
+    /// The node's first IPv6 address.
+    pub fn ip6(&self) -> Option<std::net::Ipv6Addr> {
+        self.ips.iter().find_map(|ip| match ip {
+            IpAddr::V6(v6) => Some(*v6),
+            IpAddr::V4(_) => None,
+        })
+    }
 }
 
 /// A namespace and the ELAN (L2 broadcast domain) it maps to.

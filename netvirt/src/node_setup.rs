@@ -17,7 +17,7 @@ use ovsdb::vswitch::{
     remove_controllers_ops, set_controllers_ops,
 };
 
-use crate::desired::{GatewayPort, NodeBindings, Uplink};
+use crate::desired::{Family, GatewayPort, NodeBindings, Uplink};
 use crate::model::MacAddr;
 
 /// The `external_ids` key that marks svcflow's interfaces.
@@ -307,68 +307,104 @@ pub fn host_gateway_commands(
             port.clone(),
         ],
     ];
-    let Some(gateway) = crate::desired::virtual_gateway_ip(node) else {
-        return commands;
-    };
-    let mut cidrs = vec![config.service_cidr.to_string()];
-    cidrs.extend(node.pod_cidr.map(|c| c.to_string()));
-    for cidr in cidrs {
+    let gateway6 = crate::desired::virtual_gateway_ip6(node);
+    if gateway6.is_some() {
         commands.push(
             [
                 "ip",
-                "route",
+                "addr",
                 "replace",
-                &cidr,
-                "via",
-                &gateway.to_string(),
+                &format!("{}/128", config.gateway_host_ip6),
                 "dev",
                 &port,
-                "onlink",
+                "nodad",
             ]
             .map(String::from)
             .to_vec(),
         );
     }
-    commands.push(host_node_ports(&port, config, node, gateway));
+    let route = |cidr: String, gateway: String| -> Vec<String> {
+        [
+            "ip", "route", "replace", &cidr, "via", &gateway, "dev", &port, "onlink",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    if let Some(gateway) = crate::desired::virtual_gateway_ip(node) {
+        commands.push(route(config.service_cidr.to_string(), gateway.to_string()));
+        if let Some(pods) = node.pod_cidr4() {
+            commands.push(route(pods.to_string(), gateway.to_string()));
+        }
+        let own: Vec<String> = node
+            .ips
+            .iter()
+            .filter(|ip| ip.is_ipv4())
+            .map(ToString::to_string)
+            .collect();
+        commands.push(host_node_ports(
+            Family::V4,
+            &port,
+            config,
+            &own,
+            &gateway.to_string(),
+        ));
+    }
+    if let Some(gateway) = gateway6 {
+        if let Some(cidr) = config.service_cidr6 {
+            commands.push(route(cidr.to_string(), gateway.to_string()));
+        }
+        if let Some(pods) = node.pod_cidr6() {
+            commands.push(route(pods.to_string(), gateway.to_string()));
+        }
+        let own: Vec<String> = node
+            .ips
+            .iter()
+            .filter(|ip| ip.is_ipv6())
+            .map(ToString::to_string)
+            .collect();
+        commands.push(host_node_ports(
+            Family::V6,
+            &port,
+            config,
+            &own,
+            &gateway.to_string(),
+        ));
+    }
     commands
 }
 
-/// The nftables rules (one `nft` command, one transaction that replaces table `ip svcflow`)
-/// that let the node's own processes reach a node port on the node's own addresses, as
-/// kube-proxy's `OUTPUT` rules do: such a connection would otherwise stay on the host and be
-/// refused there. Its destination becomes the virtual gateway address, which the host routes
-/// through the gateway port and whose node ports `br-int` serves; its source becomes the
-/// gateway port's host address, so the replies come back through the port. The whole node-port
-/// range is redirected (Kubernetes reserves it for node ports); a port no service takes is
-/// refused by `br-int`.
+/// The nftables rules (one `nft` command, one transaction that replaces table `ip svcflow`,
+/// or `ip6 svcflow` for IPv6) that let the node's own processes reach a node port on the
+/// node's own addresses (`own`, of `family`), as kube-proxy's `OUTPUT` rules do: such a
+/// connection would otherwise stay on the host and be refused there. Its destination becomes
+/// the virtual gateway address, which the host routes through the gateway port and whose node
+/// ports `br-int` serves; its source becomes the gateway port's host address, so the replies
+/// come back through the port. The whole node-port range is redirected (Kubernetes reserves
+/// it for node ports); a port no service takes is refused by `br-int`.
 fn host_node_ports(
+    family: Family,
     port: &str,
     config: &crate::config::Config,
-    node: &crate::model::Node,
-    gateway: std::net::Ipv4Addr,
+    own: &[String],
+    gateway: &str,
 ) -> Vec<String> {
-    let own: Vec<String> = node
-        .ips
-        .iter()
-        .filter_map(|ip| match ip {
-            std::net::IpAddr::V4(v4) => Some(v4.to_string()),
-            std::net::IpAddr::V6(_) => None,
-        })
-        .collect();
-    let mut script = String::from(
-        "add table ip svcflow; delete table ip svcflow; add table ip svcflow; \
-         add chain ip svcflow output { type nat hook output priority -100; }; \
-         add chain ip svcflow postrouting { type nat hook postrouting priority 100; }",
+    let (table, addr, host) = match family {
+        Family::V4 => ("ip", "ip", config.gateway_host_ip.to_string()),
+        Family::V6 => ("ip6", "ip6", config.gateway_host_ip6.to_string()),
+    };
+    let mut script = format!(
+        "add table {table} svcflow; delete table {table} svcflow; add table {table} svcflow; \
+         add chain {table} svcflow output {{ type nat hook output priority -100; }}; \
+         add chain {table} svcflow postrouting {{ type nat hook postrouting priority 100; }}",
     );
     if !own.is_empty() {
         let own = own.join(", ");
         let (low, high) = config.node_port_range;
         script.push_str(&format!(
-            "; add rule ip svcflow output ip daddr {{ {own} }} meta l4proto {{ tcp, udp, sctp }} \
-             th dport {low}-{high} dnat ip to {gateway}; \
-             add rule ip svcflow postrouting oifname \"{port}\" ip saddr {{ {own} }} \
-             ct status dnat snat ip to {}",
-            config.gateway_host_ip
+            "; add rule {table} svcflow output {addr} daddr {{ {own} }} meta l4proto \
+             {{ tcp, udp, sctp }} th dport {low}-{high} dnat {addr} to {gateway}; \
+             add rule {table} svcflow postrouting oifname \"{port}\" {addr} saddr {{ {own} }} \
+             ct status dnat snat {addr} to {host}"
         ));
     }
     vec!["nft".into(), script]
@@ -383,7 +419,7 @@ mod tests {
         let node = crate::model::Node {
             name: "n1".into(),
             ips: vec![],
-            pod_cidr: Some("10.244.3.0/24".parse().unwrap()),
+            pod_cidrs: vec!["10.244.3.0/24".parse().unwrap()],
             labels: Default::default(),
         };
         let lines = |node: &crate::model::Node| -> Vec<String> {

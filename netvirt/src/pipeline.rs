@@ -8,6 +8,9 @@ pub mod table {
     /// Answer ARP (virtual gateway, node and service addresses); flood other non-IP frames
     /// in the ELAN.
     pub const ARP: u8 = 10;
+    /// Finish a neighbour advertisement table 10 built from a solicitation: its target
+    /// link-layer address (a field a flow matching a solicitation may not set).
+    pub const ND_ANSWER: u8 = 11;
     /// Un-SNAT hairpin replies (addressed to the virtual loopback IP).
     pub const UNSNAT: u8 = 20;
     /// Track every IP packet in the service zone, un-DNATing replies.
@@ -89,8 +92,19 @@ pub mod reg {
     /// The output port chosen by L3 forwarding.
     pub const OUTPUT: RegField = RegField::whole("output port", Field::Reg7);
 
+    /// The chosen IPv6 endpoint's address, set by a group bucket: `xxreg3`, which is `reg12`
+    /// (its most significant 32 bits) through `reg15`. An IPv6 address needs 128 bits, so it
+    /// takes registers of its own rather than overlapping [`ENDPOINT_ADDR`] and its
+    /// neighbours.
+    pub const ENDPOINT_IP6: [RegField; 4] = [
+        RegField::whole("endpoint IPv6 address, bits 127..96", Field::Reg12),
+        RegField::whole("endpoint IPv6 address, bits 95..64", Field::Reg13),
+        RegField::whole("endpoint IPv6 address, bits 63..32", Field::Reg14),
+        RegField::whole("endpoint IPv6 address, bits 31..0", Field::Reg15),
+    ];
+
     /// Every register field of the pipeline.
-    pub const LAYOUT: [RegField; 8] = [
+    pub const LAYOUT: [RegField; 12] = [
         SOURCE,
         SLOT,
         SWAP,
@@ -99,6 +113,10 @@ pub mod reg {
         SERVICE_PORT,
         ELAN_ID,
         OUTPUT,
+        ENDPOINT_IP6[0],
+        ENDPOINT_IP6[1],
+        ENDPOINT_IP6[2],
+        ENDPOINT_IP6[3],
     ];
 
     // The fields that fill their register, as the register itself, for matches and loads.

@@ -400,7 +400,7 @@ mod tests {
         crate::model::Node {
             name: name.into(),
             ips: vec![],
-            pod_cidr: None,
+            pod_cidrs: vec![],
             labels: labels
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -52,6 +52,8 @@ struct ConfigFile {
     group_buckets_max: Option<usize>,
     /// `none`, `geneve` or `vxlan`.
     encap: Option<String>,
+    /// The IPv6 service CIDR.
+    service_cidr6: Option<ipnet::Ipv6Net>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,6 +63,9 @@ struct NodeFile {
     #[serde(default)]
     ips: Vec<IpAddr>,
     pod_cidr: Option<IpNet>,
+    /// More pod CIDRs (a dual-stack node's IPv6 one), after `pod_cidr`.
+    #[serde(default)]
+    pod_cidrs: Vec<IpNet>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
 }
@@ -187,13 +192,19 @@ impl Scenario {
             }
             config.group_buckets_max = max;
         }
+        config.service_cidr6 = file.config.service_cidr6;
         if let Some(encap) = &file.config.encap {
             config.encap = encap.parse().map_err(|e| format!("config.encap: {e}"))?;
         }
         let node = Node {
             name: file.node.name,
             ips: file.node.ips,
-            pod_cidr: file.node.pod_cidr,
+            pod_cidrs: file
+                .node
+                .pod_cidr
+                .into_iter()
+                .chain(file.node.pod_cidrs)
+                .collect(),
             labels: file.node.labels,
         };
         let mut bindings = NodeBindings {
@@ -355,7 +366,7 @@ impl Scenario {
                 Node {
                     name: other.name,
                     ips: other.ips,
-                    pod_cidr: other.pod_cidr,
+                    pod_cidrs: other.pod_cidr.into_iter().chain(other.pod_cidrs).collect(),
                     labels: other.labels,
                 },
             );

@@ -35,6 +35,14 @@ fn reg_index(field: Field) -> Option<u8> {
         Field::Reg5,
         Field::Reg6,
         Field::Reg7,
+        Field::Reg8,
+        Field::Reg9,
+        Field::Reg10,
+        Field::Reg11,
+        Field::Reg12,
+        Field::Reg13,
+        Field::Reg14,
+        Field::Reg15,
     ];
     all.iter().position(|f| *f == field).map(|i| i as u8)
 }

@@ -357,38 +357,87 @@ fn recent_conflicts_are_those_of_the_last_update() {
 /// service's IPv6 cluster IP and an IPv6 endpoint each get a conflict, and the IPv4 part is
 /// rendered as before.
 #[test]
-fn ipv6_addresses_that_get_no_flows_are_reported() {
+fn a_second_family_adds_its_own_flows_and_never_mixes_endpoints() {
     let mut s = base();
     let key = nth_key(&s, 0).unwrap();
     let before = desired(&s.node, &s.model, &s.config, &s.bindings);
+    // An IPv6 endpoint on an IPv4-only service serves nothing, and says so.
+    if let Some(eps) = s.model.endpoints.get_mut(&key) {
+        let mut v6 = eps[0].clone();
+        v6.address = "fd00:10:244::11".parse().unwrap();
+        eps.push(v6);
+    }
+    let v4_only = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(
+        v4_only.state, before.state,
+        "an unserved endpoint adds nothing"
+    );
+    if s.model.endpoints.contains_key(&key) {
+        assert!(
+            v4_only
+                .conflicts
+                .iter()
+                .any(|c| c.contains("fd00:10:244::11")
+                    && c.contains("no IPv6 address")
+                    && c.contains(&key.to_string())),
+            "{:?}",
+            v4_only.conflicts
+        );
+    }
+    // With an IPv6 cluster IP it is dual-stack: the IPv4 part stays as it was, and the IPv6
+    // address gets flows of its own, to groups holding IPv6 endpoints only.
     s.model
         .services
         .get_mut(&key)
         .unwrap()
         .cluster_ips
         .push("fd00:10:96::10".parse().unwrap());
-    if let Some(eps) = s.model.endpoints.get_mut(&key) {
-        let mut v6 = eps[0].clone();
-        v6.address = "fd00:10:244::11".parse().unwrap();
-        eps.push(v6);
-    }
     let after = desired(&s.node, &s.model, &s.config, &s.bindings);
-    assert_eq!(after.state, before.state, "the IPv4 part is unchanged");
-    let notes: Vec<&String> = after
-        .conflicts
-        .iter()
-        .filter(|c| c.contains("IPv6"))
+    assert!(after.conflicts.is_empty(), "{:?}", after.conflicts);
+    for (k, e) in &before.state.flows {
+        assert_eq!(after.state.flows.get(k), Some(e), "IPv4 flow {k:?} is kept");
+    }
+    for (id, g) in &before.state.groups {
+        assert_eq!(
+            after.state.groups.get(id),
+            Some(g),
+            "IPv4 group {id} is kept"
+        );
+    }
+    let v6_flows: Vec<_> = after
+        .state
+        .flows
+        .keys()
+        .filter(|k| {
+            k.table == 40
+                && k.matches.get(openflow::Field::Ipv6Dst).map(|f| f.value)
+                    == Some(u128::from(
+                        "fd00:10:96::10".parse::<std::net::Ipv6Addr>().unwrap(),
+                    ))
+        })
         .collect();
     assert!(
-        notes
-            .iter()
-            .any(|c| c.contains("fd00:10:96::10") && c.contains(&key.to_string())),
-        "{notes:?}"
+        !v6_flows.is_empty(),
+        "the IPv6 cluster IP has table-40 flows"
     );
+    for (name, port) in &after.services {
+        let v6 = name.ends_with("/ipv6");
+        assert!(
+            port.backends.iter().all(|b| b.ip.is_ipv6() == v6),
+            "{name} mixes families: {:?}",
+            port.backends
+        );
+    }
     if s.model.endpoints.contains_key(&key) {
         assert!(
-            notes.iter().any(|c| c.contains("fd00:10:244::11")),
-            "{notes:?}"
+            after
+                .services
+                .iter()
+                .any(|(n, p)| n.starts_with(&key.to_string())
+                    && n.ends_with("/ipv6")
+                    && !p.backends.is_empty()),
+            "{:?}",
+            after.services.keys().collect::<Vec<_>>()
         );
     }
 }

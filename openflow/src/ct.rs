@@ -2,7 +2,7 @@
 //! nx_action_conntrack`, `struct nx_action_nat`; `lib/ofp-actions.c`).
 
 use std::fmt::{self, Write as _};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::action::Action;
 use crate::error::DecodeError;
@@ -203,22 +203,36 @@ pub struct Nat {
 }
 
 impl Nat {
-    /// `nat(dst=IP:PORT)`.
-    pub fn dnat(ip: Ipv4Addr, port: Option<u16>) -> Self {
+    /// `nat(dst=IP:PORT)` (`nat(dst=[IPv6]:PORT)`).
+    pub fn dnat(ip: impl Into<IpAddr>, port: Option<u16>) -> Self {
         Nat {
             flags: NX_NAT_F_DST,
-            ipv4_min: Some(ip),
             proto_min: port,
             ..Nat::default()
         }
+        .at(ip.into())
     }
 
     /// `nat(src=IP)`.
-    pub fn snat(ip: Ipv4Addr) -> Self {
+    pub fn snat(ip: impl Into<IpAddr>) -> Self {
         Nat {
             flags: NX_NAT_F_SRC,
-            ipv4_min: Some(ip),
             ..Nat::default()
+        }
+        .at(ip.into())
+    }
+
+    /// The same with `ip` as its lowest address, in its family's member.
+    fn at(self, ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(v4) => Nat {
+                ipv4_min: Some(v4),
+                ..self
+            },
+            IpAddr::V6(v6) => Nat {
+                ipv6_min: Some(v6),
+                ..self
+            },
         }
     }
 

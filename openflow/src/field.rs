@@ -14,6 +14,9 @@ pub const OXM_CLASS_PACKET_REGS: u16 = 0x8001;
 pub const NXM_CLASS_0: u16 = 0x0000;
 /// `NXM_NX_*` class.
 pub const NXM_CLASS_1: u16 = 0x0001;
+/// The class of the Ericsson fields Open vSwitch adopted (`ERICOXM_OF_*`, the ND reserved
+/// word and option type, since OVS 2.11).
+pub const OXM_CLASS_ERICSSON: u16 = 0x1000;
 /// `OFPXMC_EXPERIMENTER`.
 pub const OXM_CLASS_EXPERIMENTER: u16 = 0xffff;
 /// The ONF experimenter id (`ONF_VENDOR_ID`, openflow-common.h).
@@ -149,6 +152,9 @@ const fn onf(f: u8, n: &'static str) -> Option<(u16, u8, u32, &'static str)> {
 }
 const fn pkt(f: u8, n: &'static str) -> Option<(u16, u8, u32, &'static str)> {
     Some((OXM_CLASS_PACKET_REGS, f, 0, n))
+}
+const fn eric(f: u8, n: &'static str) -> Option<(u16, u8, u32, &'static str)> {
+    Some((OXM_CLASS_ERICSSON, f, 0, n))
 }
 const NO_NXM: Option<(u16, u8, &'static str)> = None;
 const NO_OXM: Option<(u16, u8, u32, &'static str)> = None;
@@ -340,6 +346,10 @@ fields! {
     CtTpDst = "ct_tp_dst", nx1(125, "NXM_NX_CT_TP_DST"), NO_OXM, 2, 16, true, None, Decimal;
     /// Output port in the action set.
     ActsetOutput = "actset_output", NO_NXM, onf(43, "ONFOXM_ET_ACTSET_OUTPUT"), 4, 32, false, None, PortOxm;
+    /// The reserved word of an ND message (an advertisement's R, S and O flags).
+    NdReserved = "nd_reserved", NO_NXM, eric(1, "ERICOXM_OF_ICMPV6_ND_RESERVED"), 4, 32, false, Nd, Decimal;
+    /// The type of an ND message's option (1 source, 2 target link-layer address).
+    NdOptionsType = "nd_options_type", NO_NXM, eric(2, "ERICOXM_OF_ICMPV6_ND_OPTIONS_TYPE"), 1, 8, false, Nd, Decimal;
 }
 
 impl Field {
@@ -454,6 +464,7 @@ impl Field {
             (OXM_CLASS_BASIC, 0) => 2,
             (OXM_CLASS_PACKET_REGS, 0) => 3,
             (OXM_CLASS_EXPERIMENTER, ONF_EXPERIMENTER) => 4,
+            (OXM_CLASS_ERICSSON, 0) => 5,
             _ => return None,
         };
         let idx = *LOOKUP.get(table)?.get(usize::from(field))?;
@@ -466,11 +477,11 @@ impl Field {
     }
 }
 
-/// Header lookup tables: NXM0, NXM1, OXM basic, packet regs, ONF; 0xff = none.
-static LOOKUP: [[u8; 128]; 5] = build_lookup();
+/// Header lookup tables: NXM0, NXM1, OXM basic, packet regs, ONF, Ericsson; 0xff = none.
+static LOOKUP: [[u8; 128]; 6] = build_lookup();
 
-const fn build_lookup() -> [[u8; 128]; 5] {
-    let mut t = [[0xffu8; 128]; 5];
+const fn build_lookup() -> [[u8; 128]; 6] {
+    let mut t = [[0xffu8; 128]; 6];
     let mut i = 0;
     while i < FIELDS.len() {
         let f = &FIELDS[i];
@@ -482,6 +493,7 @@ const fn build_lookup() -> [[u8; 128]; 5] {
             let table = match class {
                 OXM_CLASS_BASIC => 2,
                 OXM_CLASS_PACKET_REGS => 3,
+                OXM_CLASS_ERICSSON => 5,
                 _ => 4,
             };
             t[table][(field & 0x7f) as usize] = i as u8;

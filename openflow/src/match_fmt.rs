@@ -69,6 +69,8 @@ struct FlowView {
     tp_src: Vm,
     tp_dst: Vm,
     nd_target: Vm,
+    nd_reserved: Vm,
+    nd_options_type: Vm,
     tcp_flags: Vm,
 }
 
@@ -112,6 +114,8 @@ impl FlowView {
                 Ipv6Dst => f.ipv6_dst.set(v, mask),
                 Ipv6Label => f.ipv6_label.set(v, e.mask.unwrap_or(0xffff_ffff)),
                 NdTarget => f.nd_target.set(v, mask),
+                NdReserved => f.nd_reserved.set(v, mask),
+                NdOptionsType => f.nd_options_type.set(v, mask),
                 MplsLabel => f.mpls_lse.set((v & 0xfffff) << 12, 0xffff_f000),
                 MplsTc => f.mpls_lse.set((v & 7) << 9, 0xe00),
                 MplsBos => f.mpls_lse.set((v & 1) << 8, 0x100),
@@ -458,6 +462,13 @@ pub fn format_match(m: &Match, priority: Option<u16>) -> String {
         ipv6_masked(&mut s, "nd_target", f.nd_target);
         eth_masked(&mut s, "nd_sll", f.arp_sha);
         eth_masked(&mut s, "nd_tll", f.arp_tha);
+        // `lib/match.c`: both print in decimal, unmasked.
+        if f.nd_reserved.on() {
+            let _ = write!(s, "nd_reserved={},", f.nd_reserved.v);
+        }
+        if f.nd_options_type.on() {
+            let _ = write!(s, "nd_options_type={},", f.nd_options_type.v);
+        }
     } else {
         be16_masked(&mut s, "tp_src", f.tp_src);
         be16_masked(&mut s, "tp_dst", f.tp_dst);

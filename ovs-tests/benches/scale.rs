@@ -42,7 +42,7 @@ fn node() -> Node {
     Node {
         name: "n1".to_string(),
         ips: vec![IpAddr::V4(Ipv4Addr::new(198, 18, 0, 10))],
-        pod_cidr: Some("10.244.0.0/24".parse().unwrap()),
+        pod_cidrs: vec!["10.244.0.0/24".parse().unwrap()],
         labels: BTreeMap::new(),
     }
 }

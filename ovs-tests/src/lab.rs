@@ -1473,7 +1473,7 @@ impl Lab {
         let node = netvirt::model::Node {
             name: n.spec.name.clone(),
             ips: vec![n.spec.address.into()],
-            pod_cidr: Some(ipnet::IpNet::V4(n.spec.pod_cidr)),
+            pod_cidrs: vec![ipnet::IpNet::V4(n.spec.pod_cidr)],
             labels: BTreeMap::new(),
         };
         let setup = netvirt::node_setup::NodeSetup::default();

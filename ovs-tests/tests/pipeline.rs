@@ -56,7 +56,7 @@ fn build(scenario: Scenario) -> Node {
     let gateway_ip = netvirt::desired::virtual_gateway_ip(node)
         .unwrap()
         .to_string();
-    let prefix = node.pod_cidr.unwrap().prefix_len();
+    let prefix = node.pod_cidrs[0].prefix_len();
     let uplink = scenario.bindings.uplink.unwrap();
     let ext = sb
         .add_host(

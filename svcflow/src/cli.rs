@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
 use crate::config::{
     ConfigError, FileConfig, RunConfig, TlsFiles, parse_datapath_type, parse_election,
@@ -186,12 +186,18 @@ pub struct NodeSetupArgs {
     /// The node's pod CIDR (the gateway port's host side routes it) [default: none].
     #[arg(long, value_name = "CIDR")]
     pub pod_cidr: Option<Ipv4Net>,
+    /// The node's IPv6 pod CIDR, on a dual-stack or IPv6 node [default: none].
+    #[arg(long, value_name = "CIDR")]
+    pub pod_cidr6: Option<Ipv6Net>,
     /// `geneve`, `vxlan` or `none`, as given to `svcflow run` [default: geneve].
     #[arg(long, value_name = "ENCAP")]
     pub encap: Option<String>,
     /// The service CIDR, as given to `svcflow run` [default: 10.96.0.0/12].
     #[arg(long, value_name = "CIDR")]
     pub service_cidr: Option<Ipv4Net>,
+    /// The IPv6 service CIDR, as given to `svcflow run` [default: none].
+    #[arg(long, value_name = "CIDR")]
+    pub service_cidr6: Option<Ipv6Net>,
     /// The datapath type, as given to `svcflow run`: `netdev` or `system` [default: netdev].
     #[arg(long, value_name = "TYPE")]
     pub datapath_type: Option<String>,
@@ -280,6 +286,11 @@ pub struct RunArgs {
     /// The service CIDR, routed from each node's host into br-int [default: 10.96.0.0/12].
     #[arg(long, value_name = "CIDR")]
     pub service_cidr: Option<Ipv4Net>,
+    /// The IPv6 service CIDR of a dual-stack cluster, e.g. fd00:10:96::/112: routed from each
+    /// node's host into br-int, and a new connection to an address in it that no service
+    /// takes is refused [default: none].
+    #[arg(long, value_name = "CIDR")]
+    pub service_cidr6: Option<Ipv6Net>,
     /// MAC address of the virtual gateway that pods route through [default: 0a:58:0a:f4:00:01].
     #[arg(long, value_name = "MAC")]
     pub gateway_mac: Option<String>,
@@ -391,6 +402,7 @@ impl RunArgs {
         if let Some(cidr) = self.service_cidr.or(file.service_cidr) {
             pipeline.service_cidr = cidr;
         }
+        pipeline.service_cidr6 = self.service_cidr6.or(file.service_cidr6);
         if let Some(mac) = self.gateway_mac.as_ref().or(file.gateway_mac.as_ref()) {
             pipeline.gateway_mac = mac.parse().map_err(|e: netvirt::model::ModelError| {
                 ConfigError(format!("gateway mac: {e}"))

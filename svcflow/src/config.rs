@@ -188,6 +188,8 @@ pub struct FileConfig {
     pub auth_file: Option<PathBuf>,
     /// Service CIDR.
     pub service_cidr: Option<Ipv4Net>,
+    /// IPv6 service CIDR.
+    pub service_cidr6: Option<ipnet::Ipv6Net>,
     /// Virtual gateway MAC.
     pub gateway_mac: Option<String>,
     /// Hairpin loopback IP.

@@ -14,6 +14,7 @@ pub fn script(args: &NodeSetupArgs) -> Result<String, String> {
     if let Some(cidr) = args.service_cidr {
         config.service_cidr = cidr;
     }
+    config.service_cidr6 = args.service_cidr6;
     let encap: Encap = args.encap.as_deref().unwrap_or("geneve").parse()?;
     let datapath =
         parse_datapath_type(args.datapath_type.as_deref().unwrap_or("netdev")).map_err(|e| e.0)?;
@@ -21,7 +22,12 @@ pub fn script(args: &NodeSetupArgs) -> Result<String, String> {
     let node = Node {
         name: args.node.clone(),
         ips: args.address.iter().map(|a| a.addr().into()).collect(),
-        pod_cidr: args.pod_cidr.map(Into::into),
+        pod_cidrs: args
+            .pod_cidr
+            .map(ipnet::IpNet::V4)
+            .into_iter()
+            .chain(args.pod_cidr6.map(ipnet::IpNet::V6))
+            .collect(),
         labels: Default::default(),
     };
     let line = |c: &Vec<String>| {

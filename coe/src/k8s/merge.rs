@@ -317,7 +317,7 @@ mod tests {
         Node {
             name: name.into(),
             ips: vec![ip.parse().unwrap()],
-            pod_cidr: None,
+            pod_cidrs: vec![],
             labels: BTreeMap::new(),
         }
     }

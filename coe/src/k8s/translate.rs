@@ -404,11 +404,25 @@ impl Translator {
                 )),
             }
         }
-        let pod_cidr = parsed
-            .iter()
-            .find(|n| matches!(n, IpNet::V4(_)))
-            .or(parsed.first())
-            .copied();
+        // At most one of each family, the first one listed, as Kubernetes allows.
+        let mut pod_cidrs: Vec<IpNet> = Vec::new();
+        for net in parsed {
+            let same_family = |c: &IpNet| {
+                matches!(
+                    (c, &net),
+                    (IpNet::V4(_), IpNet::V4(_)) | (IpNet::V6(_), IpNet::V6(_))
+                )
+            };
+            if pod_cidrs.iter().any(same_family) {
+                self.warn(obj.warning(
+                    "spec.podCIDRs",
+                    format!("`{net}` is a second CIDR of its IP family"),
+                    Dropped::Value,
+                ));
+            } else {
+                pod_cidrs.push(net);
+            }
+        }
         if let Some(ip) = internal {
             let remote = match ip {
                 IpAddr::V4(v4) => format!("tcp:{v4}:6640"),
@@ -421,7 +435,7 @@ impl Translator {
             Node {
                 name,
                 ips,
-                pod_cidr,
+                pod_cidrs,
                 labels: node.metadata.labels.clone().unwrap_or_default(),
             },
         );

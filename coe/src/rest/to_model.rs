@@ -80,7 +80,7 @@ impl Translator {
                 Node {
                     name,
                     ips,
-                    pod_cidr: n.pod_cidr,
+                    pod_cidrs: n.pod_cidrs.clone(),
                     labels: BTreeMap::new(),
                 },
             );

@@ -375,9 +375,36 @@ pub struct K8sNode {
         skip_serializing_if = "Option::is_none"
     )]
     pub external_ip: Option<IpAddr>,
-    /// The pods' address range.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_cidr: Option<IpNet>,
+    /// The pods' address ranges, at most one per IP family: `pod-cidr` on the wire, one CIDR
+    /// or a dual-stack pair separated by a comma (`10.244.1.0/24,fd00:10:244:1::/64`), as
+    /// Kubernetes spells `--cluster-cidr`.
+    #[serde(
+        rename = "pod-cidr",
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "cidr_list"
+    )]
+    pub pod_cidrs: Vec<IpNet>,
+}
+
+/// A list of CIDRs as one comma-separated string.
+mod cidr_list {
+    use ipnet::IpNet;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(cidrs: &[IpNet], s: S) -> Result<S::Ok, S::Error> {
+        let text: Vec<String> = cidrs.iter().map(ToString::to_string).collect();
+        s.serialize_str(&text.join(","))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+        let text = String::deserialize(d)?;
+        text.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().map_err(serde::de::Error::custom))
+            .collect()
+    }
 }
 
 impl K8sNode {

@@ -17,6 +17,7 @@ impl Builder<'_> {
         name: &str,
         id: u32,
         c: u64,
+        family: Family,
         timeout_seconds: u32,
         groups: &[ServiceGroup],
         select: Vec<Action>,
@@ -29,14 +30,12 @@ impl Builder<'_> {
                 u16::MAX
             ));
         }
-        let learn = affinity_learn(id, idle_timeout);
+        let learn = affinity_learn(id, idle_timeout, family);
         for g in groups {
             for b in &g.backends {
-                let Some(ip) = v4(&b.ip) else { continue };
-                // `ip`: the learned flow matches the client's `nw_src`, whose prerequisite
-                // the learning flow must match too.
-                let m = self::ip()
-                    .with(reg::ENDPOINT_IP, u32::from(ip))
+                // The family: the learned flow matches the client's source address, whose
+                // prerequisite the learning flow must match too.
+                let m = with_endpoint(ip_of(family), b.ip)
                     .with(reg::ENDPOINT_PORT, u32::from(b.port))
                     .with(reg::SERVICE_ID, id);
                 self.flow(
@@ -81,41 +80,51 @@ pub fn affinity_idle_timeout(timeout_seconds: u32) -> u16 {
 /// The priority of flows learned into table 43 (all alike: they never overlap).
 pub(super) const AFFINITY_PRIORITY: u16 = 100;
 
-/// `learn` into table 43: for this service port (`reg5`) and this client (`nw_src`), load the
-/// chosen endpoint (`reg3`/`reg4`). `delete_learned` removes a service port's learned flows
-/// with its last table-44 flow.
-pub(super) fn affinity_learn(id: u32, idle_timeout: u16) -> Action {
+/// `learn` into table 43: for this service port (`reg5`) and this client (its source address
+/// of `family`), load the chosen endpoint (`reg3`, or `reg12`..`reg15` for IPv6, and `reg4`).
+/// `delete_learned` removes a service port's learned flows with its last table-44 flow.
+pub(super) fn affinity_learn(id: u32, idle_timeout: u16, family: Family) -> Action {
     let whole = Subfield::whole;
+    let mut specs = vec![
+        learn_family(family),
+        learn_spec(32, reg::SERVICE_ID, LearnDst::Match(whole(reg::SERVICE_ID))),
+        learn_spec(
+            family.bits(),
+            family.src(),
+            LearnDst::Match(whole(family.src())),
+        ),
+    ];
+    let endpoint: Vec<Field> = match family {
+        Family::V4 => vec![reg::ENDPOINT_IP],
+        Family::V6 => reg::ENDPOINT_IP6.iter().map(|f| f.reg).collect(),
+    };
+    specs.extend(
+        endpoint
+            .into_iter()
+            .chain([reg::ENDPOINT_PORT])
+            .map(|r| learn_spec(32, r, LearnDst::Load(whole(r)))),
+    );
     Action::Learn(Learn {
         idle_timeout,
         priority: AFFINITY_PRIORITY,
         cookie: cookie::learned(id),
         flags: NX_LEARN_F_DELETE_LEARNED,
         table_id: table::AFFINITY,
-        specs: vec![
-            learn_ipv4(),
-            learn_spec(32, reg::SERVICE_ID, LearnDst::Match(whole(reg::SERVICE_ID))),
-            learn_spec(32, Field::Ipv4Src, LearnDst::Match(whole(Field::Ipv4Src))),
-            learn_spec(
-                32,
-                reg::ENDPOINT_IP,
-                LearnDst::Load(whole(reg::ENDPOINT_IP)),
-            ),
-            learn_spec(
-                32,
-                reg::ENDPOINT_PORT,
-                LearnDst::Load(whole(reg::ENDPOINT_PORT)),
-            ),
-        ],
+        specs,
         ..Learn::default()
     })
 }
 
 /// A `learn` spec: the learned flow matches IPv4 (`eth_type=0x800`).
 pub(super) fn learn_ipv4() -> LearnSpec {
+    learn_family(Family::V4)
+}
+
+/// A `learn` spec: the learned flow matches `family` (`eth_type=0x800` or `0x86dd`).
+pub(super) fn learn_family(family: Family) -> LearnSpec {
     LearnSpec {
         n_bits: 16,
-        src: LearnSrc::Imm(0x0800u16.to_be_bytes().to_vec()),
+        src: LearnSrc::Imm(family.eth_type().to_be_bytes().to_vec()),
         dst: LearnDst::Match(Subfield::whole(Field::EthType)),
     }
 }

@@ -9,22 +9,173 @@ pub(super) fn v4(ip: &IpAddr) -> Option<Ipv4Addr> {
     }
 }
 
+/// An IP family: the flows of each are alike but for their fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Family {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl Family {
+    /// Both, IPv4 first.
+    pub(crate) const BOTH: [Family; 2] = [Family::V4, Family::V6];
+
+    /// The family of `ip`.
+    pub(crate) fn of(ip: &IpAddr) -> Family {
+        match ip {
+            IpAddr::V4(_) => Family::V4,
+            IpAddr::V6(_) => Family::V6,
+        }
+    }
+
+    /// The family of `net`.
+    pub(crate) fn of_net(net: &ipnet::IpNet) -> Family {
+        match net {
+            ipnet::IpNet::V4(_) => Family::V4,
+            ipnet::IpNet::V6(_) => Family::V6,
+        }
+    }
+
+    /// Its `eth_type`.
+    pub(crate) fn eth_type(self) -> u16 {
+        match self {
+            Family::V4 => 0x0800,
+            Family::V6 => 0x86dd,
+        }
+    }
+
+    /// Its source-address field.
+    pub(crate) fn src(self) -> Field {
+        match self {
+            Family::V4 => Field::Ipv4Src,
+            Family::V6 => Field::Ipv6Src,
+        }
+    }
+
+    /// Its destination-address field.
+    pub(crate) fn dst(self) -> Field {
+        match self {
+            Family::V4 => Field::Ipv4Dst,
+            Family::V6 => Field::Ipv6Dst,
+        }
+    }
+
+    /// Its address width in bits.
+    pub(crate) fn bits(self) -> u16 {
+        match self {
+            Family::V4 => 32,
+            Family::V6 => 128,
+        }
+    }
+
+    /// The suffix of a service port's group name for this family: none for IPv4, which keeps
+    /// the names (and so the ids) of single-stack IPv4 services as they were.
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            Family::V4 => "",
+            Family::V6 => "/ipv6",
+        }
+    }
+}
+
+/// An address as a match or set-field value.
+pub(super) fn addr_value(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
+/// Packets of `family`.
+pub(super) fn ip_of(family: Family) -> Match {
+    Match::new().with(Field::EthType, family.eth_type())
+}
+
+/// Packets to `ip`, of its family.
+pub(super) fn to_addr(ip: IpAddr) -> Match {
+    let family = Family::of(&ip);
+    ip_of(family).with(family.dst(), addr_value(ip))
+}
+
+/// Packets from `ip`, of its family.
+pub(super) fn from_addr(ip: IpAddr) -> Match {
+    let family = Family::of(&ip);
+    ip_of(family).with(family.src(), addr_value(ip))
+}
+
+/// `m` with `field` matching `net`: exact for a host route, masked otherwise.
+pub(super) fn with_net(m: Match, field: Field, net: ipnet::IpNet) -> Match {
+    let net = net.trunc();
+    let (value, mask) = match net {
+        ipnet::IpNet::V4(v4) => (
+            u128::from(u32::from(v4.network())),
+            u128::from(u32::from(v4.netmask())),
+        ),
+        ipnet::IpNet::V6(v6) => (u128::from(v6.network()), u128::from(v6.netmask())),
+    };
+    let full = match net {
+        ipnet::IpNet::V4(_) => u128::from(u32::MAX),
+        ipnet::IpNet::V6(_) => u128::MAX,
+    };
+    if mask == full {
+        m.with(field, value)
+    } else {
+        m.with_masked(field, value, mask)
+    }
+}
+
+/// Packets of `net`'s family to `net`.
+pub(super) fn to_net(net: ipnet::IpNet) -> Match {
+    let family = Family::of_net(&net);
+    with_net(ip_of(family), family.dst(), net)
+}
+
+/// `protocol` over `family`.
+pub(super) fn l4_of(family: Family, protocol: Protocol) -> Match {
+    ip_of(family).with(Field::IpProto, protocol.ip_proto())
+}
+
+/// Loads the endpoint `ip` into its family's registers: `reg3` for IPv4, `reg12`..`reg15`
+/// (`xxreg3`, most significant first) for IPv6.
+pub(super) fn load_endpoint(ip: IpAddr) -> Vec<Action> {
+    match ip {
+        IpAddr::V4(v4) => vec![set(reg::ENDPOINT_IP, u32::from(v4))],
+        IpAddr::V6(v6) => reg::ENDPOINT_IP6
+            .iter()
+            .zip(words(v6))
+            .map(|(f, w)| set(f.reg, w))
+            .collect(),
+    }
+}
+
+/// `m` matching the endpoint `ip` in its family's registers.
+pub(super) fn with_endpoint(m: Match, ip: IpAddr) -> Match {
+    match ip {
+        IpAddr::V4(v4) => m.with(reg::ENDPOINT_IP, u32::from(v4)),
+        IpAddr::V6(v6) => reg::ENDPOINT_IP6
+            .iter()
+            .zip(words(v6))
+            .fold(m, |m, (f, w)| m.with(f.reg, w)),
+    }
+}
+
+/// An IPv6 address as four 32-bit words, most significant first.
+pub(super) fn words(ip: Ipv6Addr) -> [u32; 4] {
+    let b = u128::from(ip);
+    [
+        (b >> 96) as u32,
+        (b >> 64) as u32,
+        (b >> 32) as u32,
+        b as u32,
+    ]
+}
+
 pub(super) fn mac_value(mac: MacAddr) -> u128 {
     mac.0
         .iter()
         .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
-}
-
-pub(super) fn ip() -> Match {
-    Match::new().with(Field::EthType, 0x0800u16)
-}
-
-pub(super) fn to_ip(ip: Ipv4Addr) -> Match {
-    self::ip().with(Field::Ipv4Dst, u32::from(ip))
-}
-
-pub(super) fn l4(protocol: Protocol) -> Match {
-    ip().with(Field::IpProto, protocol.ip_proto())
 }
 
 pub(super) fn dst_port_field(protocol: Protocol) -> Field {
@@ -125,6 +276,58 @@ pub(super) fn arp_reply_for(mac: MacAddr, ip: Ipv4Addr) -> Vec<Action> {
     actions
 }
 
+/// ICMPv6 neighbour solicitations (`icmp6,icmp_type=135,icmp_code=0`).
+pub(super) fn nd_solicit() -> Match {
+    ip_of(Family::V6)
+        .with(Field::IpProto, 58u8)
+        .with(Field::Icmpv6Type, 135u8)
+        .with(Field::Icmpv6Code, 0u8)
+}
+
+/// An advertisement's flags from a router: router, solicited, override (RFC 4861 §4.4).
+pub(super) const NA_ROUTER: u32 = 0xe000_0000;
+/// An advertisement's flags from a host: solicited, override.
+pub(super) const NA_HOST: u32 = 0x6000_0000;
+
+/// Answers a neighbour solicitation with an advertisement of its target at `mac`, built in
+/// place as [`arp_proxy_reply`] builds an ARP reply: back to the soliciting address and MAC,
+/// from the target address, type 136 with `flags`, its option now a target link-layer one.
+/// Table 11 writes `mac` into that option: Open vSwitch checks a `set_field` of `nd_tll`
+/// against the flow's match, which is a solicitation's here, and would refuse it. The switch
+/// recomputes the ICMPv6 checksum.
+pub(super) fn nd_reply(mac: MacAddr, flags: u32) -> Vec<Instruction> {
+    vec![
+        Instruction::ApplyActions(vec![
+            moved(Field::EthSrc, Field::EthDst),
+            set(Field::EthSrc, mac_value(mac)),
+            moved(Field::Ipv6Src, Field::Ipv6Dst),
+            moved(Field::NdTarget, Field::Ipv6Src),
+            set(Field::Icmpv6Type, 136u8),
+            set(Field::NdReserved, flags),
+            set(Field::NdOptionsType, 2u8),
+        ]),
+        goto(table::ND_ANSWER),
+    ]
+}
+
+/// `learn` into table 51, from a neighbour solicitation of the pod on `ofport` (whose source
+/// address the classifier checked is the pod's): IPv6 to the sender's address gets the
+/// sender's MAC, as [`learn_mac`] does from ARP.
+pub(super) fn learn_mac6(ofport: u32) -> Action {
+    let whole = Subfield::whole;
+    Action::Learn(Learn {
+        priority: 100,
+        cookie: cookie::learned_mac(ofport),
+        table_id: table::LEARNED_MAC,
+        specs: vec![
+            learn_family(Family::V6),
+            learn_spec(128, Field::Ipv6Src, LearnDst::Match(whole(Field::Ipv6Dst))),
+            learn_spec(48, Field::EthSrc, LearnDst::Load(whole(Field::EthDst))),
+        ],
+        ..Learn::default()
+    })
+}
+
 /// Routes to a port: from the gateway MAC to `mac`, with the TTL decremented.
 pub(super) fn route(gw_mac: MacAddr, mac: MacAddr, ofport: u32) -> Vec<Instruction> {
     vec![
@@ -169,15 +372,6 @@ pub(super) fn learn_mac(ofport: u32) -> Action {
         ],
         ..Learn::default()
     })
-}
-
-/// IPv4 to `net`.
-pub(super) fn ip_net(net: ipnet::Ipv4Net) -> Match {
-    ip().with_masked(
-        Field::Ipv4Dst,
-        u32::from(net.network()),
-        u32::from(net.netmask()),
-    )
 }
 
 /// `OFPP_LOCAL` as a 32-bit port: the bridge's own port.

@@ -19,7 +19,7 @@
 //! into registers.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use openflow::action::{Multipath, OFPP_IN_PORT16, Resubmit};
 use openflow::ct::{Ct, CtZone, Nat};
@@ -28,7 +28,7 @@ use openflow::learn::{Learn, LearnDst, LearnSpec, LearnSrc, NX_LEARN_F_DELETE_LE
 use openflow::subfield::Subfield;
 use openflow::{Action, Field, Match, OxmField};
 
-use crate::chain::{self, V4Backend};
+use crate::chain;
 use crate::config::Config;
 use crate::flow::{Bucket, FlowEntry, FlowKey, GroupEntry, GroupKind};
 use crate::ids;
@@ -126,6 +126,7 @@ use build::*;
 use services::*;
 
 pub use affinity::affinity_idle_timeout;
+pub(crate) use build::Family;
 pub use plans::ANY_PORT;
 pub(crate) use plans::{PortPlan, Scope, plan_names, service_plans};
 pub use pods::elan_ids;
@@ -198,26 +199,32 @@ pub(crate) fn render_base(
 ) -> DesiredState {
     let mut b = Builder::new(config);
     b.skeleton();
-    let gateway_ip = virtual_gateway_ip(node);
     let elans = elan_ids(model);
     b.pods(node, model, bindings, &elans);
-    for ip in node.ips.iter().filter(|ip| ip.is_ipv6()) {
-        b.out.conflicts.push(format!(
-            "node {}: IPv6 address {ip} gets no node ports (svcflow programs IPv4 only for now)",
-            node.name
-        ));
-    }
-    b.node_ports(node, bindings, gateway_ip);
+    b.node_ports(node, bindings);
     b.tunnel(node, model, bindings);
     b.out
 }
 
-/// The virtual gateway's IP: the first address of the node's pod CIDR.
+/// The virtual gateway's IP: the first address of the node's IPv4 pod CIDR.
 pub fn virtual_gateway_ip(node: &Node) -> Option<Ipv4Addr> {
-    match node.pod_cidr {
-        Some(ipnet::IpNet::V4(net)) => net.hosts().next(),
-        _ => None,
-    }
+    node.pod_cidr4().and_then(|net| net.hosts().next())
+}
+
+/// The virtual gateway's IPv6 address: the first address after the network's of the node's
+/// IPv6 pod CIDR (`fd00:10:244:1::1` in `fd00:10:244:1::/64`).
+pub fn virtual_gateway_ip6(node: &Node) -> Option<Ipv6Addr> {
+    let net = node.pod_cidr6()?;
+    (net.prefix_len() < 128).then(|| Ipv6Addr::from(u128::from(net.network()) + 1))
+}
+
+/// The virtual gateway's addresses, one per family of the node's pod CIDRs.
+pub fn virtual_gateways(node: &Node) -> Vec<IpAddr> {
+    virtual_gateway_ip(node)
+        .map(IpAddr::V4)
+        .into_iter()
+        .chain(virtual_gateway_ip6(node).map(IpAddr::V6))
+        .collect()
 }
 
 struct Builder<'a> {

@@ -4,24 +4,21 @@
 use super::*;
 
 impl Builder<'_> {
-    pub(super) fn node_ports(
-        &mut self,
-        node: &Node,
-        bindings: &NodeBindings,
-        gateway_ip: Option<Ipv4Addr>,
-    ) {
+    pub(super) fn node_ports(&mut self, node: &Node, bindings: &NodeBindings) {
+        let gateways = virtual_gateways(node);
         let gw_mac = self.config.gateway_mac;
         let c = cookie::make(cookie::NODE, 0);
         // The virtual gateway address carries the node's node ports (for pods, and for the
         // node's own host, whose connections to its own address on a node port its nftables
         // rule sends here: `node_setup::host_gateway_commands`). A new connection to it that no
         // node port takes is refused at once, as in the service CIDR, not routed away.
-        if let Some(vgw) = gateway_ip {
+        for &vgw in &gateways {
+            let family = Family::of(&vgw);
             for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
                 self.flow(
                     table::SERVICE,
                     1,
-                    l4(protocol).with(Field::Ipv4Dst, u32::from(vgw)),
+                    l4_of(family, protocol).with(family.dst(), addr_value(vgw)),
                     cookie::make(cookie::REFUSE, 0),
                     apply(vec![reject_action()]),
                 );
@@ -35,13 +32,19 @@ impl Builder<'_> {
                 c,
                 vec![goto(table::ARP)],
             );
-            self.flow(
-                table::L3,
-                100,
-                to_ip(self.config.gateway_host_ip),
-                c,
-                route(gw_mac, gw.mac, gw.ofport),
-            );
+            let host = [
+                IpAddr::V4(self.config.gateway_host_ip),
+                IpAddr::V6(self.config.gateway_host_ip6),
+            ];
+            for ip in host {
+                self.flow(
+                    table::L3,
+                    100,
+                    to_addr(ip),
+                    c,
+                    route(gw_mac, gw.mac, gw.ofport),
+                );
+            }
         }
         let Some(uplink) = bindings.uplink else {
             return;
@@ -56,9 +59,8 @@ impl Builder<'_> {
                 goto(table::ARP),
             ],
         );
-        // From the uplink, answer ARP only for the node's own addresses (and, below, service
-        // addresses), never proxy for everything.
-        let from_uplink = || arp_request().with(reg::FROM_UPLINK, 1u32);
+        // From the uplink, answer ARP and neighbour solicitations only for the node's own
+        // addresses (and services' external ones), never proxy for everything.
         self.flow(
             table::ARP,
             190,
@@ -68,19 +70,46 @@ impl Builder<'_> {
             c,
             vec![],
         );
-        for ip in node.ips.iter().filter_map(v4).chain(gateway_ip) {
-            let m = from_uplink().with(Field::ArpTpa, u32::from(ip));
-            self.flow(table::ARP, 200, m, c, apply(arp_reply_for(uplink.mac, ip)));
+        self.flow(
+            table::ARP,
+            190,
+            nd_solicit().with(reg::FROM_UPLINK, 1u32),
+            c,
+            vec![],
+        );
+        for &ip in node.ips.iter().chain(&gateways) {
+            self.answer_on_uplink(uplink.mac, ip, c);
         }
         // Off-node destinations leave by the uplink, from its own MAC to its next hop.
-        self.flow(
-            table::L3,
-            10,
-            ip(),
-            c,
-            route(uplink.mac, uplink.next_hop_mac, uplink.ofport),
-        );
+        for family in Family::BOTH {
+            self.flow(
+                table::L3,
+                10,
+                ip_of(family),
+                c,
+                route(uplink.mac, uplink.next_hop_mac, uplink.ofport),
+            );
+        }
         self.masquerade(node);
+    }
+
+    /// Answers "who has `ip`?" from the uplink with the uplink's `mac`: an ARP request for
+    /// an IPv4 address, a neighbour solicitation for an IPv6 one.
+    pub(super) fn answer_on_uplink(&mut self, mac: MacAddr, ip: IpAddr, c: u64) {
+        match ip {
+            IpAddr::V4(v4) => {
+                let m = arp_request()
+                    .with(reg::FROM_UPLINK, 1u32)
+                    .with(Field::ArpTpa, u32::from(v4));
+                self.flow(table::ARP, 200, m, c, apply(arp_reply_for(mac, v4)));
+            }
+            IpAddr::V6(v6) => {
+                let m = nd_solicit()
+                    .with(reg::FROM_UPLINK, 1u32)
+                    .with(Field::NdTarget, u128::from(v6));
+                self.flow(table::ARP, 200, m, c, nd_reply(mac, NA_HOST));
+            }
+        }
     }
 
     /// The overlay (`--encap geneve|vxlan`): each other node's pod CIDR is routed into the
@@ -102,7 +131,7 @@ impl Builder<'_> {
         ) else {
             return;
         };
-        let Some(node_ip) = node.ips.iter().find_map(v4) else {
+        let Some(node_ip) = node.ip4() else {
             return;
         };
         let c = cookie::make(cookie::NODE, 0);
@@ -165,28 +194,29 @@ impl Builder<'_> {
             ],
         );
         for other in model.nodes.values().filter(|n| n.name != node.name) {
-            let (Some(ipnet::IpNet::V4(pods)), Some(ip)) =
-                (other.pod_cidr, other.ips.iter().find_map(v4))
-            else {
+            // The underlay is IPv4: the other node's IPv4 address carries both families.
+            let Some(ip) = other.ip4() else {
                 continue;
             };
-            let m = ip_net(pods);
-            self.flow(
-                table::L3,
-                50,
-                m,
-                c,
-                vec![
-                    Instruction::ApplyActions(vec![
-                        set(Field::EthSrc, mac_value(cfg.gateway_mac)),
-                        set(Field::EthDst, mac_value(cfg.gateway_mac)),
-                        Action::DecNwTtl,
-                        set(Field::TunDst, u32::from(ip)),
-                        set(reg::OUT_PORT, tunnel),
-                    ]),
-                    goto(table::OUTPUT),
-                ],
-            );
+            for &pods in &other.pod_cidrs {
+                let m = to_net(pods);
+                self.flow(
+                    table::L3,
+                    50,
+                    m,
+                    c,
+                    vec![
+                        Instruction::ApplyActions(vec![
+                            set(Field::EthSrc, mac_value(cfg.gateway_mac)),
+                            set(Field::EthDst, mac_value(cfg.gateway_mac)),
+                            Action::DecNwTtl,
+                            set(Field::TunDst, u32::from(ip)),
+                            set(reg::OUT_PORT, tunnel),
+                        ]),
+                        goto(table::OUTPUT),
+                    ],
+                );
+            }
         }
     }
 
@@ -197,16 +227,33 @@ impl Builder<'_> {
     /// un-DNATs them (table 21). Connections to local endpoints keep their source, which is
     /// what `externalTrafficPolicy: Local` promises.
     pub(super) fn masquerade(&mut self, node: &Node) {
-        let Some(node_ip) = node.ips.iter().find_map(v4) else {
-            return;
-        };
+        for family in Family::BOTH {
+            let (node_ip, host_ip, pods) = match family {
+                Family::V4 => (
+                    node.ip4().map(IpAddr::V4),
+                    IpAddr::V4(self.config.gateway_host_ip),
+                    node.pod_cidr4().map(ipnet::IpNet::V4),
+                ),
+                Family::V6 => (
+                    node.ip6().map(IpAddr::V6),
+                    IpAddr::V6(self.config.gateway_host_ip6),
+                    node.pod_cidr6().map(ipnet::IpNet::V6),
+                ),
+            };
+            if let Some(node_ip) = node_ip {
+                self.masquerade_family(node_ip, host_ip, pods);
+            }
+        }
+    }
+
+    fn masquerade_family(&mut self, node_ip: IpAddr, host_ip: IpAddr, pods: Option<ipnet::IpNet>) {
+        let family = Family::of(&node_ip);
         let cfg = self.config;
         let c = cookie::make(cookie::NODE, 0);
         self.flow(
             table::UNSNAT,
             100,
-            ip().with(reg::FROM_UPLINK, 1u32)
-                .with(Field::Ipv4Dst, u32::from(node_ip)),
+            to_addr(node_ip).with(reg::FROM_UPLINK, 1u32),
             c,
             apply(vec![ct(
                 cfg.hairpin_zone,
@@ -219,16 +266,12 @@ impl Builder<'_> {
         let new_service =
             |m: Match| m.with_masked(Field::CtState, ct_state::DNAT | ct_state::TRK, dnat_forward);
         let sources = [
-            ip().with(reg::FROM_UPLINK, 1u32),
-            ip().with(Field::Ipv4Src, u32::from(cfg.gateway_host_ip)),
+            ip_of(family).with(reg::FROM_UPLINK, 1u32),
+            from_addr(host_ip),
         ];
         for from in sources {
-            if let Some(ipnet::IpNet::V4(pods)) = node.pod_cidr {
-                let local = new_service(from.clone()).with_masked(
-                    Field::Ipv4Dst,
-                    u32::from(pods.network()),
-                    u32::from(pods.netmask()),
-                );
+            if let Some(pods) = pods {
+                let local = with_net(new_service(from.clone()), family.dst(), pods);
                 self.flow(table::HAIRPIN, 95, local, c, vec![goto(table::L3)]);
             }
             let snat = Nat::snat(node_ip);

@@ -28,36 +28,65 @@ impl Scope {
 }
 
 /// A scope of a service port, its traffic policy, and its (address, port) pairs.
-pub(super) type Scoped = (Scope, TrafficPolicy, Vec<(Ipv4Addr, u16)>);
+pub(super) type Scoped = (Scope, TrafficPolicy, Vec<(IpAddr, u16)>);
 
-/// The address classes of a service port: cluster-internal ones (cluster IPs) follow
-/// `internalTrafficPolicy`; the external ones (node ports, external and LB IPs) follow
-/// `externalTrafficPolicy`. Returns `(scope, policy, [(address, port)])`.
+/// The IP families a service serves: those of its cluster IPs (a dual-stack Service has one
+/// of each), else of its other addresses, else of its endpoints; IPv4 when it has none.
+pub(crate) fn service_families(
+    service: &Service,
+    endpoints: &[crate::model::Endpoint],
+) -> Vec<Family> {
+    let of = |ips: &mut dyn Iterator<Item = &IpAddr>| -> Vec<Family> {
+        let set: BTreeSet<Family> = ips.map(Family::of).collect();
+        set.into_iter().collect()
+    };
+    let mut families = of(&mut service.cluster_ips.iter());
+    if families.is_empty() {
+        families = of(&mut service.external_ips.iter().chain(&service.lb_ingress_ips));
+    }
+    if families.is_empty() {
+        families = of(&mut endpoints.iter().map(|e| &e.address));
+    }
+    if families.is_empty() {
+        families.push(Family::V4);
+    }
+    families
+}
+
+/// The address classes of a service port in one IP family: cluster-internal ones (cluster
+/// IPs) follow `internalTrafficPolicy`; the external ones (node ports on the node's addresses
+/// of the family, external and LB IPs) follow `externalTrafficPolicy`. Returns
+/// `(scope, policy, [(address, port)])`.
 pub(super) fn scopes(
     service: &Service,
     port: &ServicePort,
     node: &Node,
-    gateway_ip: Option<Ipv4Addr>,
+    family: Family,
 ) -> Vec<Scoped> {
-    let internal: Vec<(Ipv4Addr, u16)> = service
+    let ours = |ip: &&IpAddr| Family::of(ip) == family;
+    let internal: Vec<(IpAddr, u16)> = service
         .cluster_ips
         .iter()
-        .filter_map(v4)
-        .map(|ip| (ip, port.port))
+        .filter(ours)
+        .map(|ip| (*ip, port.port))
         .collect();
-    let mut external: Vec<(Ipv4Addr, u16)> = service
+    let mut external: Vec<(IpAddr, u16)> = service
         .external_ips
         .iter()
         .chain(&service.lb_ingress_ips)
-        .filter_map(v4)
-        .map(|ip| (ip, port.port))
+        .filter(ours)
+        .map(|ip| (*ip, port.port))
         .collect();
     if let Some(node_port) = port.node_port {
+        let gateway = virtual_gateways(node)
+            .into_iter()
+            .filter(|ip| Family::of(ip) == family);
         external.extend(
             node.ips
                 .iter()
-                .filter_map(v4)
-                .chain(gateway_ip)
+                .filter(ours)
+                .copied()
+                .chain(gateway)
                 .map(|ip| (ip, node_port)),
         );
     }
@@ -97,58 +126,77 @@ pub(super) fn scopes(
 pub(crate) struct PortPlan {
     pub(super) name: String,
     pub(super) scope: Scope,
+    /// The family of its addresses and backends.
+    pub(super) family: Family,
     pub(super) protocol: Protocol,
     /// The service port's `port` (on cluster, external and LB IPs).
     pub(super) port: u16,
-    pub(super) addresses: Vec<(Ipv4Addr, u16)>,
+    pub(super) addresses: Vec<(IpAddr, u16)>,
+    /// Its backends of its family.
     pub(super) found: Vec<Backend>,
-    pub(super) parts: Vec<Vec<V4Backend>>,
+    pub(super) parts: Vec<Vec<Backend>>,
+    /// The service's endpoints of a family it has no address of, which serve nothing (the
+    /// same list in each of its plans).
+    pub(super) unserved: Vec<IpAddr>,
 }
 
-/// Plans `service`'s ports on `node`: one per port and traffic scope, named stably
-/// (`namespace/name:port/protocol[/external]`), with its backends split into groups.
+/// Plans `service`'s ports on `node`: one per port, IP family and traffic scope, named
+/// stably (`namespace/name:port/protocol[/external|/cluster][/ipv6]`), with its backends of
+/// that family split into groups. An endpoint never serves an address of the other family.
 pub(crate) fn service_plans(
     service: &Service,
     endpoints: &[crate::model::Endpoint],
     node: &Node,
     config: &Config,
 ) -> Vec<PortPlan> {
-    let gateway_ip = virtual_gateway_ip(node);
+    let families = service_families(service, endpoints);
+    let unserved: Vec<IpAddr> = endpoints
+        .iter()
+        .map(|e| e.address)
+        .filter(|ip| !families.contains(&Family::of(ip)))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut plans = Vec::new();
     for port in &ports_of(service) {
-        for (scope, policy, addresses) in scopes(service, port, node, gateway_ip) {
-            if addresses.is_empty() {
-                continue;
-            }
-            let found = service_backends(service, port, endpoints, node, policy, config);
-            let name = format!(
-                "{}:{}/{}{}",
-                service.key,
-                port.port,
-                port.protocol.keyword(),
-                scope.suffix()
-            );
-            let v4_backends: Vec<V4Backend> = found
-                .iter()
-                .filter_map(|b| v4(&b.ip).map(|ip| (*b, ip)))
-                .collect();
-            let parts =
-                chain::partition(&v4_backends, config.group_buckets_max).unwrap_or_else(|| {
-                    if v4_backends.is_empty() {
-                        Vec::new()
-                    } else {
-                        vec![v4_backends]
-                    }
+        for &family in &families {
+            for (scope, policy, addresses) in scopes(service, port, node, family) {
+                if addresses.is_empty() {
+                    continue;
+                }
+                let found: Vec<Backend> =
+                    service_backends(service, port, endpoints, node, policy, config)
+                        .into_iter()
+                        .filter(|b| Family::of(&b.ip) == family)
+                        .collect();
+                let name = format!(
+                    "{}:{}/{}{}{}",
+                    service.key,
+                    port.port,
+                    port.protocol.keyword(),
+                    scope.suffix(),
+                    family.suffix()
+                );
+                let parts =
+                    chain::partition(&found, config.group_buckets_max).unwrap_or_else(|| {
+                        if found.is_empty() {
+                            Vec::new()
+                        } else {
+                            vec![found.clone()]
+                        }
+                    });
+                plans.push(PortPlan {
+                    name,
+                    scope,
+                    family,
+                    protocol: port.protocol,
+                    port: port.port,
+                    addresses,
+                    found,
+                    parts,
+                    unserved: unserved.clone(),
                 });
-            plans.push(PortPlan {
-                name,
-                scope,
-                protocol: port.protocol,
-                port: port.port,
-                addresses,
-                found,
-                parts,
-            });
+            }
         }
     }
     plans

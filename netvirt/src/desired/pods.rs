@@ -41,13 +41,6 @@ impl Builder<'_> {
             };
             let c = cookie::make(cookie::POD, ofport);
             members.entry(elan).or_default().insert(ofport);
-            for ip in pod.ips.iter().filter(|ip| ip.is_ipv6()) {
-                self.out.conflicts.push(format!(
-                    "pod {}/{}: IPv6 address {ip} is not routed (svcflow programs IPv4 only \
-                     for now)",
-                    pod.namespace, pod.name
-                ));
-            }
             self.flow(
                 table::CLASSIFIER,
                 100,
@@ -64,30 +57,41 @@ impl Builder<'_> {
                 .mac
                 .or_else(|| bindings.macs.get(&pod.iface_id).copied());
             if mac.is_none() {
-                for ip in pod.ips.iter().filter_map(v4) {
-                    let arp = in_port(ofport)
-                        .with(Field::EthType, 0x0806u16)
-                        .with(Field::ArpSpa, u32::from(ip));
+                for &ip in &pod.ips {
+                    // Its ARP (IPv4) or neighbour solicitation (IPv6) from its own address.
+                    let (heard, learn) = match ip {
+                        IpAddr::V4(v4) => (
+                            in_port(ofport)
+                                .with(Field::EthType, 0x0806u16)
+                                .with(Field::ArpSpa, u32::from(v4)),
+                            learn_mac(ofport),
+                        ),
+                        IpAddr::V6(v6) => {
+                            let mut m = nd_solicit().with(Field::Ipv6Src, u128::from(v6));
+                            m.insert(openflow::OxmField::exact(Field::InPortOxm, ofport));
+                            (m, learn_mac6(ofport))
+                        }
+                    };
                     self.flow(
                         table::CLASSIFIER,
                         110,
-                        arp,
+                        heard,
                         c,
                         vec![
-                            Instruction::ApplyActions(vec![
-                                set(reg::ELAN, elan),
-                                learn_mac(ofport),
-                            ]),
+                            Instruction::ApplyActions(vec![set(reg::ELAN, elan), learn]),
                             goto(table::ARP),
                         ],
                     );
                 }
             }
-            for ip in pod.ips.iter().filter_map(v4) {
-                let hairpin = self::ip()
-                    .with(Field::Ipv4Src, u32::from(ip))
-                    .with(Field::Ipv4Dst, u32::from(ip));
-                let snat = Nat::snat(self.config.loopback_ip);
+            for &ip in &pod.ips {
+                let family = Family::of(&ip);
+                let hairpin = from_addr(ip).with(family.dst(), addr_value(ip));
+                let loopback = match family {
+                    Family::V4 => IpAddr::V4(self.config.loopback_ip),
+                    Family::V6 => IpAddr::V6(self.config.loopback_ip6),
+                };
+                let snat = Nat::snat(loopback);
                 self.flow(
                     table::HAIRPIN,
                     100,
@@ -104,7 +108,7 @@ impl Builder<'_> {
                     Some(mac) => route(gw_mac, mac, ofport),
                     None => route_learned(gw_mac, ofport),
                 };
-                self.flow(table::L3, 100, to_ip(ip), c, instructions);
+                self.flow(table::L3, 100, to_addr(ip), c, instructions);
             }
         }
         if let Some(gw) = bindings.gateway {

@@ -14,22 +14,24 @@ impl Builder<'_> {
         bindings: &NodeBindings,
     ) {
         let config = self.config;
-        self.ipv6_not_served(service, &plans);
-        let mut endpoints: BTreeSet<(Protocol, Ipv4Addr, u16)> = BTreeSet::new();
+        self.unserved(service, &plans);
+        let mut endpoints: BTreeSet<(Protocol, IpAddr, u16)> = BTreeSet::new();
         // The actions of each port's cluster scope, for in-cluster traffic to its external
         // addresses (below).
-        let mut internal_actions: BTreeMap<(Protocol, u16), Vec<Action>> = BTreeMap::new();
+        let mut internal_actions: BTreeMap<(Protocol, u16, Family), Vec<Action>> = BTreeMap::new();
         for plan in plans {
             let external_scope = plan.scope == Scope::External;
             let cluster_scope = plan.scope == Scope::ClusterForExternal;
             let PortPlan {
                 name,
                 scope: _,
+                family,
                 protocol,
                 port: service_port,
                 addresses,
                 found,
                 parts,
+                unserved: _,
             } = plan;
             let Some(&id) = ids.get(name.as_str()) else {
                 self.out.conflicts.push(format!("{name}: no group id left"));
@@ -65,10 +67,10 @@ impl Builder<'_> {
                     .state
                     .groups
                     .insert(group_id, select_group(part, bucket_table));
-                endpoints.extend(part.iter().map(|(b, ip)| (protocol, *ip, b.port)));
+                endpoints.extend(part.iter().map(|b| (protocol, b.ip, b.port)));
                 groups.push(ServiceGroup {
                     id: group_id,
-                    backends: part.iter().map(|(b, _)| *b).collect(),
+                    backends: part.clone(),
                 });
             }
             let select = match groups.as_slice() {
@@ -77,7 +79,7 @@ impl Builder<'_> {
                 _ => self.chain(&name, id, c, &groups),
             };
             let actions = match affinity {
-                Some(timeout) => self.affinity(&name, id, c, timeout, &groups, select),
+                Some(timeout) => self.affinity(&name, id, c, family, timeout, &groups, select),
                 // A big service's slot ranges in table 42 are keyed by `reg5`.
                 None if groups.len() > 1 => {
                     let mut a = vec![set(reg::SERVICE_ID, id)];
@@ -93,10 +95,12 @@ impl Builder<'_> {
             // the uplink (`reg0=1`) at 10 above, and the same addresses without it take those
             // cluster-wide actions.
             let in_cluster = if external_scope {
-                internal_actions.get(&(protocol, service_port)).cloned()
+                internal_actions
+                    .get(&(protocol, service_port, family))
+                    .cloned()
             } else if cluster_scope {
                 // Every endpoint, for in-cluster traffic to the external addresses only.
-                internal_actions.insert((protocol, service_port), actions.clone());
+                internal_actions.insert((protocol, service_port, family), actions.clone());
                 self.out.services.insert(
                     name,
                     ServicePortState {
@@ -108,30 +112,25 @@ impl Builder<'_> {
                 continue;
             } else {
                 if service.internal_traffic_policy == TrafficPolicy::Cluster {
-                    internal_actions.insert((protocol, service_port), actions.clone());
+                    internal_actions.insert((protocol, service_port, family), actions.clone());
                 }
                 None
             };
-            let restricted = lb_source_ranges(service);
+            let restricted = lb_source_ranges(service, family);
             for (address, port) in &addresses {
-                let mut m = l4(protocol).with(Field::Ipv4Dst, u32::from(*address));
+                let mut m = l4_of(family, protocol).with(family.dst(), addr_value(*address));
                 if *port != ANY_PORT {
                     m.insert(openflow::OxmField::exact(dst_port_field(protocol), *port));
                 }
-                let is_lb =
-                    *port == service_port && service.lb_ingress_ips.contains(&IpAddr::V4(*address));
+                let is_lb = *port == service_port && service.lb_ingress_ips.contains(address);
                 // (priority, match, actions); empty actions drop.
                 let mut flows: Vec<(u16, Match, Vec<Action>)> = Vec::new();
                 match &restricted {
                     Some(ranges) if is_lb => {
                         // Only the listed sources reach an LB IP; other new connections
                         // are dropped, as kube-proxy's firewall chain drops them.
-                        for &(net, mask) in ranges {
-                            let allowed = if mask == u32::MAX {
-                                m.clone().with(Field::Ipv4Src, net)
-                            } else {
-                                m.clone().with_masked(Field::Ipv4Src, net, mask)
-                            };
+                        for &net in ranges {
+                            let allowed = with_net(m.clone(), family.src(), net);
                             flows.push((100, allowed, actions.clone()));
                         }
                         flows.push((90, m, Vec::new()));
@@ -173,35 +172,26 @@ impl Builder<'_> {
                 },
             );
         }
-        // Answer ARP from the uplink for external and LB addresses that land on this node.
+        // Answer ARP (IPv4) and neighbour solicitations (IPv6) from the uplink for external
+        // and LB addresses that land on this node.
         if let Some(uplink) = bindings.uplink {
-            let announced: BTreeSet<Ipv4Addr> = service
+            let announced: BTreeSet<IpAddr> = service
                 .external_ips
                 .iter()
                 .chain(&service.lb_ingress_ips)
-                .filter_map(v4)
+                .copied()
                 .collect();
             for ip in announced {
-                let m = arp_request()
-                    .with(reg::FROM_UPLINK, 1u32)
-                    .with(Field::ArpTpa, u32::from(ip));
-                self.flow(
-                    table::ARP,
-                    200,
-                    m,
-                    cookie::make(cookie::NODE, 0),
-                    apply(arp_reply_for(uplink.mac, ip)),
-                );
+                self.answer_on_uplink(uplink.mac, ip, cookie::make(cookie::NODE, 0));
             }
         }
         // An endpoint's DNAT flow is the same whichever service renders it, so services that
         // share an endpoint share the flow.
         for (protocol, ip, port) in endpoints {
-            let m = l4(protocol)
-                .with(reg::ENDPOINT_IP, u32::from(ip))
+            let m = with_endpoint(l4_of(Family::of(&ip), protocol), ip)
                 .with(reg::ENDPOINT_PORT, u32::from(port));
             let dnat = Nat::dnat(ip, (port != ANY_PORT).then_some(port));
-            let c = cookie::make(cookie::ENDPOINT, u32::from(ip));
+            let c = cookie::make(cookie::ENDPOINT, endpoint_cookie_id(ip));
             self.flow(
                 table::ENDPOINT,
                 100,
@@ -217,54 +207,45 @@ impl Builder<'_> {
         }
     }
 
-    /// Says which of the service's IPv6 addresses and endpoints get no flows: svcflow programs
-    /// IPv4 only for now, and an address it skips must not be skipped silently.
-    pub(super) fn ipv6_not_served(&mut self, service: &Service, plans: &[PortPlan]) {
-        let addresses: BTreeSet<&IpAddr> = service
-            .cluster_ips
-            .iter()
-            .chain(&service.external_ips)
-            .chain(&service.lb_ingress_ips)
-            .filter(|ip| ip.is_ipv6())
-            .collect();
-        for ip in addresses {
+    /// Says which of the service's endpoints serve nothing: those of an IP family the
+    /// service has no address of (an IPv6 endpoint never serves an IPv4 address).
+    pub(super) fn unserved(&mut self, service: &Service, plans: &[PortPlan]) {
+        let Some(plan) = plans.first() else { return };
+        for ip in &plan.unserved {
+            let family = match Family::of(ip) {
+                Family::V4 => "IPv4",
+                Family::V6 => "IPv6",
+            };
             self.out.conflicts.push(format!(
-                "{}: IPv6 address {ip} is not served (svcflow programs IPv4 only for now)",
-                service.key
-            ));
-        }
-        let endpoints: BTreeSet<IpAddr> = plans
-            .iter()
-            .flat_map(|p| p.found.iter().map(|b| b.ip))
-            .filter(IpAddr::is_ipv6)
-            .collect();
-        for ip in endpoints {
-            self.out.conflicts.push(format!(
-                "{}: IPv6 endpoint {ip} is not used (svcflow programs IPv4 only for now)",
+                "{}: endpoint {ip} is not used: the service has no {family} address",
                 service.key
             ));
         }
     }
 }
 
-/// A LoadBalancer's IPv4 source ranges as (network, mask) pairs, or `None` when its LB IPs
-/// are open to every source: no IPv4 range is listed (kube-proxy filters the ranges by
-/// family), or one of them is `0.0.0.0/0`.
-pub(super) fn lb_source_ranges(service: &Service) -> Option<Vec<(u32, u32)>> {
-    let ranges: Vec<(u32, u32)> = service
+/// The low 32 bits of an endpoint's cookie: its IPv4 address, or an IPv6 address's last 32
+/// bits.
+pub(crate) fn endpoint_cookie_id(ip: IpAddr) -> u32 {
+    match ip {
+        IpAddr::V4(v4) => u32::from(v4),
+        IpAddr::V6(v6) => u128::from(v6) as u32,
+    }
+}
+
+/// A LoadBalancer's source ranges of `family`, or `None` when its LB IPs of that family are
+/// open to every source: no range of the family is listed (kube-proxy filters the ranges by
+/// family), or one of them is `/0`.
+pub(super) fn lb_source_ranges(service: &Service, family: Family) -> Option<Vec<ipnet::IpNet>> {
+    let ranges: Vec<ipnet::IpNet> = service
         .lb_source_ranges
         .iter()
-        .filter_map(|net| match net {
-            ipnet::IpNet::V4(v4) => {
-                let v4 = v4.trunc();
-                Some((u32::from(v4.network()), u32::from(v4.netmask())))
-            }
-            ipnet::IpNet::V6(_) => None,
-        })
+        .filter(|net| Family::of_net(net) == family)
+        .map(|net| net.trunc())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    if ranges.is_empty() || ranges.iter().any(|&(_, mask)| mask == 0) {
+    if ranges.is_empty() || ranges.iter().any(|net| net.prefix_len() == 0) {
         None
     } else {
         Some(ranges)
@@ -273,16 +254,16 @@ pub(super) fn lb_source_ranges(service: &Service) -> Option<Vec<(u32, u32)>> {
 
 /// A select group with one bucket per backend: load the endpoint, then go to `next` (table
 /// 41 to DNAT, or table 44 to learn an affine choice first).
-pub(super) fn select_group(backends: &[V4Backend], next: u8) -> GroupEntry {
+pub(super) fn select_group(backends: &[Backend], next: u8) -> GroupEntry {
     let buckets = backends
         .iter()
-        .map(|(b, ip)| Bucket {
-            weight: b.weight,
-            actions: vec![
-                set(reg::ENDPOINT_IP, u32::from(*ip)),
-                set(reg::ENDPOINT_PORT, u32::from(b.port)),
-                resubmit(next),
-            ],
+        .map(|b| {
+            let mut actions = load_endpoint(b.ip);
+            actions.extend([set(reg::ENDPOINT_PORT, u32::from(b.port)), resubmit(next)]);
+            Bucket {
+                weight: b.weight,
+                actions,
+            }
         })
         .collect();
     GroupEntry {

@@ -18,22 +18,55 @@ impl Builder<'_> {
             c,
             apply(arp_proxy_reply(cfg.gateway_mac)),
         );
-        self.flow(table::ARP, 50, ip(), c, vec![goto(table::UNSNAT)]);
+        // Neighbour discovery, IPv6's ARP: the same proxy answer to every solicitation,
+        // except duplicate address detection's (from `::`), which nobody answers; IPv6
+        // multicast (MLD, router solicitations, DAD) goes no further.
+        self.flow(
+            table::ARP,
+            100,
+            nd_solicit(),
+            c,
+            nd_reply(cfg.gateway_mac, NA_ROUTER),
+        );
+        // An advertisement table 10 built: its target link-layer address is its source MAC.
+        let advert = ip_of(Family::V6)
+            .with(Field::IpProto, 58u8)
+            .with(Field::Icmpv6Type, 136u8)
+            .with(Field::Icmpv6Code, 0u8);
+        self.flow(
+            table::ND_ANSWER,
+            100,
+            advert,
+            c,
+            apply(vec![
+                moved(Field::EthSrc, Field::NdTll),
+                output(OFPP_IN_PORT),
+            ]),
+        );
+        let dad = nd_solicit().with(Field::Ipv6Src, 0u128);
+        self.flow(table::ARP, 110, dad, c, vec![]);
+        let multicast =
+            ip_of(Family::V6).with_masked(Field::Ipv6Dst, 0xffu128 << 120, 0xffu128 << 120);
+        self.flow(table::ARP, 60, multicast, c, vec![]);
+        for family in Family::BOTH {
+            self.flow(table::ARP, 50, ip_of(family), c, vec![goto(table::UNSNAT)]);
+        }
         self.flow(table::ARP, 0, Match::new(), c, vec![]);
         // Hairpin replies are un-SNATed in their own zone before anything else.
-        let loopback = ip().with(Field::Ipv4Dst, u32::from(cfg.loopback_ip));
-        self.flow(
-            table::UNSNAT,
-            100,
-            loopback,
-            c,
-            apply(vec![ct(
-                cfg.hairpin_zone,
-                table::CONNTRACK,
-                false,
-                Some(Nat::default()),
-            )]),
-        );
+        for loopback in [IpAddr::V4(cfg.loopback_ip), IpAddr::V6(cfg.loopback_ip6)] {
+            self.flow(
+                table::UNSNAT,
+                100,
+                to_addr(loopback),
+                c,
+                apply(vec![ct(
+                    cfg.hairpin_zone,
+                    table::CONNTRACK,
+                    false,
+                    Some(Nat::default()),
+                )]),
+            );
+        }
         self.flow(
             table::UNSNAT,
             0,
@@ -41,18 +74,20 @@ impl Builder<'_> {
             c,
             vec![goto(table::CONNTRACK)],
         );
-        self.flow(
-            table::CONNTRACK,
-            0,
-            ip(),
-            c,
-            apply(vec![ct(
-                cfg.service_zone,
-                table::CT_STATE,
-                false,
-                Some(Nat::default()),
-            )]),
-        );
+        for family in Family::BOTH {
+            self.flow(
+                table::CONNTRACK,
+                0,
+                ip_of(family),
+                c,
+                apply(vec![ct(
+                    cfg.service_zone,
+                    table::CT_STATE,
+                    false,
+                    Some(Nat::default()),
+                )]),
+            );
+        }
         self.flow(
             table::CT_STATE,
             200,
@@ -75,27 +110,27 @@ impl Builder<'_> {
             vec![goto(table::HAIRPIN)],
         );
         // Every other new connection is committed, so its replies are +est, not +inv.
-        self.flow(
-            table::SERVICE,
-            0,
-            ip(),
-            c,
-            apply(vec![ct(cfg.service_zone, table::HAIRPIN, true, None)]),
-        );
+        for family in Family::BOTH {
+            self.flow(
+                table::SERVICE,
+                0,
+                ip_of(family),
+                c,
+                apply(vec![ct(cfg.service_zone, table::HAIRPIN, true, None)]),
+            );
+        }
         // Except in the service CIDR: a new connection there that no service port takes (an
         // address no service owns, or a port a service address does not serve) is refused at
         // once, as kube-proxy's nftables mode refuses it, instead of leaving by the uplink to
         // time out. (A /0 "CIDR" would refuse everything; it is not one.)
-        let cidr = cfg.service_cidr;
         let refuse = cookie::make(cookie::REFUSE, 0);
-        if cidr.prefix_len() > 0 {
-            let (net, mask) = (u32::from(cidr.network()), u32::from(cidr.netmask()));
+        let cidrs = [ipnet::IpNet::V4(cfg.service_cidr)]
+            .into_iter()
+            .chain(cfg.service_cidr6.map(ipnet::IpNet::V6));
+        for cidr in cidrs.filter(|c| c.prefix_len() > 0) {
+            let family = Family::of_net(&cidr);
             for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
-                let m = if mask == u32::MAX {
-                    l4(protocol).with(Field::Ipv4Dst, net)
-                } else {
-                    l4(protocol).with_masked(Field::Ipv4Dst, net, mask)
-                };
+                let m = with_net(l4_of(family, protocol), family.dst(), cidr);
                 self.flow(table::SERVICE, 1, m, refuse, apply(vec![reject_action()]));
             }
         }

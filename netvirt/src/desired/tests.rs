@@ -21,7 +21,7 @@ fn a_match_without_its_prerequisite_is_reported_not_rendered() {
     assert!(b.flow(
         table::SERVICE,
         7,
-        l4(Protocol::Tcp).with(Field::TcpDst, 80u16),
+        l4_of(Family::V4, Protocol::Tcp).with(Field::TcpDst, 80u16),
         9,
         vec![]
     ));

@@ -136,7 +136,7 @@ mod tests {
             Node {
                 name: "vm".into(),
                 ips: vec![],
-                pod_cidr: None,
+                pod_cidrs: vec![],
                 labels: Default::default(),
             },
         );
@@ -150,7 +150,7 @@ mod tests {
             Node {
                 name: "n1".into(),
                 ips: vec![],
-                pod_cidr: None,
+                pod_cidrs: vec![],
                 labels: Default::default(),
             },
         );

@@ -129,7 +129,7 @@ pub(crate) fn prepare(
                 names.nodes.insert(*v4, n.name.clone());
             }
         }
-        if let Some(ipnet::IpNet::V4(cidr)) = n.pod_cidr {
+        if let Some(cidr) = n.pod_cidr4() {
             names
                 .pod_cidrs
                 .push((cidr.network(), cidr.prefix_len(), n.name.clone()));

@@ -375,21 +375,40 @@ fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
 }
 
 fn node(f: &Fields<'_>, uid: String) -> Result<K8sNode, RequestError> {
-    let pod_cidr = match f.string("pod-cidr")? {
-        s if s.is_empty() => None,
-        s => Some(s.parse().map_err(|_| {
+    // One CIDR, or a dual-stack pair separated by a comma, at most one of each family.
+    let text = f.string("pod-cidr")?;
+    let mut pod_cidrs: Vec<ipnet::IpNet> = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let net: ipnet::IpNet = part.parse().map_err(|_| {
             RequestError::invalid(
                 f.at("pod-cidr"),
-                format!("`{}` is not a CIDR like 10.244.1.0/24", excerpt(&s)),
+                format!(
+                    "`{}` is not a CIDR like 10.244.1.0/24 (or a pair like \
+                     10.244.1.0/24,fd00:10:244:1::/64)",
+                    excerpt(part)
+                ),
             )
-        })?),
-    };
+        })?;
+        if pod_cidrs.iter().any(|c| {
+            matches!(
+                (c, &net),
+                (ipnet::IpNet::V4(_), ipnet::IpNet::V4(_))
+                    | (ipnet::IpNet::V6(_), ipnet::IpNet::V6(_))
+            )
+        }) {
+            return Err(RequestError::invalid(
+                f.at("pod-cidr"),
+                format!("`{}` has two CIDRs of one IP family", excerpt(&text)),
+            ));
+        }
+        pod_cidrs.push(net);
+    }
     Ok(K8sNode {
         uid,
         host_name: f.name("host-name")?,
         internal_ip: f.ip("internal-ip-address")?,
         external_ip: f.ip("external-ip-address")?,
-        pod_cidr,
+        pod_cidrs,
     })
 }
 
