@@ -11,7 +11,6 @@
 //! holds the refusal meter ([`crate::meter`]) that the refusal flows name.
 
 use openflow::driver::{Error, SwitchHandle};
-use std::net::IpAddr;
 
 use openflow::msg::{Body, CtFlush, CtTuple};
 
@@ -210,8 +209,8 @@ impl Engine {
                 let bodies = stale.iter().map(|s| {
                     // Port 0 (a service forwarding every port): no port in the tuple, which
                     // OVS then does not compare.
-                    let mut orig = CtTuple::default().with_dst(IpAddr::V4(s.address));
-                    let mut reply = CtTuple::default().with_src(IpAddr::V4(s.endpoint));
+                    let mut orig = CtTuple::default().with_dst(s.address);
+                    let mut reply = CtTuple::default().with_src(s.endpoint);
                     if s.port != crate::desired::ANY_PORT {
                         orig = orig.with_dst_port(s.port);
                     }

@@ -786,45 +786,4 @@ mod tests {
             }
         }
     }
-
-    /// Writes the IPv6 replies to a pcap file for a real parser: run with `--ignored`, then
-    /// `tcpdump -vv -r` the file it names; every checksum should be "(correct)".
-    #[test]
-    #[ignore = "writes a file for a manual check with tcpdump"]
-    fn write_ipv6_replies_to_a_pcap() {
-        let mut behind = vec![EXT_DESTINATION, 0, 1, 4, 0, 0, 0, 0];
-        behind.extend_from_slice(&[PROTO_TCP, 0, 1, 4, 0, 0, 0, 0]);
-        behind.extend_from_slice(&syn6());
-        let mut acked = syn6();
-        acked[13] = TCP_ACK;
-        acked[16..18].fill(0);
-        let c = transport_checksum_v6(&CLIENT6, &VIP6, PROTO_TCP, &acked);
-        acked[16..18].copy_from_slice(&c.to_be_bytes());
-        let frames = [
-            frame6(PROTO_TCP, &syn6()),
-            frame6(PROTO_TCP, &acked),
-            frame6(EXT_HOP_BY_HOP, &behind),
-            frame6(PROTO_UDP, &udp6(b"hello")),
-            frame6(PROTO_UDP, &udp6(b"odd")),
-            frame6(PROTO_UDP, &udp6(&[0xab; 3000])),
-            frame6(PROTO_SCTP, &[0x9c, 0x40, 0, 80, 0, 0, 0, 0, 0, 0, 0, 0]),
-        ];
-        let mut pcap = Vec::new();
-        for word in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
-            // Magic, version 2.4 (as two u16s, little-endian), zone, sigfigs, snaplen, Ethernet.
-            pcap.extend_from_slice(&word.to_le_bytes());
-        }
-        for f in &frames {
-            for packet in [f.clone(), reply(f).unwrap()] {
-                let len = (packet.len() as u32).to_le_bytes();
-                pcap.extend_from_slice(&[0; 8]);
-                pcap.extend_from_slice(&len);
-                pcap.extend_from_slice(&len);
-                pcap.extend_from_slice(&packet);
-            }
-        }
-        let path = std::env::temp_dir().join("svcflow-reject-ipv6.pcap");
-        std::fs::write(&path, pcap).unwrap();
-        println!("wrote {}", path.display());
-    }
 }

@@ -293,11 +293,11 @@ pub struct StaleConntrack {
     /// IP protocol (17 or 132).
     pub ip_proto: u8,
     /// The service address and port the client connected to.
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     /// The service port (0: every port, see [`crate::desired::ANY_PORT`]).
     pub port: u16,
-    /// The endpoint that is gone.
-    pub endpoint: Ipv4Addr,
+    /// The endpoint that is gone (of the address's family).
+    pub endpoint: IpAddr,
     /// Its port (0: every port).
     pub endpoint_port: u16,
 }
@@ -330,16 +330,13 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
     let mut out = Vec::new();
     for (name, was) in &old.services {
         let now = new.and_then(|n| n.services.get(name));
-        let gone: Vec<(Ipv4Addr, u16)> = was
+        let gone: Vec<(IpAddr, u16)> = was
             .backends
             .iter()
             .filter(|b| {
                 now.is_none_or(|n| !n.backends.iter().any(|x| x.ip == b.ip && x.port == b.port))
             })
-            .filter_map(|b| match b.ip {
-                IpAddr::V4(ip) => Some((ip, b.port)),
-                IpAddr::V6(_) => None,
-            })
+            .map(|b| (b.ip, b.port))
             .collect();
         if gone.is_empty() {
             continue;
@@ -361,16 +358,23 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
                 _ => continue,
             }
             .map_or(Some(crate::desired::ANY_PORT), |p| u16::try_from(p).ok());
-            let (Some(address), Some(port)) = (
-                value(Field::Ipv4Dst).and_then(|a| u32::try_from(a).ok()),
-                port,
-            ) else {
+            let address = match (value(Field::Ipv4Dst), value(Field::Ipv6Dst)) {
+                (Some(a), _) => u32::try_from(a).ok().map(|a| IpAddr::V4(Ipv4Addr::from(a))),
+                (None, Some(a)) => Some(IpAddr::V6(std::net::Ipv6Addr::from(a))),
+                (None, None) => None,
+            };
+            let (Some(address), Some(port)) = (address, port) else {
                 continue;
             };
-            for &(endpoint, endpoint_port) in &gone {
+            // A port's backends share its addresses' family; a flow of the other family
+            // (a dual-stack port's other plan has its own name) never pairs with them.
+            for &(endpoint, endpoint_port) in gone
+                .iter()
+                .filter(|(e, _)| e.is_ipv6() == address.is_ipv6())
+            {
                 out.push(StaleConntrack {
                     ip_proto,
-                    address: Ipv4Addr::from(address),
+                    address,
                     port,
                     endpoint,
                     endpoint_port,
