@@ -21,6 +21,10 @@ pub struct HostSpec {
     pub ofport: u16,
     /// Default gateway, if any.
     pub gateway: Option<String>,
+    /// An IPv6 address with prefix length (a dual-stack host), e.g. `fd00:10:244::11/64`.
+    pub ip6: Option<String>,
+    /// The IPv6 default gateway, if any.
+    pub gateway6: Option<String>,
 }
 
 impl HostSpec {
@@ -32,7 +36,21 @@ impl HostSpec {
             mac: mac.to_string(),
             ofport,
             gateway: None,
+            ip6: None,
+            gateway6: None,
         }
+    }
+
+    /// Adds an IPv6 address (with prefix length) and, if given, an IPv6 default route.
+    pub fn with_ipv6(mut self, ip6: &str, gateway6: Option<&str>) -> Self {
+        self.ip6 = Some(ip6.to_string());
+        self.gateway6 = gateway6.map(str::to_string);
+        self
+    }
+
+    /// The IPv6 address without its prefix length.
+    pub fn addr6(&self) -> Option<&str> {
+        self.ip6.as_deref().and_then(|ip| ip.split('/').next())
     }
 
     /// Adds a default route via `gateway`.
@@ -62,6 +80,11 @@ impl Host {
     /// The host's IP address, without prefix length.
     pub fn ip(&self) -> &str {
         self.spec.addr()
+    }
+
+    /// The host's IPv6 address, without prefix length, if it has one.
+    pub fn ip6(&self) -> Option<&str> {
+        self.spec.addr6()
     }
 
     /// The host's MAC address.

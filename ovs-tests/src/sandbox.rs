@@ -451,6 +451,23 @@ impl Sandbox {
                 "ip", "route", "add", "default", "via", gateway, "dev", "eth0",
             ])?;
         }
+        if let Some(ip6) = &host.spec.ip6 {
+            // IPv6 in the namespace, without duplicate address detection (the switch answers
+            // neighbour solicitations for the gateway, and drops DAD's).
+            for knob in ["all", "default", "eth0"] {
+                host.run(&[
+                    "sysctl",
+                    "-qw",
+                    &format!("net.ipv6.conf.{knob}.disable_ipv6=0"),
+                ])?;
+            }
+            host.run(&["ip", "-6", "addr", "add", ip6, "dev", "eth0", "nodad"])?;
+            if let Some(gateway6) = &host.spec.gateway6 {
+                host.run(&[
+                    "ip", "-6", "route", "add", "default", "via", gateway6, "dev", "eth0",
+                ])?;
+            }
+        }
         // The node's own stack must not answer for packets that OVS reads from this veth.
         self.node(&["ip", "link", "set", "dev", &port, "up", "arp", "off"])?;
         self.node(&[

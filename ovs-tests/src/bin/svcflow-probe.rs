@@ -63,12 +63,12 @@ fn serve(args: &[String]) -> Result<(), String> {
         let name = name.clone();
         match proto {
             "tcp" => {
-                let listener = TcpListener::bind(("0.0.0.0", port))
+                let listener = bind_any(port, |a| TcpListener::bind(a))
                     .map_err(|e| format!("bind tcp:{port}: {e}"))?;
                 threads.push(std::thread::spawn(move || serve_tcp(listener, &name)));
             }
             "udp" => {
-                let socket = UdpSocket::bind(("0.0.0.0", port))
+                let socket = bind_any(port, |a| UdpSocket::bind(a))
                     .map_err(|e| format!("bind udp:{port}: {e}"))?;
                 threads.push(std::thread::spawn(move || serve_udp(socket, &name)));
             }
@@ -81,6 +81,29 @@ fn serve(args: &[String]) -> Result<(), String> {
         let _ = thread.join();
     }
     Ok(())
+}
+
+/// Binds `port` on `[::]`, which on Linux also takes IPv4 (as IPv4-mapped addresses), so one
+/// server answers both families; in a namespace without IPv6 (`EAFNOSUPPORT`, or IPv6
+/// disabled: `EADDRNOTAVAIL`), on `0.0.0.0`. Any other error is the error.
+fn bind_any<T>(port: u16, bind: impl Fn(SocketAddr) -> std::io::Result<T>) -> std::io::Result<T> {
+    match bind(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port))) {
+        Err(e) if matches!(e.raw_os_error(), Some(97 | 99)) => {
+            bind(SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)))
+        }
+        other => other,
+    }
+}
+
+/// A peer's address as the client knows it: an IPv4 client of a dual-stack socket is seen as
+/// an IPv4-mapped IPv6 address, printed here as the IPv4 address it is.
+fn peer_ip(peer: SocketAddr) -> std::net::IpAddr {
+    match peer.ip() {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 fn serve_tcp(listener: TcpListener, name: &str) {
@@ -107,7 +130,7 @@ fn answer_tcp(mut stream: TcpStream, name: &str) {
     }
     // `--peer` clients ask who the server saw: `NAME@IP`, the connection's source address.
     let body = match stream.peer_addr() {
-        Ok(peer) if head.starts_with(PEER_REQUEST) => format!("{name}@{}\n", peer.ip()),
+        Ok(peer) if head.starts_with(PEER_REQUEST) => format!("{name}@{}\n", peer_ip(peer)),
         _ => format!("{name}\n"),
     };
     let response = format!(
@@ -148,7 +171,7 @@ fn serve_udp(socket: UdpSocket, name: &str) {
     let mut buf = [0u8; 2048];
     while let Ok((n, peer)) = socket.recv_from(&mut buf) {
         let answer = if &buf[..n] == PEER_DATAGRAM {
-            format!("{name}@{}", peer.ip())
+            format!("{name}@{}", peer_ip(peer))
         } else {
             name.to_string()
         };
@@ -243,7 +266,12 @@ fn attempts(options: &ConnectOptions, stop: Option<&AtomicBool>) -> Result<(), S
     let mut out = std::io::stdout().lock();
     // One UDP socket for all attempts keeps the 5-tuple fixed, as a long-lived client would.
     let udp_socket = if options.udp {
-        let socket = UdpSocket::bind(("0.0.0.0", options.src_port)).map_err(|e| e.to_string())?;
+        let local: std::net::IpAddr = if options.target.is_ipv6() {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        let socket = UdpSocket::bind((local, options.src_port)).map_err(|e| e.to_string())?;
         socket
             .set_read_timeout(Some(options.timeout))
             .map_err(|e| e.to_string())?;
