@@ -32,7 +32,7 @@ pub const MULTIPATH_BASIS: u16 = 0x5356;
 
 /// At most this many buckets in one group of IPv6 endpoints: an IPv6 bucket loads four
 /// registers where an IPv4 one loads one (`desired::services::select_group`), so it is about
-/// twice as long. `group_mods_fit_in_one_message` checks both limits with the real encoder.
+/// twice as long. `netvirt/tests/group_limits.rs` checks both limits with the real encoder.
 pub const GROUP_BUCKETS_MAX_V6: usize = 400;
 
 /// The bucket limit for endpoints of `ip`'s family.

@@ -67,6 +67,7 @@ fn the_pipeline_document_quotes_only_real_output() {
         "pod-macs",
         "overlay",
         "minimal-form",
+        "dual-stack",
     ] {
         let (flows, groups) = render(&root.join("tests/scenarios").join(name));
         rendered.push_str(&flows);
