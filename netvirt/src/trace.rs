@@ -109,9 +109,17 @@ impl TraceRequest {
             .to
             .rsplit_once(':')
             .ok_or_else(|| format!("to: {:?} is not IP:PORT", excerpt(&self.to)))?;
-        let ip: Ipv4Addr = ip
-            .parse()
-            .map_err(|_| format!("to: {:?} is not an IPv4 address", excerpt(ip)))?;
+        let ip: Ipv4Addr = ip.parse().map_err(|_| {
+            let bare = ip.trim_start_matches('[').trim_end_matches(']');
+            if bare.parse::<std::net::Ipv6Addr>().is_ok() {
+                format!(
+                    "to: {:?}: a trace probes IPv4 only; IPv6 traffic is served but not traced yet",
+                    excerpt(ip)
+                )
+            } else {
+                format!("to: {:?} is not an IPv4 address", excerpt(ip))
+            }
+        })?;
         let port: u16 = port
             .parse()
             .ok()

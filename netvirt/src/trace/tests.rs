@@ -376,6 +376,10 @@ fn destinations_parse_with_typed_errors() {
     r.to = "y".repeat(10_000) + ":1";
     let e = r.destination().unwrap_err();
     assert!(e.len() < 200, "{e}");
+    // IPv6 is served but not traced: the error says so, not that the address is malformed.
+    r.to = "[fd00:10:96::10]:80".into();
+    let e = r.destination().unwrap_err();
+    assert!(e.contains("IPv4 only") && e.contains("IPv6"), "{e}");
 }
 
 #[test]
