@@ -71,3 +71,33 @@ fn errors_quote_an_excerpt_of_a_huge_value() {
     assert!(text.len() < 1_000, "{} bytes of error", text.len());
     assert!(text.contains("(1000000 bytes)"), "{text}");
 }
+
+/// A dual-stack node's `pod-cidr` is a pair, one CIDR of each family, as Kubernetes spells
+/// `--cluster-cidr`; two of one family are refused with the member's path. It serializes back
+/// as it was given.
+#[test]
+fn a_dual_stack_pod_cidr_is_a_pair_of_families() {
+    let body = br#"{"k8s-nodes":[{"uid":"n1","host-name":"n1",
+        "pod-cidr":"10.244.1.0/24, fd00:10:244:1::/64"}]}"#;
+    let items = parse::container_body(Kind::Node, body).unwrap();
+    let Item::Node(n) = &items[0] else {
+        panic!("{items:?}")
+    };
+    let cidrs: Vec<String> = n.pod_cidrs.iter().map(ToString::to_string).collect();
+    assert_eq!(cidrs, ["10.244.1.0/24", "fd00:10:244:1::/64"]);
+    let json = serde_json::to_value(n).unwrap();
+    assert_eq!(json["pod-cidr"], "10.244.1.0/24,fd00:10:244:1::/64");
+    for bad in [
+        "10.244.1.0/24,10.244.2.0/24",
+        "fd00::/64,fd01::/64",
+        "10.244.1.0/24,x",
+    ] {
+        let body = format!(r#"{{"k8s-nodes":[{{"uid":"n1","pod-cidr":"{bad}"}}]}}"#);
+        let err = parse::container_body(Kind::Node, body.as_bytes()).unwrap_err();
+        let text = format!("{err}");
+        assert!(
+            text.contains("k8s-nodes[n1].pod-cidr") || text.contains("pod-cidr"),
+            "{bad}: {text}"
+        );
+    }
+}

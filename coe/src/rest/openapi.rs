@@ -324,7 +324,7 @@ fn components() -> Value {
             "K8sNode": { "type": "object", "required": ["uid"], "properties": {
                 "uid": { "type": "string" }, "host-name": { "type": "string" },
                 "internal-ip-address": ip, "external-ip-address": ip,
-                "pod-cidr": { "type": "string", "example": "10.244.1.0/24" },
+                "pod-cidr": { "type": "string", "example": "10.244.1.0/24,fd00:10:244:1::/64", "description": "one CIDR, or a dual-stack pair (one of each IP family) separated by a comma" },
             } },
             "ServiceState": { "type": "object", "properties": {
                 "uid": { "type": "string" }, "network-NS": { "type": "string" }, "name": { "type": "string" },
