@@ -37,6 +37,11 @@ enum Edit {
     Split(usize),
     /// Set service `s`'s internal and external traffic policies (`true`: Local).
     Policy(usize, bool, bool),
+    /// Add an IPv6 endpoint fd00:10:244:9::`n` to service `s`.
+    AddEndpoint6(usize, u8),
+    /// Give service `s` an IPv6 cluster IP fd00:10:96:9::`n` (dual-stack), or take its IPv6
+    /// addresses away.
+    DualStack(usize, u8, bool),
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -49,6 +54,8 @@ fn edit() -> impl Strategy<Value = Edit> {
         (0..8usize, 1..250u8, any::<bool>()).prop_map(|(s, n, same)| Edit::CopyService(s, n, same)),
         (0..4usize).prop_map(Edit::RemovePod),
         (1..4usize).prop_map(Edit::Split),
+        (0..8usize, 1..250u8).prop_map(|(s, n)| Edit::AddEndpoint6(s, n)),
+        (0..8usize, 1..250u8, any::<bool>()).prop_map(|(s, n, on)| Edit::DualStack(s, n, on)),
     ]
 }
 
@@ -80,6 +87,32 @@ fn perform(s: &mut Scenario, e: &Edit) {
                     node_hints: Vec::new(),
                     weight: None,
                 });
+            }
+        }
+        Edit::AddEndpoint6(svc, n) => {
+            if let Some(k) = nth_key(s, svc) {
+                s.model.endpoints.entry(k).or_default().push(Endpoint {
+                    address: format!("fd00:10:244:9::{n:x}").parse().unwrap(),
+                    ports: Vec::new(),
+                    node: Some("n1".to_string()),
+                    conditions: Default::default(),
+                    zone: None,
+                    zone_hints: Vec::new(),
+                    node_hints: Vec::new(),
+                    weight: None,
+                });
+            }
+        }
+        Edit::DualStack(svc, n, on) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(service) = s.model.services.get_mut(&k)
+            {
+                service.cluster_ips.retain(|ip| ip.is_ipv4());
+                if on {
+                    service
+                        .cluster_ips
+                        .push(format!("fd00:10:96:9::{n:x}").parse().unwrap());
+                }
             }
         }
         Edit::Weigh(svc, i, w) => {
