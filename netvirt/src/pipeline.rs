@@ -11,6 +11,9 @@ pub mod table {
     /// Finish a neighbour advertisement table 10 built from a solicitation: its target
     /// link-layer address (a field a flow matching a solicitation may not set).
     pub const ND_ANSWER: u8 = 11;
+    /// Flood within the ingress port's ELAN (its namespace's L2 segment): frames that are not
+    /// routed (not IP, not answered ARP) and IPv6 link-local and multicast traffic.
+    pub const ELAN_FLOOD: u8 = 12;
     /// Un-SNAT hairpin replies (addressed to the virtual loopback IP).
     pub const UNSNAT: u8 = 20;
     /// Track every IP packet in the service zone, un-DNATing replies.

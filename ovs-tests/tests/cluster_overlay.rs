@@ -336,8 +336,8 @@ fn over_geneve_a_namespace_broadcast_reaches_its_pods_on_other_nodes() {
     // Give the tunnel its neighbours first (the datapath resolves its next hop once).
     o.wait_answer("n1-a", &format!("{}:8080", o.ip("n2-a")));
     o.wait_answer("n1-a", &format!("{}:8080", o.ip("n3-a")));
-    // IPv6 is not routed: an all-nodes ping floods the sender's ELAN, which now spans the
-    // cluster. Every pod of the namespace answers, on every node (each once its link-local
+    // IPv6 link-local and multicast traffic is not routed: an all-nodes ping floods the
+    // sender's ELAN, which now spans the cluster. Every pod of the namespace answers, on every node (each once its link-local
     // address has passed duplicate address detection, which a loaded machine can delay: the
     // ping is tried again until then).
     let mut last = String::new();

@@ -638,9 +638,10 @@ fn link_local(host: &Host) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elan_floods_within_its_namespace_only() {
     let node = installed().await;
-    // IPv6 is not IPv4, so it is not routed: its multicast floods the sender's ELAN, which is
-    // its namespace's pods plus the gateway port. An all-nodes ping from p1 is answered by p2
-    // (same namespace) and never by p3 (another namespace).
+    // IPv6 link-local and multicast traffic is not routed: it floods the sender's ELAN, which
+    // is its namespace's pods plus the gateway port (table 12), as the namespace's L2 segment.
+    // An all-nodes ping from p1 is answered by p2 (same namespace, over link-local unicast and
+    // link-local neighbour discovery, flooded too) and never by p3 (another namespace).
     let (p2, p3) = (link_local(node.pod("p2")), link_local(node.pod("p3")));
     let out = node
         .pod("p1")

@@ -166,7 +166,7 @@ impl Builder<'_> {
                     .with(reg::FROM_UPLINK, reg::FROM_TUNNEL)
                     .with(reg::ELAN, elan);
                 self.flow(
-                    table::ARP,
+                    table::ELAN_FLOOD,
                     11,
                     from_tunnel,
                     cookie::make(cookie::ELAN, elan),
@@ -183,7 +183,7 @@ impl Builder<'_> {
             );
             let flood = Match::new().with(reg::ELAN, elan);
             self.flow(
-                table::ARP,
+                table::ELAN_FLOOD,
                 10,
                 flood,
                 cookie::make(cookie::ELAN, elan),

@@ -18,9 +18,11 @@ impl Builder<'_> {
             c,
             apply(arp_proxy_reply(cfg.gateway_mac)),
         );
-        // Neighbour discovery, IPv6's ARP: the same proxy answer to every solicitation,
-        // except duplicate address detection's (from `::`), which nobody answers; IPv6
-        // multicast (MLD, router solicitations, DAD) goes no further.
+        // Neighbour discovery, IPv6's ARP: the same proxy answer to every solicitation of a
+        // routable address. IPv6 link-local and multicast traffic stays on the namespace's L2
+        // segment, its ELAN, as non-IP frames do: duplicate address detection (from `::`),
+        // solicitations of link-local addresses, link-local unicast, MLD, router
+        // solicitations.
         self.flow(
             table::ARP,
             100,
@@ -43,15 +45,33 @@ impl Builder<'_> {
                 output(OFPP_IN_PORT),
             ]),
         );
+        let flood = || vec![goto(table::ELAN_FLOOD)];
         let dad = nd_solicit().with(Field::Ipv6Src, 0u128);
-        self.flow(table::ARP, 110, dad, c, vec![]);
-        let multicast =
-            ip_of(Family::V6).with_masked(Field::Ipv6Dst, 0xffu128 << 120, 0xffu128 << 120);
-        self.flow(table::ARP, 60, multicast, c, vec![]);
+        self.flow(table::ARP, 110, dad, c, flood());
+        let link_local: ipnet::IpNet =
+            ipnet::Ipv6Net::new(std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10)
+                .map(ipnet::IpNet::V6)
+                .unwrap_or_default();
+        let multicast: ipnet::IpNet =
+            ipnet::Ipv6Net::new(std::net::Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8)
+                .map(ipnet::IpNet::V6)
+                .unwrap_or_default();
+        self.flow(
+            table::ARP,
+            105,
+            with_net(nd_solicit(), Field::NdTarget, link_local),
+            c,
+            flood(),
+        );
+        for net in [link_local, multicast] {
+            self.flow(table::ARP, 60, to_net(net), c, flood());
+        }
         for family in Family::BOTH {
             self.flow(table::ARP, 50, ip_of(family), c, vec![goto(table::UNSNAT)]);
         }
-        self.flow(table::ARP, 0, Match::new(), c, vec![]);
+        // Everything else (not IP, and ARP no flow above answered) floods the ELAN.
+        self.flow(table::ARP, 10, Match::new(), c, flood());
+        self.flow(table::ELAN_FLOOD, 0, Match::new(), c, vec![]);
         // Hairpin replies are un-SNATed in their own zone before anything else.
         for loopback in [IpAddr::V4(cfg.loopback_ip), IpAddr::V6(cfg.loopback_ip6)] {
             self.flow(
