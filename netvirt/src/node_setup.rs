@@ -415,6 +415,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_dual_stack_node_gets_its_ipv6_host_side_too() {
+        let node = crate::model::Node {
+            name: "n1".into(),
+            ips: vec![
+                "192.168.50.11".parse().unwrap(),
+                "2001:db8:50::11".parse().unwrap(),
+            ],
+            pod_cidrs: vec![
+                "10.244.3.0/24".parse().unwrap(),
+                "fd00:10:244:3::/64".parse().unwrap(),
+            ],
+            labels: Default::default(),
+        };
+        let config = crate::config::Config {
+            service_cidr6: Some("fd00:10:96::/112".parse().unwrap()),
+            ..Default::default()
+        };
+        let lines: Vec<String> = host_gateway_commands(&NodeSetup::default(), &config, &node)
+            .iter()
+            .map(|c| c.join(" "))
+            .collect();
+        for want in [
+            "ip addr replace fd00:5356::1/128 dev svc-gw nodad",
+            "ip route replace fd00:10:96::/112 via fd00:10:244:3::1 dev svc-gw onlink",
+            "ip route replace fd00:10:244:3::/64 via fd00:10:244:3::1 dev svc-gw onlink",
+            "ip route replace 10.96.0.0/12 via 10.244.3.1 dev svc-gw onlink",
+        ] {
+            assert!(
+                lines.iter().any(|l| l == want),
+                "{want} missing from {lines:#?}"
+            );
+        }
+        let ip6 = lines.last().unwrap();
+        assert!(ip6.starts_with("nft add table ip6 svcflow"), "{ip6}");
+        assert!(
+            ip6.contains(
+                "add rule ip6 svcflow output ip6 daddr { 2001:db8:50::11 } meta l4proto \
+                 { tcp, udp, sctp } th dport 30000-32767 dnat ip6 to fd00:10:244:3::1"
+            ) && ip6.contains("snat ip6 to fd00:5356::1"),
+            "{ip6}"
+        );
+        // The IPv4 table names only IPv4 addresses.
+        let ip4 = lines
+            .iter()
+            .find(|l| l.starts_with("nft add table ip svcflow"))
+            .unwrap();
+        assert!(!ip4.contains("2001:db8"), "{ip4}");
+    }
+
+    #[test]
     fn host_gateway_commands_address_the_port_and_route_services_and_pods() {
         let node = crate::model::Node {
             name: "n1".into(),
