@@ -13,7 +13,7 @@ use crate::{SandboxError, cmd};
 pub struct HostSpec {
     /// Short name, at most 15 bytes: it also names the veth end on the bridge.
     pub name: String,
-    /// Address with prefix length, e.g. `10.0.0.2/24`.
+    /// Address with prefix length, e.g. `10.0.0.2/24`; empty for an IPv6-only host.
     pub ip: String,
     /// MAC address of the host's `eth0`.
     pub mac: String,
@@ -39,6 +39,18 @@ impl HostSpec {
             ip6: None,
             gateway6: None,
         }
+    }
+
+    /// An IPv6-only host: no IPv4 address ([`HostSpec::ip`] is empty), `ip6` (with prefix
+    /// length) and, if given, an IPv6 default route.
+    pub fn ipv6_only(
+        name: &str,
+        ip6: &str,
+        mac: &str,
+        ofport: u16,
+        gateway6: Option<&str>,
+    ) -> Self {
+        Self::new(name, "", mac, ofport).with_ipv6(ip6, gateway6)
     }
 
     /// Adds an IPv6 address (with prefix length) and, if given, an IPv6 default route.

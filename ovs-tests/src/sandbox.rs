@@ -441,7 +441,9 @@ impl Sandbox {
             &host.netns,
         ])?;
         host.run(&["ip", "link", "set", "dev", "eth0", "address", host.mac()])?;
-        host.run(&["ip", "addr", "add", &host.spec.ip, "dev", "eth0"])?;
+        if !host.spec.ip.is_empty() {
+            host.run(&["ip", "addr", "add", &host.spec.ip, "dev", "eth0"])?;
+        }
         host.run(&["ip", "link", "set", "dev", "eth0", "up"])?;
         host.run(&["ip", "link", "set", "dev", "lo", "up"])?;
         // The userspace datapath does not complete partial checksums.
