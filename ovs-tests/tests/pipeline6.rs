@@ -367,6 +367,33 @@ async fn pods_resolve_their_v6_gateway_and_a_pod_without_a_mac_is_learned_from_i
         "p2 should resolve to the gateway MAC: {entry:?}"
     );
 
+    // Duplicate address detection (an NS from `::`) is not answered: were the switch to
+    // answer it like any other solicitation, every new address of a pod would fail DAD.
+    node.pod("p2")
+        .run(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "fd00:10:244::112/64",
+            "dev",
+            "eth0",
+        ])
+        .unwrap();
+    let dad = ovs_tests::wait_for("DAD to finish", Duration::from_secs(10), || {
+        let out = node
+            .pod("p2")
+            .run(&["ip", "-6", "addr", "show", "dev", "eth0"])
+            .ok()?;
+        let line = out
+            .lines()
+            .find(|l| l.contains("fd00:10:244::112/64"))?
+            .to_string();
+        (!line.contains("tentative")).then_some(line)
+    })
+    .unwrap();
+    assert!(!dad.contains("dadfailed"), "{dad}");
+
     // p3 has no MAC in the model: the switch knows none until p3 solicits.
     assert!(node.learned(51).is_empty(), "{:#?}", node.learned(51));
     node.p3_speaks();
@@ -416,6 +443,25 @@ async fn v6_cluster_ips_spread_over_v6_endpoints_and_a_dual_stack_service_answer
             "{client} to {server} (UDP): {got:?}"
         );
     }
+    let ping = node
+        .pod("p1")
+        .output(&[
+            "ping",
+            "-6",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            &node.ip6("p3"),
+        ])
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "p1 cannot ping p3: {}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
 
     // TCP to the v6 cluster IP spreads over both v6 endpoints from several clients.
     let cluster6 = v6("fd00:10:96::10", 80);
@@ -429,6 +475,18 @@ async fn v6_cluster_ips_spread_over_v6_endpoints_and_a_dual_stack_service_answer
     assert!(
         total["p1"] >= 10 && total["p2"] >= 10,
         "uneven spread: {total:?}"
+    );
+
+    // The node port on the pods' v6 gateway address.
+    let gw = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", &v6("fd00:10:244::1", 30080), 10, &[])
+            .unwrap(),
+    );
+    assert!(
+        only(&gw, &web) && gw.values().sum::<usize>() == 10,
+        "gateway NodePort: {gw:?}"
     );
 
     // UDP to the v6 dns6 service: every request from every client answered by an endpoint.
@@ -854,4 +912,162 @@ async fn the_node_host_reaches_the_v6_cluster_ip_and_its_own_v6_node_port() {
         )
         .unwrap();
     assert_eq!(unused, vec![Err("refused".to_string())]);
+}
+
+/// A service whose one endpoint is not on this node: the external host itself
+/// (2001:db8:18::99:8080, "on node n2"), which the node reaches through its uplink. This is
+/// the only way a single node exercises masquerade: a connection that arrives from outside
+/// (the uplink, or the node's host) and leaves for a remote endpoint is SNATed to the node's
+/// IPv6 address, so the endpoint's replies come back through the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_v6_endpoint_is_reached_from_pods_and_masqueraded_from_outside() {
+    let mut node = build();
+    let key = ServiceKey::new("default", "remote6");
+    let mut service = node.scenario.model.services[&ServiceKey::new("default", "web")].clone();
+    service.key = key.clone();
+    service.uid = "remote6".to_string();
+    service.cluster_ips = vec!["fd00:10:96::40".parse().unwrap()];
+    service.ports[0].node_port = Some(30081);
+    let ext6: IpAddr = EXT_IP6.split('/').next().unwrap().parse().unwrap();
+    let endpoint = netvirt::model::Endpoint {
+        address: ext6,
+        ports: Vec::new(),
+        node: Some("n2".to_string()),
+        conditions: Default::default(),
+        zone: None,
+        zone_hints: Vec::new(),
+        node_hints: Vec::new(),
+        weight: None,
+    };
+    node.scenario.model.services.insert(key.clone(), service);
+    node.scenario
+        .model
+        .endpoints
+        .insert(key.clone(), vec![endpoint]);
+    node.connect_controller().await;
+    node.sync().await;
+    let _server = node.ext.serve("ext", &["tcp:8080"]).unwrap();
+    // The external host routes the pods' addresses back through the node.
+    node.ext
+        .run(&[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "fd00:10:244::/64",
+            "via",
+            "2001:db8:18::10",
+            "dev",
+            "eth0",
+        ])
+        .unwrap();
+    let node6: IpAddr = "2001:db8:18::10".parse().unwrap();
+
+    // A pod reaches the outside directly, and the remote endpoint through the cluster IP,
+    // with its own address (pods are not masqueraded).
+    let p1: IpAddr = node.ip6("p1").parse().unwrap();
+    for target in [v6("2001:db8:18::99", 8080), v6("fd00:10:96::40", 80)] {
+        let got = tally(
+            &node
+                .pod("p1")
+                .connect("tcp", &target, 3, &["--peer"])
+                .unwrap(),
+        );
+        assert_eq!(
+            got.get(&format!("ext@{p1}")),
+            Some(&3),
+            "p1 to {target}: {got:?}"
+        );
+    }
+    // From the uplink, through the node port, back out of the uplink: masqueraded to the
+    // node's address, and the replies un-SNATed and un-DNATed on the way back.
+    let got = tally(
+        &node
+            .ext
+            .connect("tcp", &v6("2001:db8:18::10", 30081), 5, &["--peer"])
+            .unwrap(),
+    );
+    assert_eq!(
+        got.get(&format!("ext@{node6}")),
+        Some(&5),
+        "NodePort: {got:?}"
+    );
+    // From the node's host, through svc-gw: masqueraded as well.
+    let got = tally(
+        &node
+            .sb
+            .connect_from_node("tcp", &v6("fd00:10:96::40", 80), 5, &["--peer"])
+            .unwrap(),
+    );
+    assert_eq!(
+        got.get(&format!("ext@{node6}")),
+        Some(&5),
+        "node host: {got:?}"
+    );
+    let ct = node
+        .sb
+        .dump_conntrack(Some(node.scenario.config.hairpin_zone))
+        .unwrap();
+    assert!(
+        ct.lines().any(|l| l.contains("dst=2001:db8:18::99")
+            && l.contains("reply=(src=2001:db8:18::99,dst=2001:db8:18::10")),
+        "{ct}"
+    );
+}
+
+/// A dual-stack service has a group per family: removing one IPv6 endpoint rewrites only the
+/// IPv6 group (and drops that endpoint's DNAT flows), incrementally; new IPv6 connections
+/// stop reaching it while IPv4 still spreads over both pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_v6_endpoint_rewrites_only_the_v6_group() {
+    let mut node = installed().await;
+    let before = node.desired();
+    let key = ServiceKey::new("default", "web");
+    node.scenario
+        .model
+        .endpoints
+        .get_mut(&key)
+        .unwrap()
+        .retain(|e| e.address.to_string() != "fd00:10:244::12");
+    let after = node.desired();
+    let v6_group = after.services["default/web:80/tcp/ipv6"].groups[0].id;
+    let v4_group = after.services["default/web:80/tcp"].groups[0].id;
+    assert_eq!(
+        before.state.groups[&v4_group], after.state.groups[&v4_group],
+        "the IPv4 group changed"
+    );
+    let steps = netvirt::plan::plan(&after.state, &before.state);
+    assert!(
+        steps.iter().all(|s| match s {
+            netvirt::plan::Step::ModifyGroup(id, _) => *id == v6_group,
+            netvirt::plan::Step::DeleteFlow(k) => k.table == netvirt::pipeline::table::ENDPOINT,
+            _ => false,
+        }),
+        "{steps:?}"
+    );
+    let report = node.sync().await;
+    assert_eq!(
+        (report.groups_changed, report.flows_added),
+        (1, 0),
+        "{report:?}"
+    );
+    assert!(report.flows_deleted >= 1, "{report:?}");
+    let v6only = tally(
+        &node
+            .pod("p3")
+            .connect("tcp", &v6("fd00:10:96::10", 80), 20, &[])
+            .unwrap(),
+    );
+    assert_eq!(v6only.get("p1"), Some(&20), "{v6only:?}");
+    let v4 = tally(
+        &node
+            .pod("p1")
+            .connect("tcp", "10.96.0.10:80", 30, &[])
+            .unwrap(),
+    );
+    assert!(
+        v4.get("p1").is_some() && v4.get("p2").is_some(),
+        "IPv4 should still spread: {v4:?}"
+    );
+    assert!(node.sync().await.is_empty());
 }
