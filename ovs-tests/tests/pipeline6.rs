@@ -367,8 +367,18 @@ async fn pods_resolve_their_v6_gateway_and_a_pod_without_a_mac_is_learned_from_i
         "p2 should resolve to the gateway MAC: {entry:?}"
     );
 
-    // Duplicate address detection (an NS from `::`) is not answered: were the switch to
-    // answer it like any other solicitation, every new address of a pod would fail DAD.
+    // Duplicate address detection (an NS from `::`) is dropped, not answered like other
+    // solicitations, and the new address is not found a duplicate.
+    let dad_drops = || {
+        node.sb
+            .flow_stats(BR)
+            .unwrap()
+            .into_iter()
+            .find(|(f, _)| f.contains("table=10, priority=110,icmp6,ipv6_src=::,"))
+            .map(|(_, (_, packets))| packets)
+            .expect("no DAD drop flow")
+    };
+    let dropped = dad_drops();
     node.pod("p2")
         .run(&[
             "ip",
@@ -393,6 +403,10 @@ async fn pods_resolve_their_v6_gateway_and_a_pod_without_a_mac_is_learned_from_i
     })
     .unwrap();
     assert!(!dad.contains("dadfailed"), "{dad}");
+    assert!(
+        dad_drops() > dropped,
+        "p2's DAD solicitation was not dropped"
+    );
 
     // p3 has no MAC in the model: the switch knows none until p3 solicits.
     assert!(node.learned(51).is_empty(), "{:#?}", node.learned(51));
@@ -1070,4 +1084,41 @@ async fn removing_a_v6_endpoint_rewrites_only_the_v6_group() {
         "IPv4 should still spread: {v4:?}"
     );
     assert!(node.sync().await.is_empty());
+}
+
+/// Refusals travel back out of the port they came in by: an external client of an IPv6 node
+/// port without endpoints is refused at once (TCP RST, ICMPv6 port unreachable) through the
+/// uplink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpointless_v6_node_port_refuses_the_external_host_at_once() {
+    let mut node = build();
+    let key = ServiceKey::new("other", "empty6");
+    let service = node.scenario.model.services.get_mut(&key).unwrap();
+    service.kind = netvirt::model::ServiceType::NodePort;
+    service.ports[0].node_port = Some(30090);
+    // And a UDP port on the same node port number.
+    let mut udp = service.ports[0].clone();
+    udp.name = "dns".to_string();
+    udp.protocol = netvirt::model::Protocol::Udp;
+    service.ports.push(udp);
+    node.connect_controller().await;
+    node.sync().await;
+    let started = Instant::now();
+    let target = v6("2001:db8:18::10", 30090);
+    for proto in ["tcp", "udp"] {
+        let got = node
+            .ext
+            .connect(proto, &target, 2, &["--timeout-ms", "3000"])
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![Err("refused".to_string()); 2],
+            "{proto} to {target}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
 }
