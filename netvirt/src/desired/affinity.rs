@@ -12,6 +12,7 @@ impl Builder<'_> {
     /// into table 43 again, which restarts its idle timeout, and DNATed in table 41; anything
     /// else (no remembered endpoint, or one that no longer serves) goes to `select`, whose
     /// buckets come back to table 44 with their choice.
+    #[allow(clippy::too_many_arguments)] // one service port's parts, as its callers hold them
     pub(super) fn affinity(
         &mut self,
         name: &str,

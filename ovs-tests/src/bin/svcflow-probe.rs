@@ -63,13 +63,13 @@ fn serve(args: &[String]) -> Result<(), String> {
         let name = name.clone();
         match proto {
             "tcp" => {
-                let listener = bind_any(port, |a| TcpListener::bind(a))
+                let listener = bind_any(port, TcpListener::bind)
                     .map_err(|e| format!("bind tcp:{port}: {e}"))?;
                 threads.push(std::thread::spawn(move || serve_tcp(listener, &name)));
             }
             "udp" => {
-                let socket = bind_any(port, |a| UdpSocket::bind(a))
-                    .map_err(|e| format!("bind udp:{port}: {e}"))?;
+                let socket =
+                    bind_any(port, UdpSocket::bind).map_err(|e| format!("bind udp:{port}: {e}"))?;
                 threads.push(std::thread::spawn(move || serve_udp(socket, &name)));
             }
             _ => return Err(format!("unknown protocol in `{listen}`")),
