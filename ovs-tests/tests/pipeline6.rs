@@ -303,6 +303,58 @@ fn peers(counts: &BTreeMap<String, usize>) -> Vec<(String, IpAddr)> {
         .collect()
 }
 
+/// Adds `address` (/64) to the host with duplicate address detection and returns its
+/// `ip addr` line once DAD has finished (`dadfailed` if it found a duplicate).
+fn dad(host: &Host, address: &str) -> String {
+    let with_prefix = format!("{address}/64");
+    host.run(&["ip", "-6", "addr", "add", &with_prefix, "dev", "eth0"])
+        .unwrap();
+    ovs_tests::wait_for(
+        &format!("DAD of {address}"),
+        Duration::from_secs(10),
+        || {
+            let out = host
+                .run(&["ip", "-6", "addr", "show", "dev", "eth0"])
+                .ok()?;
+            let line = out.lines().find(|l| l.contains(&with_prefix))?.to_string();
+            (!line.contains("tentative") || line.contains("dadfailed")).then_some(line)
+        },
+    )
+    .unwrap()
+}
+
+/// A host's IPv6 link-local address, once its DAD has finished.
+fn link_local(host: &Host) -> String {
+    ovs_tests::wait_for(
+        "a usable link-local address",
+        Duration::from_secs(10),
+        || {
+            let out = host
+                .run(&[
+                    "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link",
+                ])
+                .ok()?;
+            if out.contains("tentative") {
+                return None;
+            }
+            let addr = out
+                .split_whitespace()
+                .skip_while(|w| *w != "inet6")
+                .nth(1)?;
+            Some(addr.split('/').next()?.to_string())
+        },
+    )
+    .unwrap()
+}
+
+/// Whether `from` gets answers to 2 pings of `target`.
+fn pings(from: &Host, target: &str) -> bool {
+    from.output(&["ping", "-6", "-c", "2", "-i", "0.2", "-W", "1", target])
+        .unwrap()
+        .status
+        .success()
+}
+
 /// The pod's neighbour entry for `address` (`ip -6 neigh show`).
 fn neighbour(host: &Host, address: &str) -> String {
     host.run(&["ip", "-6", "neigh", "show", address, "dev", "eth0"])
@@ -367,45 +419,39 @@ async fn pods_resolve_their_v6_gateway_and_a_pod_without_a_mac_is_learned_from_i
         "p2 should resolve to the gateway MAC: {entry:?}"
     );
 
-    // Duplicate address detection (an NS from `::`) is dropped, not answered like other
-    // solicitations, and the new address is not found a duplicate.
-    let dad_drops = || {
+    // Duplicate address detection (an NS from `::`) is not proxy-answered like other
+    // solicitations, which would fail every new address: it goes over the namespace's L2
+    // segment (the ELAN), where only a real duplicate answers.
+    let dad_flow = || {
         node.sb
             .flow_stats(BR)
             .unwrap()
             .into_iter()
             .find(|(f, _)| f.contains("table=10, priority=110,icmp6,ipv6_src=::,"))
             .map(|(_, (_, packets))| packets)
-            .expect("no DAD drop flow")
+            .expect("no DAD flow")
     };
-    let dropped = dad_drops();
-    node.pod("p2")
-        .run(&[
-            "ip",
-            "-6",
-            "addr",
-            "add",
-            "fd00:10:244::112/64",
-            "dev",
-            "eth0",
-        ])
-        .unwrap();
-    let dad = ovs_tests::wait_for("DAD to finish", Duration::from_secs(10), || {
-        let out = node
-            .pod("p2")
-            .run(&["ip", "-6", "addr", "show", "dev", "eth0"])
-            .ok()?;
-        let line = out
-            .lines()
-            .find(|l| l.contains("fd00:10:244::112/64"))?
-            .to_string();
-        (!line.contains("tentative")).then_some(line)
-    })
-    .unwrap();
-    assert!(!dad.contains("dadfailed"), "{dad}");
+    let before = dad_flow();
+    let fresh = dad(node.pod("p2"), "fd00:10:244::112");
+    assert!(!fresh.contains("dadfailed"), "{fresh}");
     assert!(
-        dad_drops() > dropped,
-        "p2's DAD solicitation was not dropped"
+        dad_flow() > before,
+        "p2's DAD solicitation missed the DAD flow"
+    );
+    // p1's own address, on p2 (same namespace): p1 defends it, and p2 finds the duplicate.
+    let duplicate = dad(node.pod("p2"), &node.ip6("p1"));
+    assert!(duplicate.contains("dadfailed"), "{duplicate}");
+
+    // Link-local addresses are not routed: they stay on the namespace's segment, where p2
+    // (same namespace as p1) answers and p3 (another namespace) is out of reach.
+    let (p2_ll, p3_ll) = (link_local(node.pod("p2")), link_local(node.pod("p3")));
+    assert!(
+        pings(node.pod("p1"), &format!("{p2_ll}%eth0")),
+        "p1 to {p2_ll}"
+    );
+    assert!(
+        !pings(node.pod("p1"), &format!("{p3_ll}%eth0")),
+        "p1 reached {p3_ll}"
     );
 
     // p3 has no MAC in the model: the switch knows none until p3 solicits.
