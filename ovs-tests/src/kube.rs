@@ -10,6 +10,11 @@
 //! sends to a remote endpoint leaves through the uplink and is answered by whatever `ext`
 //! serves. Everything reaches the daemon as Kubernetes JSON through the fake API server.
 //!
+//! [`KubeNode::start_dual_stack`] makes the same cluster dual-stack: both Nodes also have an
+//! IPv6 InternalIP ([`NODE_IP6`], [`REMOTE_NODE_IP6`]) and an IPv6 pod CIDR, `ext` also has
+//! [`EXT_IP6`], and the daemon runs with `--service-cidr6` [`SERVICE_CIDR6`]; pods added with
+//! [`KubeNode::add_dual_stack_pod`] have an address of each family.
+//!
 //! It runs `target/<profile>/svcflow`: `cargo build -p svcflow` first (or set `SVCFLOW_BIN`).
 
 use std::os::fd::AsFd;
@@ -41,6 +46,20 @@ pub const EXT_MAC: &str = "02:00:00:00:00:e1";
 pub const UPLINK_OFPORT: u16 = 5;
 /// The virtual gateway of this node's pods (the first address of its pod CIDR).
 pub const POD_GATEWAY: &str = "10.244.0.1";
+/// Dual-stack clusters: this node's IPv6 InternalIP, on the uplink's IPv6 subnet.
+pub const NODE_IP6: &str = "fd00:50::10";
+/// Dual-stack clusters: the other node's IPv6 InternalIP.
+pub const REMOTE_NODE_IP6: &str = "fd00:50::11";
+/// Dual-stack clusters: the external host's IPv6 address.
+pub const EXT_IP6: &str = "fd00:50::1";
+/// Dual-stack clusters: this node's IPv6 pod CIDR.
+pub const POD_CIDR6: &str = "fd00:10:244::/64";
+/// Dual-stack clusters: the other node's IPv6 pod CIDR.
+pub const REMOTE_POD_CIDR6: &str = "fd00:10:244:1::/64";
+/// Dual-stack clusters: the IPv6 virtual gateway of this node's pods.
+pub const POD_GATEWAY6: &str = "fd00:10:244::1";
+/// Dual-stack clusters: the daemon's `--service-cidr6`.
+pub const SERVICE_CIDR6: &str = "fd00:10:96::/112";
 
 /// One node driven by `svcflow run --kubeconfig` against a fake API server; see the module
 /// docs. Fields drop in order: the daemon, the API server, its runtime, then the sandbox.
@@ -135,14 +154,29 @@ pub fn endpoint(ip: &str, node: &str, conditions: Conditions) -> Value {
 }
 
 /// EndpointSlice `name` of `service` in `default`, with `ports` (a JSON array of
-/// `{name, protocol, port}`) and `endpoints` (see [`endpoint`]).
+/// `{name, protocol, port}`) and `endpoints` (see [`endpoint`]), of address type IPv4.
 pub fn slice(service: &str, name: &str, ports: Value, endpoints: Vec<Value>) -> EndpointSlice {
+    slice_of("IPv4", service, name, ports, endpoints)
+}
+
+/// [`slice`] of address type `IPv6`.
+pub fn slice6(service: &str, name: &str, ports: Value, endpoints: Vec<Value>) -> EndpointSlice {
+    slice_of("IPv6", service, name, ports, endpoints)
+}
+
+fn slice_of(
+    address_type: &str,
+    service: &str,
+    name: &str,
+    ports: Value,
+    endpoints: Vec<Value>,
+) -> EndpointSlice {
     from(json!({
         "metadata": {"namespace": "default", "name": name,
                      "labels": {"kubernetes.io/service-name": service,
                                 "endpointslice.kubernetes.io/managed-by":
                                     "endpointslice-controller.k8s.io"}},
-        "addressType": "IPv4",
+        "addressType": address_type,
         "ports": ports,
         "endpoints": endpoints,
     }))
@@ -217,10 +251,32 @@ impl KubeNode {
         })
     }
 
+    /// [`KubeNode::start`] on a dual-stack cluster (see the module docs), the daemon with
+    /// `--service-cidr6` [`SERVICE_CIDR6`].
+    pub fn start_dual_stack() -> KubeNode {
+        Self::start_with(true, |sb, kubeconfig| {
+            let more = [
+                "--host-node",
+                NODE,
+                "--log-level",
+                "debug",
+                "--service-cidr6",
+                SERVICE_CIDR6,
+            ];
+            let daemon = Daemon::start_kube(sb, 1, kubeconfig, &more)
+                .unwrap_or_else(|e| panic!("cannot start svcflow: {e}"));
+            vec![daemon]
+        })
+    }
+
     /// [`KubeNode::start`] with the daemons `start` returns (given the sandbox and the
     /// kubeconfig's text): the first is [`KubeNode::daemon`], the others
     /// [`KubeNode::others`].
     pub fn start_daemons(start: impl FnOnce(&Sandbox, &str) -> Vec<Daemon>) -> KubeNode {
+        Self::start_with(false, start)
+    }
+
+    fn start_with(dual_stack: bool, start: impl FnOnce(&Sandbox, &str) -> Vec<Daemon>) -> KubeNode {
         let rt = tokio::runtime::Runtime::new()
             .unwrap_or_else(|e| panic!("cannot start a tokio runtime: {e}"));
         let mut sb =
@@ -247,8 +303,11 @@ impl KubeNode {
         if let Err(e) = ready {
             panic!("{e}\ndaemon log:\n{}", daemon.log());
         }
-        let spec = HostSpec::new("ext", &format!("{EXT_IP}/24"), EXT_MAC, UPLINK_OFPORT)
+        let mut spec = HostSpec::new("ext", &format!("{EXT_IP}/24"), EXT_MAC, UPLINK_OFPORT)
             .with_gateway(NODE_IP);
+        if dual_stack {
+            spec = spec.with_ipv6(&format!("{EXT_IP6}/64"), Some(NODE_IP6));
+        }
         let ext = sb
             .add_host(BR, spec)
             .unwrap_or_else(|e| panic!("cannot add the external host: {e}"));
@@ -269,14 +328,29 @@ impl KubeNode {
             sb,
         };
         node.apply::<Namespace>(json!({"metadata": {"name": "default"}}));
-        for (name, ip, cidr) in [
-            (NODE, NODE_IP, "10.244.0.0/24"),
-            (REMOTE_NODE, REMOTE_NODE_IP, "10.244.1.0/24"),
+        for (name, ip, cidr, ip6, cidr6) in [
+            (NODE, NODE_IP, "10.244.0.0/24", NODE_IP6, POD_CIDR6),
+            (
+                REMOTE_NODE,
+                REMOTE_NODE_IP,
+                "10.244.1.0/24",
+                REMOTE_NODE_IP6,
+                REMOTE_POD_CIDR6,
+            ),
         ] {
+            let (addresses, cidrs) = if dual_stack {
+                (vec![ip, ip6], vec![cidr, cidr6])
+            } else {
+                (vec![ip], vec![cidr])
+            };
+            let addresses: Vec<Value> = addresses
+                .into_iter()
+                .map(|a| json!({"type": "InternalIP", "address": a}))
+                .collect();
             node.apply::<Node>(json!({
                 "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-                "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
-                "status": {"addresses": [{"type": "InternalIP", "address": ip}]},
+                "spec": {"podCIDR": cidr, "podCIDRs": cidrs},
+                "status": {"addresses": addresses},
             }));
         }
         node
@@ -341,13 +415,29 @@ impl KubeNode {
     /// bound by the iface-id rule `<namespace>_<name>`, and its Pod object (with its MAC in
     /// the `svcflow.io/mac-address` annotation).
     pub fn add_pod(&mut self, name: &str, ip: &str, ofport: u16) -> Host {
+        self.add_pod_with(name, ip, None, ofport)
+    }
+
+    /// [`KubeNode::add_pod`] with an IPv6 address `ip6` (in [`POD_CIDR6`]) too: its IPv6
+    /// default route is via [`POD_GATEWAY6`], and its Pod's `status.podIPs` lists both.
+    pub fn add_dual_stack_pod(&mut self, name: &str, ip: &str, ip6: &str, ofport: u16) -> Host {
+        self.add_pod_with(name, ip, Some(ip6), ofport)
+    }
+
+    fn add_pod_with(&mut self, name: &str, ip: &str, ip6: Option<&str>, ofport: u16) -> Host {
         let last = ip
             .rsplit('.')
             .next()
             .and_then(|o| o.parse::<u8>().ok())
             .unwrap_or_else(|| panic!("bad pod address {ip}"));
         let mac = format!("0a:58:0a:f4:00:{last:02x}");
-        let spec = HostSpec::new(name, &format!("{ip}/24"), &mac, ofport).with_gateway(POD_GATEWAY);
+        let mut spec =
+            HostSpec::new(name, &format!("{ip}/24"), &mac, ofport).with_gateway(POD_GATEWAY);
+        let mut pod_ips = vec![json!({"ip": ip})];
+        if let Some(ip6) = ip6 {
+            spec = spec.with_ipv6(&format!("{ip6}/64"), Some(POD_GATEWAY6));
+            pod_ips.push(json!({"ip": ip6}));
+        }
         let host = self
             .sb
             .add_host(BR, spec)
@@ -365,7 +455,7 @@ impl KubeNode {
             "metadata": {"namespace": "default", "name": name,
                          "annotations": {"svcflow.io/mac-address": mac}},
             "spec": {"nodeName": NODE, "containers": []},
-            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]},
+            "status": {"phase": "Running", "podIP": ip, "podIPs": pod_ips},
         }));
         host
     }
