@@ -423,6 +423,8 @@ impl Translator {
                 pod_cidrs.push(net);
             }
         }
+        // IPv4 first, as the module docs say, whichever family `spec.podCIDRs` lists first.
+        pod_cidrs.sort_by_key(|c| matches!(c, IpNet::V6(_)));
         if let Some(ip) = internal {
             let remote = match ip {
                 IpAddr::V4(v4) => format!("tcp:{v4}:6640"),
