@@ -97,6 +97,30 @@ fn pods_become_interfaces_bound_by_iface_id() {
 }
 
 #[test]
+fn a_dual_stack_interface_is_listed_once_per_family() {
+    let s = store(&[(
+        Kind::Pod,
+        json!([{ "uid": "p1", "name": "web", "host-ip-address": "198.51.100.2",
+        "interface": [ { "uid": "if-a", "ip-address": "10.244.1.5" },
+                       { "uid": "if-a", "ip-address": "fd00:10:244:1::5" } ] }]),
+    )]);
+    let m = to_model(&s);
+    assert_eq!(m.pods.len(), 1, "one interface, bound once");
+    assert_eq!(
+        m.pods["if-a"].ips,
+        vec![ip("10.244.1.5"), ip("fd00:10:244:1::5")]
+    );
+    // The same uid again with an address of the same family (or none) is refused.
+    for second in [json!("10.244.1.6"), json!("")] {
+        let body = json!({ Kind::Pod.list(): [{ "uid": "p2", "name": "bad",
+            "interface": [ { "uid": "if-b", "ip-address": "10.244.1.7" },
+                           { "uid": "if-b", "ip-address": second } ] }] });
+        let refused = parse::container_body(Kind::Pod, body.to_string().as_bytes());
+        assert!(refused.is_err(), "{second}: {refused:?}");
+    }
+}
+
+#[test]
 fn service_types_and_addresses() {
     let s = store(&[(
         Kind::Service,

@@ -196,6 +196,16 @@ impl Translator {
         let mut ifaces = Vec::new();
         let mut ips = Vec::new();
         for iface in &pod.interface {
+            // The second entry of a dual-stack interface (see the parser): one more address.
+            if ifaces.contains(&iface.uid) {
+                if let (Some(ip), Some(p)) = (iface.ip_address, self.model.pods.get_mut(&iface.uid))
+                {
+                    p.ips.push(ip);
+                    link(&mut self.pod_by_ip, ip, uid, true);
+                    ips.push(ip);
+                }
+                continue;
+            }
             self.model.pods.insert(
                 iface.uid.clone(),
                 PodInterface {

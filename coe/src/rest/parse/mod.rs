@@ -319,7 +319,7 @@ fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
                 .to_string(),
         ),
     };
-    let mut interface = Vec::new();
+    let mut interface: Vec<Interface> = Vec::new();
     for (i, v) in f.list("interface")?.iter().enumerate() {
         let x = f.child("interface", i, v)?;
         let iface_uid = x.string("uid")?;
@@ -350,15 +350,24 @@ fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
                 )
             })?),
         };
-        if interface.iter().any(|i: &Interface| i.uid == iface_uid) {
+        let ip_address = x.ip("ip-address")?;
+        // A dual-stack interface is listed once per family (as Kubernetes lists
+        // `status.podIPs`): the same uid again only with an address of the other family.
+        let other_family = |i: &Interface| match (i.ip_address, ip_address) {
+            (Some(a), Some(b)) => a.is_ipv4() != b.is_ipv4(),
+            _ => false,
+        };
+        let same_uid: Vec<&Interface> = interface.iter().filter(|i| i.uid == iface_uid).collect();
+        if same_uid.len() > 1 || same_uid.iter().any(|i| !other_family(i)) {
             return Err(RequestError::invalid(
                 x.at("uid"),
-                "interface uid given twice",
+                "interface uid given twice (a dual-stack interface is listed once per IP \
+                 family, each time with an address)",
             ));
         }
         interface.push(Interface {
             uid: iface_uid,
-            ip_address: x.ip("ip-address")?,
+            ip_address,
             network_id: x.string("network-id")?,
             network_type,
             segmentation_id,
