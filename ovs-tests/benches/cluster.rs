@@ -223,6 +223,7 @@ fn topology(n: usize) -> Topology {
                     name: format!("n{}-{}", i + 1, char::from(b'a' + j as u8)),
                     namespace: NAMESPACE.into(),
                     ip: Ipv4Addr::new(10, 244, third, 11 + j as u8),
+                    ip6: None,
                     mac: None,
                     mac_source: Default::default(),
                     serve: Some(Vec::new()),
@@ -231,7 +232,9 @@ fn topology(n: usize) -> Topology {
             NodeSpec {
                 name: format!("n{}", i + 1),
                 address: Ipv4Addr::new(192, 168, 50, 10 + third),
+                address6: None,
                 pod_cidr: Ipv4Net::new(Ipv4Addr::new(10, 244, third, 0), 24).unwrap(),
+                pod_cidr6: None,
                 pods,
             }
         })

@@ -46,13 +46,13 @@
 //! killed is reaped by the next [`Sandbox::start`], like a sandbox.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -194,8 +194,19 @@ pub struct NodeSpec {
     pub name: String,
     /// Its underlay address: its InternalIP, where its node ports answer.
     pub address: Ipv4Addr,
+    /// Its IPv6 address on the underlay, if any: posted as the k8s-node's
+    /// `external-ip-address` (REST has one internal address), so its switch answers
+    /// neighbour solicitations for it on the uplink and its node ports answer there too. A
+    /// routed underlay (`encap = "none"`) needs it to route the node's IPv6 pod CIDR: Linux
+    /// refuses IPv6 routes with an IPv4 next hop ("IPv6 does not support RTA_VIA").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address6: Option<Ipv6Addr>,
     /// Its pods' range; the first address is their virtual gateway.
     pub pod_cidr: Ipv4Net,
+    /// Its pods' IPv6 range, if the node is dual-stack; the first address after the
+    /// network is their IPv6 virtual gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_cidr6: Option<Ipv6Net>,
     /// Its pods.
     #[serde(default)]
     pub pods: Vec<PodSpec>,
@@ -205,6 +216,20 @@ impl NodeSpec {
     /// The pods' virtual gateway: the pod CIDR's first host address.
     pub fn gateway(&self) -> Ipv4Addr {
         self.pod_cidr.hosts().next().unwrap_or(self.pod_cidr.addr())
+    }
+
+    /// The pods' IPv6 virtual gateway: the first address after the IPv6 pod CIDR's network.
+    pub fn gateway6(&self) -> Option<Ipv6Addr> {
+        self.pod_cidr6
+            .map(|c| Ipv6Addr::from(u128::from(c.network()).wrapping_add(1)))
+    }
+
+    /// `pod-cidr` as posted over REST: the IPv4 CIDR, and the IPv6 one after a comma.
+    pub fn rest_pod_cidr(&self) -> String {
+        match self.pod_cidr6 {
+            Some(v6) => format!("{},{v6}", self.pod_cidr),
+            None => self.pod_cidr.to_string(),
+        }
     }
 }
 
@@ -220,6 +245,9 @@ pub struct PodSpec {
     pub namespace: String,
     /// Its address, in its node's pod CIDR.
     pub ip: Ipv4Addr,
+    /// Its IPv6 address, in its node's IPv6 pod CIDR (a dual-stack pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip6: Option<Ipv6Addr>,
     /// Its interface's MAC; `0a:58:` and the address's four bytes by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
@@ -306,8 +334,10 @@ pub struct ServiceSpec {
     /// Its namespace; `default` by default.
     #[serde(default = "default_namespace")]
     pub namespace: String,
-    /// Its cluster IP, in the service CIDR (10.96.0.0/12).
-    pub cluster_ip: Ipv4Addr,
+    /// Its cluster IP, in the service CIDR (10.96.0.0/12), or in the IPv6 service CIDR given
+    /// to svcflow (`--service-cidr6`): an IPv6 service, whose endpoints are its pods' IPv6
+    /// addresses.
+    pub cluster_ip: IpAddr,
     /// The port on the cluster IP.
     pub port: u16,
     /// The endpoints' port; `port` by default.
@@ -430,6 +460,11 @@ impl Topology {
         Self::parse(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))
     }
 
+    /// Whether some node has an IPv6 pod CIDR: the router then forwards IPv6 too.
+    pub fn dual_stack(&self) -> bool {
+        self.nodes.iter().any(|n| n.pod_cidr6.is_some())
+    }
+
     /// The node named `name`.
     pub fn node(&self, name: &str) -> Option<&NodeSpec> {
         self.nodes.iter().find(|n| n.name == name)
@@ -499,6 +534,7 @@ impl Topology {
         let mut addresses = BTreeSet::from([router]);
         let mut names = BTreeSet::new();
         let mut pod_ips = BTreeSet::new();
+        let mut pod_ips6 = BTreeSet::new();
         let underlay_ok = |ip: Ipv4Addr| {
             self.underlay.subnet.contains(&ip)
                 && ip != self.underlay.subnet.network()
@@ -525,6 +561,28 @@ impl Topology {
                     "node {}: pod CIDR {} overlaps another node's",
                     node.name, node.pod_cidr
                 )));
+            }
+            if node.pod_cidr6.is_some() && self.underlay.encap == "none" && node.address6.is_none()
+            {
+                return Err(invalid(format!(
+                    "node {}: with encap none, an IPv6 pod CIDR needs the node's `address6`: \
+                     the underlay routes it there (Linux has no IPv6 route via an IPv4 next hop)",
+                    node.name
+                )));
+            }
+            if let Some(mine) = node.pod_cidr6 {
+                let overlaps = self.nodes.iter().any(|o| {
+                    o.name != node.name
+                        && o.pod_cidr6.is_some_and(|c| {
+                            c.contains(&mine.network()) || mine.contains(&c.network())
+                        })
+                });
+                if overlaps {
+                    return Err(invalid(format!(
+                        "node {}: IPv6 pod CIDR {mine} overlaps another node's",
+                        node.name
+                    )));
+                }
             }
             for pod in &node.pods {
                 let ifname_ok = !pod.name.is_empty()
@@ -563,6 +621,24 @@ impl Topology {
                         node.gateway()
                     )));
                 }
+                match (pod.ip6, node.pod_cidr6) {
+                    (None, _) => {}
+                    (Some(ip6), Some(cidr6))
+                        if cidr6.contains(&ip6)
+                            && ip6 != cidr6.network()
+                            && Some(ip6) != node.gateway6()
+                            && pod_ips6.insert(ip6) => {}
+                    (Some(ip6), _) => {
+                        return Err(invalid(format!(
+                            "pod {}: IPv6 address {ip6} must be a free address of node {}'s \
+                             IPv6 pod CIDR ({}) other than its gateway",
+                            pod.name,
+                            node.name,
+                            node.pod_cidr6
+                                .map_or_else(|| "none".to_string(), |c| c.to_string()),
+                        )));
+                    }
+                }
                 if let Some(mac) = &pod.mac {
                     let ok = mac.split(':').count() == 6
                         && mac
@@ -599,11 +675,21 @@ impl Topology {
                 return Err(invalid(format!("service {}: ports start at 1", s.key())));
             }
             for ep in &s.endpoints {
-                if self.pod(ep).is_none() {
-                    return Err(invalid(format!(
-                        "service {}: endpoint `{ep}` is no pod of the topology",
-                        s.key()
-                    )));
+                match self.pod(ep) {
+                    None => {
+                        return Err(invalid(format!(
+                            "service {}: endpoint `{ep}` is no pod of the topology",
+                            s.key()
+                        )));
+                    }
+                    Some((_, pod)) if s.cluster_ip.is_ipv6() && pod.ip6.is_none() => {
+                        return Err(invalid(format!(
+                            "service {}: an IPv6 service needs IPv6 endpoints, and pod `{ep}` \
+                             has no IPv6 address",
+                            s.key()
+                        )));
+                    }
+                    Some(_) => {}
                 }
             }
         }
@@ -972,11 +1058,21 @@ impl Lab {
         Ok(())
     }
 
-    /// The endpoint addresses of each group on node `node`'s switch, one set per group
+    /// The IPv4 endpoint addresses of each group on node `node`'s switch, one set per group
     /// (read from the buckets' `set_field:…->reg3`).
     pub fn group_endpoints(&self, node: &str) -> Result<Vec<BTreeSet<Ipv4Addr>>, SandboxError> {
         let text = self.node(node)?.dump_groups(BR)?;
-        Ok(parse_group_endpoints(&text))
+        Ok(parse_group_endpoints(&text)
+            .into_iter()
+            .map(|g| {
+                g.into_iter()
+                    .filter_map(|ip| match ip {
+                        IpAddr::V4(v4) => Some(v4),
+                        IpAddr::V6(_) => None,
+                    })
+                    .collect()
+            })
+            .collect())
     }
 
     /// Whether node `node`'s switch holds every pod of the node and every service, each with
@@ -985,25 +1081,31 @@ impl Lab {
         let index = self.index(node)?;
         let n = &self.nodes[index];
         let flows = n.sandbox.dump_flows(BR)?;
-        let pods_ok = n
-            .spec
-            .pods
-            .iter()
-            .all(|p| flows.contains(&format!("ip,nw_dst={} actions=", p.ip)));
-        let services_ok = self
-            .topology
-            .services
-            .iter()
-            .all(|s| flows.contains(&format!("nw_dst={},tp_dst={}", s.cluster_ip, s.port)));
+        let pods_ok = n.spec.pods.iter().all(|p| {
+            flows.contains(&format!("ip,nw_dst={} actions=", p.ip))
+                && p.ip6
+                    .is_none_or(|ip6| flows.contains(&format!("ipv6,ipv6_dst={ip6} actions=")))
+        });
+        let services_ok = self.topology.services.iter().all(|s| {
+            let dst = match s.cluster_ip {
+                IpAddr::V4(ip) => format!("nw_dst={ip}"),
+                IpAddr::V6(ip) => format!("ipv6_dst={ip}"),
+            };
+            flows.contains(&format!("{dst},tp_dst={}", s.port))
+        });
         if !(pods_ok && services_ok) {
             return Ok(false);
         }
         let groups = parse_group_endpoints(&n.sandbox.dump_groups(BR)?);
         let groups_ok = self.topology.services.iter().all(|s| {
-            let want: BTreeSet<Ipv4Addr> = s
+            let want: BTreeSet<IpAddr> = s
                 .endpoints
                 .iter()
-                .filter_map(|p| self.topology.pod(p).map(|(_, pod)| pod.ip))
+                .filter_map(|p| {
+                    self.topology
+                        .pod(p)
+                        .and_then(|(_, pod)| endpoint_ip(s, pod))
+                })
                 .collect();
             want.is_empty() || groups.contains(&want)
         });
@@ -1054,6 +1156,8 @@ impl Lab {
                 name: n.spec.name.clone(),
                 address: n.spec.address,
                 pod_cidr: n.spec.pod_cidr,
+                address6: n.spec.address6,
+                pod_cidr6: n.spec.pod_cidr6,
                 netns: n.sandbox.node_netns().to_string(),
                 dir: n.sandbox.dir().to_path_buf(),
                 mgmt_ip: n.mgmt_ip,
@@ -1067,6 +1171,7 @@ impl Lab {
                             .pod(&h.spec.name)
                             .map(|(_, p)| p.namespace.clone()),
                         ip: h.ip().parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
+                        ip6: h.ip6().and_then(|ip| ip.parse().ok()),
                         mac: h.mac().to_string(),
                         mac_source: self
                             .topology
@@ -1093,6 +1198,7 @@ impl Lab {
                 name: h.spec.name.clone(),
                 namespace: None,
                 ip: h.ip().parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
+                ip6: None,
                 mac: h.mac().to_string(),
                 mac_source: MacSource::Model,
                 netns: h.netns.clone(),
@@ -1155,6 +1261,17 @@ impl Lab {
             "net.ipv4.conf.default.rp_filter=0",
         ] {
             self.ns_run(&ns, &["sysctl", "-qw", key])?;
+        }
+        if self.topology.dual_stack() {
+            // The router forwards the pods' IPv6 too (with `encap = "none"`, to the nodes'
+            // `address6`).
+            for key in [
+                "net.ipv6.conf.all.disable_ipv6=0",
+                "net.ipv6.conf.default.disable_ipv6=0",
+                "net.ipv6.conf.all.forwarding=1",
+            ] {
+                self.ns_run(&ns, &["sysctl", "-qw", key])?;
+            }
         }
         let router = self.topology.underlay.router();
         match self.topology.underlay.kind {
@@ -1446,6 +1563,15 @@ impl Lab {
                     "dev",
                     &peer,
                 ])?;
+                if let (Some(cidr6), Some(node_ip6)) = (spec.pod_cidr6, spec.address6) {
+                    // Via the node's IPv6 address, for which its switch answers neighbour
+                    // solicitations on the uplink (never for its pods' addresses).
+                    let (cidr6, node_ip6) = (cidr6.to_string(), node_ip6.to_string());
+                    run(&["ip", "-6", "route", "add", &node_ip6, "dev", &peer])?;
+                    run(&[
+                        "ip", "-6", "route", "add", &cidr6, "via", &node_ip6, "dev", &peer,
+                    ])?;
+                }
             }
             UnderlayKind::L2 => {
                 run(&["ip", "link", "set", "dev", &peer, "master", "br0", "up"])?;
@@ -1462,6 +1588,13 @@ impl Lab {
                     "dev",
                     "br0",
                 ])?;
+                if let (Some(cidr6), Some(node_ip6)) = (spec.pod_cidr6, spec.address6) {
+                    let (cidr6, node_ip6) = (cidr6.to_string(), node_ip6.to_string());
+                    run(&["ip", "-6", "route", "add", &node_ip6, "dev", "br0"])?;
+                    run(&[
+                        "ip", "-6", "route", "add", &cidr6, "via", &node_ip6, "dev", "br0",
+                    ])?;
+                }
             }
         }
         Ok(())
@@ -1472,8 +1605,12 @@ impl Lab {
         let n = &self.nodes[index];
         let node = netvirt::model::Node {
             name: n.spec.name.clone(),
-            ips: vec![n.spec.address.into()],
-            pod_cidrs: vec![ipnet::IpNet::V4(n.spec.pod_cidr)],
+            ips: std::iter::once(IpAddr::V4(n.spec.address))
+                .chain(n.spec.address6.map(IpAddr::V6))
+                .collect(),
+            pod_cidrs: std::iter::once(ipnet::IpNet::V4(n.spec.pod_cidr))
+                .chain(n.spec.pod_cidr6.map(ipnet::IpNet::V6))
+                .collect(),
             labels: BTreeMap::new(),
         };
         let setup = netvirt::node_setup::NodeSetup::default();
@@ -1504,8 +1641,14 @@ impl Lab {
                 .and_then(|j| FIRST_POD_OFPORT.checked_add(j))
                 .ok_or_else(|| invalid("too many pods on one node"))?;
             let ip = format!("{}/{}", pod.ip, spec.pod_cidr.prefix_len());
-            let host_spec =
+            let mut host_spec =
                 HostSpec::new(&pod.name, &ip, &pod.mac(), ofport).with_gateway(&gateway);
+            if let (Some(ip6), Some(cidr6), Some(gateway6)) =
+                (pod.ip6, spec.pod_cidr6, spec.gateway6())
+            {
+                let ip6 = format!("{ip6}/{}", cidr6.prefix_len());
+                host_spec = host_spec.with_ipv6(&ip6, Some(&gateway6.to_string()));
+            }
             let sb = &mut self.nodes[index].sandbox;
             let host = sb.add_host(BR, host_spec)?;
             // The CNI's part: bind the interface to the pod and, for `attached`, say its MAC,
@@ -1606,12 +1749,16 @@ impl Lab {
         .map_err(|e| self.with_log(e))?;
         let t = &self.topology;
         for node in &t.nodes {
-            let body = json!({"k8s-node:k8s-nodes": [{
+            let mut body = json!({
                 "k8s-node:uid": node.name,
                 "k8s-node:host-name": node.name,
                 "k8s-node:internal-ip-address": node.address.to_string(),
-                "k8s-node:pod-cidr": node.pod_cidr.to_string(),
-            }]});
+                "k8s-node:pod-cidr": node.rest_pod_cidr(),
+            });
+            if let Some(address6) = node.address6 {
+                body["k8s-node:external-ip-address"] = json!(address6.to_string());
+            }
+            let body = json!({"k8s-node:k8s-nodes": [body]});
             self.rest(
                 "PUT",
                 &format!("k8s-node:k8s-nodes-info/k8s-nodes/{}", node.name),
@@ -1620,17 +1767,24 @@ impl Lab {
         }
         for node in &t.nodes {
             for pod in &node.pods {
+                // A dual-stack interface is listed once per family.
+                let interfaces: Vec<serde_json::Value> = std::iter::once(IpAddr::V4(pod.ip))
+                    .chain(pod.ip6.map(IpAddr::V6))
+                    .map(|ip| {
+                        json!({
+                            "pod:uid": pod.name,
+                            "pod:ip-address": ip.to_string(),
+                            "pod:network-type": "FLAT",
+                        })
+                    })
+                    .collect();
                 let body = json!({"pod:pods": [{
                     "pod:uid": pod.name,
                     "pod:name": pod.name,
                     "pod:network-NS": pod.namespace,
                     "pod:host-ip-address": node.address.to_string(),
                     "pod:port-mac-address": pod.model_mac(),
-                    "pod:interface": [{
-                        "pod:uid": pod.name,
-                        "pod:ip-address": pod.ip.to_string(),
-                        "pod:network-type": "FLAT",
-                    }],
+                    "pod:interface": interfaces,
                 }]});
                 self.rest(
                     "PUT",
@@ -1719,8 +1873,10 @@ fn endpoints_body(topology: &Topology, s: &ServiceSpec) -> Result<String, Sandbo
         let (node, spec) = topology
             .pod(pod)
             .ok_or_else(|| invalid(format!("service {}: no pod `{pod}`", s.key())))?;
+        let ip = endpoint_ip(s, spec)
+            .ok_or_else(|| invalid(format!("service {}: pod `{pod}` has no IPv6", s.key())))?;
         addresses.push(json!({
-            "service:ip-address": spec.ip.to_string(),
+            "service:ip-address": ip.to_string(),
             "service:node-name": node.name,
         }));
     }
@@ -1736,6 +1892,14 @@ fn endpoints_body(topology: &Topology, s: &ServiceSpec) -> Result<String, Sandbo
         }],
     }]});
     Ok(body.to_string())
+}
+
+/// The address of pod `pod` as an endpoint of service `s`: of the cluster IP's family.
+fn endpoint_ip(s: &ServiceSpec, pod: &PodSpec) -> Option<IpAddr> {
+    match s.cluster_ip {
+        IpAddr::V4(_) => Some(IpAddr::V4(pod.ip)),
+        IpAddr::V6(_) => pod.ip6.map(IpAddr::V6),
+    }
 }
 
 /// `curl` against svcflow's REST northbound inside `netns`.
@@ -1773,21 +1937,53 @@ fn rest_at(
     }
 }
 
-/// Every group's endpoint addresses, from `ovs-ofctl dump-groups` text.
-pub fn parse_group_endpoints(dump: &str) -> Vec<BTreeSet<Ipv4Addr>> {
+/// Every group's endpoint addresses, from `ovs-ofctl dump-groups` text: IPv4 endpoints from
+/// the buckets' `set_field:…->reg3`, IPv6 ones from `reg12`..`reg15` (most significant
+/// first), or `xxreg3` if `ovs-ofctl` prints them as one.
+pub fn parse_group_endpoints(dump: &str) -> Vec<BTreeSet<IpAddr>> {
     dump.lines()
         .filter(|l| l.contains("group_id="))
         .map(|line| {
-            line.split("set_field:0x")
-                .skip(1)
-                .filter_map(|rest| {
-                    let (hex, after) = rest.split_once("->")?;
-                    after
-                        .starts_with("reg3")
-                        .then(|| u32::from_str_radix(hex, 16).ok().map(Ipv4Addr::from))
-                        .flatten()
-                })
-                .collect()
+            let mut ips = BTreeSet::new();
+            for bucket in line.split("bucket=").skip(1) {
+                let mut words = [None; 4];
+                for rest in bucket.split("set_field:").skip(1) {
+                    let Some((value, after)) = rest.split_once("->") else {
+                        continue;
+                    };
+                    // `0x…`, or `0` for a zero word.
+                    let hex = value.strip_prefix("0x").unwrap_or(value);
+                    let reg: String = after
+                        .chars()
+                        .take_while(char::is_ascii_alphanumeric)
+                        .collect();
+                    match reg.as_str() {
+                        "reg3" => {
+                            if let Ok(v) = u32::from_str_radix(hex, 16) {
+                                ips.insert(IpAddr::V4(Ipv4Addr::from(v)));
+                            }
+                        }
+                        "xxreg3" => {
+                            if let Ok(v) = u128::from_str_radix(hex, 16) {
+                                ips.insert(IpAddr::V6(Ipv6Addr::from(v)));
+                            }
+                        }
+                        "reg12" | "reg13" | "reg14" | "reg15" => {
+                            let i = usize::from(reg.as_bytes()[4] - b'2');
+                            words[i] = u32::from_str_radix(hex, 16).ok();
+                        }
+                        _ => {}
+                    }
+                }
+                if let [Some(a), Some(b), Some(c), Some(d)] = words {
+                    let v = (u128::from(a) << 96)
+                        | (u128::from(b) << 64)
+                        | (u128::from(c) << 32)
+                        | u128::from(d);
+                    ips.insert(IpAddr::V6(Ipv6Addr::from(v)));
+                }
+            }
+            ips
         })
         .collect()
 }
@@ -1853,6 +2049,12 @@ pub struct NodeState {
     pub address: Ipv4Addr,
     /// Its pod CIDR.
     pub pod_cidr: Ipv4Net,
+    /// Its IPv6 underlay address, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address6: Option<Ipv6Addr>,
+    /// Its IPv6 pod CIDR, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_cidr6: Option<Ipv6Net>,
     /// Its namespace.
     pub netns: String,
     /// Its sandbox directory (`run/db.sock`, `run/br-int.mgmt`, `log/`).
@@ -1872,6 +2074,9 @@ pub struct HostState {
     pub namespace: Option<String>,
     /// Its address.
     pub ip: Ipv4Addr,
+    /// Its IPv6 address, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip6: Option<Ipv6Addr>,
     /// Its MAC.
     pub mac: String,
     /// Where svcflow gets the MAC from (pods).
@@ -2019,9 +2224,17 @@ impl LabState {
                 last_log_value(&log, &format!("node {}: its switch is connection ", n.name));
             let revision =
                 last_log_value(&log, &format!("node {}: synced model revision ", n.name));
+            let v6 = match (n.address6, n.pod_cidr6) {
+                (None, None) => String::new(),
+                (address6, pods6) => format!(
+                    "  IPv6 {}  pods {}",
+                    address6.map_or_else(|| "-".to_string(), |a| a.to_string()),
+                    pods6.map_or_else(|| "-".to_string(), |c| c.to_string())
+                ),
+            };
             let _ = writeln!(
                 out,
-                "node {}  {}  pods {}  mgmt {}  netns {}",
+                "node {}  {}  pods {}{v6}  mgmt {}  netns {}",
                 n.name, n.address, n.pod_cidr, n.mgmt_ip, n.netns
             );
             let _ = writeln!(
@@ -2037,9 +2250,10 @@ impl LabState {
                     MacSource::Attached => " (MAC from attached-mac)",
                     MacSource::None => " (MAC learned from its ARP)",
                 };
+                let ip6 = p.ip6.map(|ip| format!(" {ip}")).unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "  pod {:<12} {:<10} {:<15} {}{source}  netns {}",
+                    "  pod {:<12} {:<10} {:<15} {}{source}{ip6}  netns {}",
                     p.name,
                     p.namespace.as_deref().unwrap_or("default"),
                     p.ip,
@@ -2054,10 +2268,9 @@ impl LabState {
         for s in &self.services {
             let _ = writeln!(
                 out,
-                "service {}  {}:{}/{} -> {}{}  endpoints: {}",
+                "service {}  {}/{} -> {}{}  endpoints: {}",
                 s.key(),
-                s.cluster_ip,
-                s.port,
+                std::net::SocketAddr::new(s.cluster_ip, s.port),
                 s.protocol.as_str(),
                 s.target(),
                 s.node_port
@@ -2165,9 +2378,18 @@ mod tests {
         assert_eq!(
             parse_group_endpoints(dump),
             [BTreeSet::from([
-                Ipv4Addr::new(10, 244, 2, 11),
-                Ipv4Addr::new(10, 244, 3, 11)
+                IpAddr::V4(Ipv4Addr::new(10, 244, 2, 11)),
+                IpAddr::V4(Ipv4Addr::new(10, 244, 3, 11))
             ])]
+        );
+        let dump6 = " group_id=2,type=select,bucket=actions=set_field:0xfd000010->reg12,\
+             set_field:0x2440002->reg13,set_field:0->reg14,set_field:0x11->reg15,\
+             set_field:0x1f90->reg4,resubmit(,41)\n";
+        assert_eq!(
+            parse_group_endpoints(dump6),
+            [BTreeSet::from(["fd00:10:244:2::11"
+                .parse::<IpAddr>()
+                .unwrap()])]
         );
     }
 }
