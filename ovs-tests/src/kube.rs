@@ -460,11 +460,13 @@ impl KubeNode {
         host
     }
 
-    /// Gives `ext` the address `ip` of a pod on `n2` (on its loopback): what svcflow sends to
-    /// that endpoint leaves through the uplink and is answered by `ext`'s servers.
+    /// Gives `ext` the address `ip` (IPv4, or IPv6 on a dual-stack cluster) of a pod on `n2`
+    /// (on its loopback): what svcflow sends to that endpoint leaves through the uplink and
+    /// is answered by `ext`'s servers.
     pub fn add_remote_pod_ip(&self, ip: &str) {
+        let len = if ip.contains(':') { 128 } else { 32 };
         self.ext
-            .run(&["ip", "addr", "add", &format!("{ip}/32"), "dev", "lo"])
+            .run(&["ip", "addr", "add", &format!("{ip}/{len}"), "dev", "lo"])
             .unwrap_or_else(|e| panic!("cannot add {ip} to ext: {e}"));
     }
 

@@ -10,7 +10,11 @@
 //! - the node port answers from the external host on the node's IPv6 InternalIP (and on its
 //!   IPv4 one), the local endpoints seeing the client's own address;
 //! - an update of the IPv6 slice alone (one endpoint removed) changes the IPv6 cluster IP and
-//!   node port only: IPv4 keeps both endpoints.
+//!   node port only: IPv4 keeps both endpoints;
+//! - an IPv6 endpoint on the other node (an address of the external host, served as `n2`):
+//!   a pod reaches it over TCP and UDP through the cluster IP with its own source, and the
+//!   node port from outside reaches it masqueraded to the node's IPv6 InternalIP, so that
+//!   the reply comes back through the node, as for IPv4.
 //!
 //! It runs `target/<profile>/svcflow`: `cargo build -p svcflow` first (or set `SVCFLOW_BIN`).
 
@@ -18,7 +22,10 @@
 
 use std::collections::BTreeMap;
 
-use ovs_tests::kube::{Conditions, EXT_IP, EXT_IP6, KubeNode, NODE, NODE_IP, NODE_IP6, endpoint};
+use ovs_tests::kube::{
+    Conditions, EXT_IP, EXT_IP6, KubeNode, NODE, NODE_IP, NODE_IP6, POD_CIDR6, REMOTE_NODE,
+    endpoint,
+};
 use ovs_tests::kube::{service, slice, slice6};
 use ovs_tests::{Host, tally};
 use serde_json::json;
@@ -160,6 +167,82 @@ fn a_dual_stack_service_serves_each_family_from_its_own_slice() {
     assert!(
         spread_over(&outside4, &["pa", "pb"], EXT_IP),
         "the IPv4 node port after the IPv6 slice update: {outside4:?}\n{}",
+        k.daemon.log()
+    );
+}
+
+#[test]
+fn an_ipv6_endpoint_on_another_node_is_reached_and_node_port_traffic_to_it_is_masqueraded() {
+    const REMOTE_POD6: &str = "fd00:10:244:1::21";
+    const VIP: &str = "fd00:10:96::81";
+    let mut k = KubeNode::start_dual_stack();
+    let pc = k.add_dual_stack_pod("pc", "10.244.0.13", "fd00:10:244::13", 13);
+    k.add_remote_pod_ip(REMOTE_POD6);
+    let ext = k.ext.clone();
+    let _server = ext.serve(REMOTE_NODE, &["tcp:8080", "udp:5353"]).unwrap();
+    k.put(&service(
+        "remote6",
+        json!({"type": "NodePort", "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv6"],
+               "clusterIP": VIP, "clusterIPs": [VIP],
+               "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080,
+                          "nodePort": 30081},
+                         {"name": "dns", "protocol": "UDP", "port": 53, "targetPort": 5353}]}),
+        None,
+    ));
+    k.put(&slice6(
+        "remote6",
+        "remote6-1",
+        json!([{"name": "http", "protocol": "TCP", "port": 8080},
+               {"name": "dns", "protocol": "UDP", "port": 5353}]),
+        vec![endpoint(REMOTE_POD6, REMOTE_NODE, Conditions::READY)],
+    ));
+    let pc6 = pc.ip6().unwrap().to_string();
+    let from_pod = format!("{REMOTE_NODE}@{pc6}");
+    let vip = format!("[{VIP}]:80");
+    k.wait("the IPv6 cluster IP to reach the endpoint on n2", || {
+        (peers(&k, &pc, &vip, 5).get(&from_pod) == Some(&5)).then_some(())
+    });
+    let tcp = peers(&k, &pc, &vip, 20);
+    assert_eq!(
+        tcp.get(&from_pod),
+        Some(&20),
+        "TCP from a pod to {vip}: {tcp:?}\n{}",
+        k.daemon.log()
+    );
+    // `svcflow-probe serve` answers UDP from the address its route picks, not from the one
+    // it was asked on: make n2's pod address the source of what `ext` sends to this node's
+    // pods, as the pod itself would answer (else the reply, from `ext`'s own address, matches
+    // no connection and never reaches the client; IPv4 would be no different).
+    ext.run(&[
+        "ip",
+        "-6",
+        "route",
+        "add",
+        POD_CIDR6,
+        "via",
+        NODE_IP6,
+        "dev",
+        "eth0",
+        "src",
+        REMOTE_POD6,
+    ])
+    .unwrap();
+    let udp = tally(&k.connect(&pc, "udp", &format!("[{VIP}]:53"), 5, &["--peer"]));
+    assert_eq!(
+        udp.get(&from_pod),
+        Some(&5),
+        "UDP from a pod to [{VIP}]:53: {udp:?}\n{}",
+        k.daemon.log()
+    );
+    // From outside, to the node port on the node's IPv6 InternalIP: the endpoint is on
+    // another node, so the connection is SNATed to that address (its replies must come back
+    // through this node to be un-NATed).
+    let node_port = format!("[{NODE_IP6}]:30081");
+    let outside = peers(&k, &ext, &node_port, 10);
+    assert_eq!(
+        outside.get(&format!("{REMOTE_NODE}@{NODE_IP6}")),
+        Some(&10),
+        "from outside to {node_port}: {outside:?}\n{}",
         k.daemon.log()
     );
 }
