@@ -19,6 +19,8 @@ use ovs_tests::{SandboxError, wait_for};
 
 const TOPOLOGY: &str = include_str!("../../lab/three-nodes.toml");
 const VIP: &str = "10.96.0.10:80";
+/// The IPv6 service's cluster IP and port.
+const VIP6: &str = "[fd00:10:96::10]:80";
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
 
 fn main() -> ExitCode {
@@ -246,6 +248,45 @@ fn run() -> Result<(), SandboxError> {
         .services
         .pop()
         .ok_or_else(|| invalid("three-nodes.toml has no service"))?;
+    // The demo's cluster is dual-stack: each node also gets an IPv6 address on the underlay
+    // (the router routes its IPv6 pod CIDR to it) and an IPv6 pod CIDR, each pod an IPv6
+    // address, and service web a twin on an IPv6 cluster IP.
+    for (k, node) in topology.nodes.iter_mut().enumerate() {
+        let n = k as u16 + 1;
+        node.address6 = Some(std::net::Ipv6Addr::new(
+            0xfd00,
+            0x50,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0x10 + n,
+        ));
+        node.pod_cidr6 = Some(
+            ipnet::Ipv6Net::new(
+                std::net::Ipv6Addr::new(0xfd00, 0x10, 0x244, n, 0, 0, 0, 0),
+                64,
+            )
+            .map_err(|e| invalid(e.to_string()))?,
+        );
+        for pod in &mut node.pods {
+            // 10.244.1.12 -> fd00:10:244:1::12: the same digits, read in hex.
+            let last = u16::from_str_radix(&pod.ip.octets()[3].to_string(), 16)
+                .map_err(|e| invalid(e.to_string()))?;
+            pod.ip6 = Some(std::net::Ipv6Addr::new(
+                0xfd00, 0x10, 0x244, n, 0, 0, 0, last,
+            ));
+        }
+    }
+    let web6 = ovs_tests::lab::ServiceSpec {
+        name: "web6".into(),
+        cluster_ip: "fd00:10:96::10"
+            .parse()
+            .map_err(|_| invalid("bad IPv6 cluster IP"))?,
+        node_port: None,
+        ..web.clone()
+    };
 
     println!(
         "== a three-node cluster: each node its own ovsdb-server and ovs-vswitchd (userspace \
@@ -279,10 +320,13 @@ fn run() -> Result<(), SandboxError> {
     );
     for node in lab.node_names() {
         let spec = lab.node_spec(node)?;
+        let v6 = |x: Option<String>| x.map(|x| format!(" and {x}")).unwrap_or_default();
         println!(
-            "   {node}: address {}, pods {} ({})",
+            "   {node}: address {}{}, pods {}{} ({})",
             spec.address,
+            v6(spec.address6.map(|a| a.to_string())),
             spec.pod_cidr,
+            v6(spec.pod_cidr6.map(|c| c.to_string())),
             pods_of(&lab, node)
         );
     }
@@ -318,6 +362,21 @@ fn run() -> Result<(), SandboxError> {
     println!("== ClusterIP: 20 connections from pod n1-b (on n1, which has no endpoint) to {VIP}");
     println!("   n1's switch picks an endpoint and sends the connection across the underlay:");
     connections(&lab, "n1-b", VIP, 20, &["n2-a", "n3-a"])?;
+
+    println!(
+        "== IPv6: service web6 on {VIP6}, the same pods' IPv6 addresses behind it, posted over \
+         REST the same way; 20 connections from pod n1-b"
+    );
+    let posted = Instant::now();
+    lab.put_service(web6)?;
+    lab.wait_synced(Duration::from_secs(30))?;
+    println!(
+        "   every node's switch holds web6's group (IPv6 buckets load the endpoint into \
+         reg12..reg15) {:.0} ms after the first PUT; n1's switch answers the pod's neighbour \
+         solicitation for its IPv6 gateway, and DNATs to [endpoint]:8080:",
+        posted.elapsed().as_secs_f64() * 1e3
+    );
+    connections(&lab, "n1-b", VIP6, 20, &["n2-a", "n3-a"])?;
 
     let n1 = lab.node_spec("n1")?.address;
     let node_port = format!("{n1}:30080");
