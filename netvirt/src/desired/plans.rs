@@ -135,9 +135,11 @@ pub(crate) struct PortPlan {
     /// Its backends of its family.
     pub(super) found: Vec<Backend>,
     pub(super) parts: Vec<Vec<Backend>>,
-    /// The service's endpoints of a family it has no address of, which serve nothing (the
-    /// same list in each of its plans).
+    /// The service's endpoints of a family it has no address of, which serve nothing, and
+    /// its external and LB addresses of a family it has no cluster IP of, which get no flows
+    /// (the same lists in each of its plans).
     pub(super) unserved: Vec<IpAddr>,
+    pub(super) unserved_addresses: Vec<IpAddr>,
 }
 
 /// Plans `service`'s ports on `node`: one per port, IP family and traffic scope, named
@@ -154,6 +156,15 @@ pub(crate) fn service_plans(
         .iter()
         .map(|e| e.address)
         .filter(|ip| !families.contains(&Family::of(ip)))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let unserved_addresses: Vec<IpAddr> = service
+        .external_ips
+        .iter()
+        .chain(&service.lb_ingress_ips)
+        .filter(|ip| !families.contains(&Family::of(ip)))
+        .copied()
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -195,6 +206,7 @@ pub(crate) fn service_plans(
                     found,
                     parts,
                     unserved: unserved.clone(),
+                    unserved_addresses: unserved_addresses.clone(),
                 });
             }
         }

@@ -15,6 +15,10 @@ impl Builder<'_> {
     ) {
         let config = self.config;
         self.unserved(service, &plans);
+        let unserved_addresses: BTreeSet<IpAddr> = plans
+            .first()
+            .map(|p| p.unserved_addresses.iter().copied().collect())
+            .unwrap_or_default();
         let mut endpoints: BTreeSet<(Protocol, IpAddr, u16)> = BTreeSet::new();
         // The actions of each port's cluster scope, for in-cluster traffic to its external
         // addresses (below).
@@ -32,6 +36,7 @@ impl Builder<'_> {
                 found,
                 parts,
                 unserved: _,
+                unserved_addresses: _,
             } = plan;
             let Some(&id) = ids.get(name.as_str()) else {
                 self.out.conflicts.push(format!("{name}: no group id left"));
@@ -179,6 +184,7 @@ impl Builder<'_> {
                 .external_ips
                 .iter()
                 .chain(&service.lb_ingress_ips)
+                .filter(|ip| !unserved_addresses.contains(ip))
                 .copied()
                 .collect();
             for ip in announced {
@@ -207,8 +213,9 @@ impl Builder<'_> {
         }
     }
 
-    /// Says which of the service's endpoints serve nothing: those of an IP family the
-    /// service has no address of (an IPv6 endpoint never serves an IPv4 address).
+    /// Says which of the service's endpoints serve nothing (those of an IP family the service
+    /// has no address of: an IPv6 endpoint never serves an IPv4 address), and which of its
+    /// external and LB addresses get no flows (those of a family it has no cluster IP of).
     pub(super) fn unserved(&mut self, service: &Service, plans: &[PortPlan]) {
         let Some(plan) = plans.first() else { return };
         for ip in &plan.unserved {
@@ -218,6 +225,16 @@ impl Builder<'_> {
             };
             self.out.conflicts.push(format!(
                 "{}: endpoint {ip} is not used: the service has no {family} address",
+                service.key
+            ));
+        }
+        for ip in &plan.unserved_addresses {
+            let family = match Family::of(ip) {
+                Family::V4 => "IPv4",
+                Family::V6 => "IPv6",
+            };
+            self.out.conflicts.push(format!(
+                "{}: address {ip} is not served: the service has no {family} cluster IP",
                 service.key
             ));
         }

@@ -115,3 +115,28 @@ fn source_ranges_restrict_only_lb_ips_and_open_ranges_lift_them() {
         );
     }
 }
+
+#[test]
+fn an_address_of_a_family_the_service_has_no_cluster_ip_of_is_reported_not_dropped() {
+    let mut s = scenario();
+    let key = ServiceKey::new("other", "lb-closed");
+    let before = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(before.conflicts.is_empty(), "{:?}", before.conflicts);
+    s.model
+        .services
+        .get_mut(&key)
+        .unwrap()
+        .external_ips
+        .push("2001:db8::81".parse().unwrap());
+    let after = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(
+        after.state == before.state,
+        "an IPv6 address of an IPv4 service gets no flows, nor a neighbour answer"
+    );
+    assert_eq!(
+        after.conflicts,
+        [format!(
+            "{key}: address 2001:db8::81 is not served: the service has no IPv6 cluster IP"
+        )]
+    );
+}
