@@ -35,6 +35,13 @@ const DEADLINE: Duration = Duration::from_secs(3);
 const GRACE: Duration = Duration::from_millis(500);
 /// How long the installation of the twins, or a node's answer, may take.
 const STEP: Duration = Duration::from_secs(5);
+/// How long the probe waits after the twins are installed. A switch applies a flow table
+/// change to the flows its datapath has cached (megaflows) asynchronously, in its
+/// revalidator threads, after it answered the barrier: a probe sent at once could take a
+/// cached megaflow of earlier real traffic that ignores the DSCP field and meet no twin
+/// (measured on the dual-stack lab: after real traffic, the far node's or the service's
+/// report went missing).
+const SETTLE: Duration = Duration::from_millis(300);
 
 /// What a node's task is asked for a trace.
 pub(crate) struct Ask {
@@ -399,6 +406,7 @@ async fn trace(
     if failure.is_none()
         && let Some(source) = source
     {
+        tokio::time::sleep(SETTLE).await;
         let out = PacketOut {
             buffer_id: u32::MAX,
             in_port: probe.in_port,
