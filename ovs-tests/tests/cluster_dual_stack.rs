@@ -228,6 +228,24 @@ impl DualStack {
             out.starts_with("tcp6,") && out.contains(&format!("ipv6_src={a},ipv6_dst={b},")),
             "{r:#}"
         );
+        // The text names the same path in ovs-ofctl terms.
+        let args = [
+            "trace",
+            "--node",
+            "n1",
+            "--from",
+            "default/n1-a",
+            "--to",
+            VIP6,
+        ];
+        let out = self.lab.svcflow(&args).unwrap_or_else(|e| self.fail(&e));
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!("svcflow trace printed:\n{text}");
+        assert!(
+            text.contains(&format!("nat: dst {VIP6} -> [{b}]:8080"))
+                && text.contains("n2 table=60 output: output to port"),
+            "{text}"
+        );
         // The same service over IPv4 still traces the same way.
         let r4 = self
             .trace("default/n1-a", VIP4)
