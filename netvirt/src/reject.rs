@@ -293,14 +293,14 @@ fn push_ipv6(out: &mut Vec<u8>, src: &[u8], dst: &[u8], next_header: u8, payload
     out.extend_from_slice(payload);
 }
 
-fn transport_checksum(src: &[u8], dst: &[u8], proto: u8, segment: &[u8]) -> u16 {
+pub(crate) fn transport_checksum(src: &[u8], dst: &[u8], proto: u8, segment: &[u8]) -> u16 {
     let len = (segment.len() as u16).to_be_bytes();
     let pseudo = [0, proto, len[0], len[1]];
     internet_checksum(&[src, dst, &pseudo, segment])
 }
 
 /// The upper-layer checksum over the IPv6 pseudo-header (RFC 8200 §8.1).
-fn transport_checksum_v6(src: &[u8], dst: &[u8], next_header: u8, upper: &[u8]) -> u16 {
+pub(crate) fn transport_checksum_v6(src: &[u8], dst: &[u8], next_header: u8, upper: &[u8]) -> u16 {
     let len = (upper.len() as u32).to_be_bytes();
     let pseudo = [0, 0, 0, next_header];
     internet_checksum(&[src, dst, &len, &pseudo, upper])
@@ -308,7 +308,7 @@ fn transport_checksum_v6(src: &[u8], dst: &[u8], next_header: u8, upper: &[u8]) 
 
 /// RFC 1071 one's-complement sum over the concatenation of `parts` (each of even length,
 /// except possibly the last).
-fn internet_checksum(parts: &[&[u8]]) -> u16 {
+pub(crate) fn internet_checksum(parts: &[&[u8]]) -> u16 {
     let mut sum: u32 = 0;
     for part in parts {
         let mut chunks = part.chunks_exact(2);

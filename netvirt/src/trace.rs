@@ -13,7 +13,7 @@
 //! builds the frame, [`Trace::report`] explains the packet-ins.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use openflow::action::OFPP_CONTROLLER;
 use openflow::field::Field;
@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::flow::{DumpFlow, FlowEntry, FlowKey};
 use crate::pipeline::{cookie, table};
+use crate::reject::{internet_checksum, transport_checksum, transport_checksum_v6};
 
 /// `OFPP_ANY`.
 const OFPP_ANY: u32 = 0xffff_ffff;
@@ -83,15 +84,74 @@ impl std::fmt::Display for Proto {
     }
 }
 
+/// The probe's address family: the destination's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// IPv4 (`ip`, `nw_src`/`nw_dst`).
+    V4,
+    /// IPv6 (`ipv6`, `ipv6_src`/`ipv6_dst`).
+    V6,
+}
+
+impl Family {
+    /// The family of `ip`.
+    pub fn of(ip: IpAddr) -> Family {
+        match ip {
+            IpAddr::V4(_) => Family::V4,
+            IpAddr::V6(_) => Family::V6,
+        }
+    }
+
+    /// Its Ethernet type.
+    pub fn eth_type(self) -> u16 {
+        match self {
+            Family::V4 => 0x0800,
+            Family::V6 => 0x86dd,
+        }
+    }
+
+    fn dst_field(self) -> Field {
+        match self {
+            Family::V4 => Field::Ipv4Dst,
+            Family::V6 => Field::Ipv6Dst,
+        }
+    }
+
+    fn src_field(self) -> Field {
+        match self {
+            Family::V4 => Field::Ipv4Src,
+            Family::V6 => Field::Ipv6Src,
+        }
+    }
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        })
+    }
+}
+
+/// An address as a number, for matching it against a flow's (masked) field.
+fn bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
 /// What to trace, as asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceRequest {
     /// The node whose switch the probe enters.
     pub node: String,
-    /// The source: a pod (`namespace/name`), or an IPv4 address (a pod's, else a host
-    /// beyond the node's uplink).
+    /// The source: a pod (`namespace/name`), or an address of the destination's family (a
+    /// pod's, else a host beyond the node's uplink). A dual-stack pod named sends from its
+    /// address of the destination's family.
     pub from: String,
-    /// The destination, `IP:PORT`.
+    /// The destination, `IPv4:PORT` or `[IPv6]:PORT`.
     pub to: String,
     /// `tcp` (the default) or `udp`.
     #[serde(default = "tcp")]
@@ -103,29 +163,45 @@ fn tcp() -> Proto {
 }
 
 impl TraceRequest {
-    /// The destination address and port.
-    pub fn destination(&self) -> Result<(Ipv4Addr, u16), String> {
-        let (ip, port) = self
-            .to
+    /// The destination address and port: `IPv4:PORT`, or `[IPv6]:PORT` (an IPv6 address
+    /// without brackets is refused: its last group could be the port).
+    pub fn destination(&self) -> Result<(IpAddr, u16), String> {
+        let to = self.to.trim();
+        let (ip, port) = to
             .rsplit_once(':')
-            .ok_or_else(|| format!("to: {:?} is not IP:PORT", excerpt(&self.to)))?;
-        let ip: Ipv4Addr = ip.parse().map_err(|_| {
-            let bare = ip.trim_start_matches('[').trim_end_matches(']');
-            if bare.parse::<std::net::Ipv6Addr>().is_ok() {
-                format!(
-                    "to: {:?}: a trace probes IPv4 only; IPv6 traffic is served but not traced yet",
-                    excerpt(ip)
-                )
-            } else {
-                format!("to: {:?} is not an IPv4 address", excerpt(ip))
+            .ok_or_else(|| format!("to: {:?} is not IP:PORT", excerpt(to)))?;
+        let ip: IpAddr = match ip.strip_prefix('[') {
+            Some(inner) => {
+                let inner = inner
+                    .strip_suffix(']')
+                    .ok_or_else(|| format!("to: {:?} is not [IPv6]:PORT", excerpt(to)))?;
+                inner
+                    .parse::<Ipv6Addr>()
+                    .map(IpAddr::V6)
+                    .map_err(|_| format!("to: {:?} is not an IPv6 address", excerpt(inner)))?
             }
-        })?;
+            None => match ip.parse::<Ipv4Addr>() {
+                Ok(v4) => IpAddr::V4(v4),
+                Err(_) if ip.contains(':') || to.parse::<Ipv6Addr>().is_ok() => {
+                    return Err(format!(
+                        "to: {:?}: write an IPv6 destination as [ADDRESS]:PORT",
+                        excerpt(to)
+                    ));
+                }
+                Err(_) => return Err(format!("to: {:?} is not an IP address", excerpt(ip))),
+            },
+        };
         let port: u16 = port
             .parse()
             .ok()
             .filter(|p| *p != 0)
             .ok_or_else(|| format!("to: {:?} is not a port (1-65535)", excerpt(port)))?;
         Ok((ip, port))
+    }
+
+    /// The family of the destination, if it parses.
+    pub fn family(&self) -> Result<Family, String> {
+        self.destination().map(|(ip, _)| Family::of(ip))
     }
 }
 
@@ -142,91 +218,110 @@ pub struct Probe {
     pub eth_src: [u8; 6],
     /// Destination MAC (the virtual gateway's).
     pub eth_dst: [u8; 6],
-    /// Source address.
-    pub src: Ipv4Addr,
-    /// Destination address.
-    pub dst: Ipv4Addr,
+    /// Source address, of the destination's family.
+    pub src: IpAddr,
+    /// Destination address: its family is the probe's.
+    pub dst: IpAddr,
     /// Transport.
     pub proto: Proto,
     /// Source port.
     pub sport: u16,
     /// Destination port.
     pub dport: u16,
-    /// The DSCP tag.
+    /// The DSCP tag (in the IPv4 TOS or the IPv6 traffic class).
     pub tag: u8,
 }
 
 impl Probe {
-    /// The Ethernet frame, checksums included.
+    /// Its family: the destination's.
+    pub fn family(&self) -> Family {
+        Family::of(self.dst)
+    }
+
+    /// The Ethernet frame, checksums included: IPv4 or IPv6 as the destination is. (A
+    /// source of the other family, which the daemon never gives, is written as its
+    /// IPv4-mapped IPv6 address, or as 0.0.0.0.)
     pub fn frame(&self) -> Vec<u8> {
-        let l4_len: usize = match self.proto {
-            Proto::Tcp => 20,
-            Proto::Udp => 8 + 8,
-        };
-        let total = 20 + l4_len;
-        let mut f = Vec::with_capacity(14 + total);
+        let l4 = self.transport();
+        let mut f = Vec::with_capacity(14 + 40 + l4.len());
         f.extend_from_slice(&self.eth_dst);
         f.extend_from_slice(&self.eth_src);
-        f.extend_from_slice(&0x0800u16.to_be_bytes());
-        let ip_at = f.len();
-        f.push(0x45);
-        f.push(self.tag << 2);
-        f.extend_from_slice(&(total as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0, 0x40, 0]); // id 0, don't fragment
-        f.push(64);
-        f.push(self.proto.number());
-        f.extend_from_slice(&[0, 0]);
-        f.extend_from_slice(&self.src.octets());
-        f.extend_from_slice(&self.dst.octets());
-        let sum = checksum(0, &f[ip_at..ip_at + 20]);
-        f[ip_at + 10..ip_at + 12].copy_from_slice(&sum.to_be_bytes());
-        let l4_at = f.len();
-        f.extend_from_slice(&self.sport.to_be_bytes());
-        f.extend_from_slice(&self.dport.to_be_bytes());
-        match self.proto {
-            Proto::Tcp => {
-                f.extend_from_slice(&0x5356_0000u32.to_be_bytes()); // sequence
-                f.extend_from_slice(&[0, 0, 0, 0]); // acknowledgement
-                f.extend_from_slice(&[0x50, 0x02]); // 5 words, SYN
-                f.extend_from_slice(&64240u16.to_be_bytes()); // window
-                f.extend_from_slice(&[0, 0, 0, 0]); // checksum, urgent
-            }
-            Proto::Udp => {
-                f.extend_from_slice(&(l4_len as u16).to_be_bytes());
-                f.extend_from_slice(&[0, 0]);
-                f.extend_from_slice(b"svctrace");
-            }
-        }
-        let mut pseudo = Vec::with_capacity(12);
-        pseudo.extend_from_slice(&self.src.octets());
-        pseudo.extend_from_slice(&self.dst.octets());
-        pseudo.extend_from_slice(&[0, self.proto.number()]);
-        pseudo.extend_from_slice(&(l4_len as u16).to_be_bytes());
-        let sum = checksum(sum_words(0, &pseudo), &f[l4_at..]);
-        let at = match self.proto {
-            Proto::Tcp => l4_at + 16,
-            Proto::Udp => l4_at + 6,
+        f.extend_from_slice(&self.family().eth_type().to_be_bytes());
+        let csum_at = match self.proto {
+            Proto::Tcp => 16,
+            Proto::Udp => 6,
         };
-        f[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+        let mut l4 = l4;
+        let sum = match self.dst {
+            IpAddr::V4(dst) => {
+                let src = match self.src {
+                    IpAddr::V4(v4) => v4,
+                    IpAddr::V6(v6) => v6.to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
+                };
+                let total = 20 + l4.len();
+                let mut ip = Vec::with_capacity(20);
+                ip.push(0x45);
+                ip.push(self.tag << 2);
+                ip.extend_from_slice(&(total as u16).to_be_bytes());
+                ip.extend_from_slice(&[0, 0, 0x40, 0]); // id 0, don't fragment
+                ip.push(64);
+                ip.push(self.proto.number());
+                ip.extend_from_slice(&[0, 0]);
+                ip.extend_from_slice(&src.octets());
+                ip.extend_from_slice(&dst.octets());
+                let sum = internet_checksum(&[&ip]);
+                ip[10..12].copy_from_slice(&sum.to_be_bytes());
+                f.extend_from_slice(&ip);
+                transport_checksum(&src.octets(), &dst.octets(), self.proto.number(), &l4)
+            }
+            IpAddr::V6(dst) => {
+                let src = match self.src {
+                    IpAddr::V6(v6) => v6,
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                };
+                // Version 6, the tag in the traffic class's DSCP bits, flow label 0.
+                let first = (6u32 << 28) | (u32::from(self.tag & 0x3f) << 22);
+                f.extend_from_slice(&first.to_be_bytes());
+                f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+                f.push(self.proto.number());
+                f.push(64); // hop limit
+                f.extend_from_slice(&src.octets());
+                f.extend_from_slice(&dst.octets());
+                transport_checksum_v6(&src.octets(), &dst.octets(), self.proto.number(), &l4)
+            }
+        };
+        // A UDP checksum that sums to zero is sent as all ones (0 means none, which IPv6
+        // forbids).
+        let sum = match (self.proto, sum) {
+            (Proto::Udp, 0) => 0xffff,
+            _ => sum,
+        };
+        l4[csum_at..csum_at + 2].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&l4);
         f
     }
-}
 
-fn sum_words(mut acc: u32, bytes: &[u8]) -> u32 {
-    for pair in bytes.chunks(2) {
-        let hi = u32::from(pair[0]) << 8;
-        let lo = pair.get(1).map_or(0, |b| u32::from(*b));
-        acc += hi | lo;
+    /// The TCP SYN or UDP datagram, its checksum zero.
+    fn transport(&self) -> Vec<u8> {
+        let mut l4 = Vec::with_capacity(20);
+        l4.extend_from_slice(&self.sport.to_be_bytes());
+        l4.extend_from_slice(&self.dport.to_be_bytes());
+        match self.proto {
+            Proto::Tcp => {
+                l4.extend_from_slice(&0x5356_0000u32.to_be_bytes()); // sequence
+                l4.extend_from_slice(&[0, 0, 0, 0]); // acknowledgement
+                l4.extend_from_slice(&[0x50, 0x02]); // 5 words, SYN
+                l4.extend_from_slice(&64240u16.to_be_bytes()); // window
+                l4.extend_from_slice(&[0, 0, 0, 0]); // checksum, urgent
+            }
+            Proto::Udp => {
+                l4.extend_from_slice(&16u16.to_be_bytes());
+                l4.extend_from_slice(&[0, 0]);
+                l4.extend_from_slice(b"svctrace");
+            }
+        }
+        l4
     }
-    acc
-}
-
-fn checksum(acc: u32, bytes: &[u8]) -> u16 {
-    let mut sum = sum_words(acc, bytes);
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// What a twin reports.
@@ -309,6 +404,8 @@ pub struct Scope {
     pub tag: u8,
     /// The probe's transport.
     pub proto: Proto,
+    /// The probe's family (the destination's): only flows of it are watched.
+    pub family: Family,
     /// On the probe's own node: it, as it enters.
     pub probe: Option<Probe>,
     /// Where table 60 sends packets on to another node: the tunnel port (anything it
@@ -324,8 +421,9 @@ pub struct Scope {
 pub struct Onward {
     /// The output port.
     pub port: u32,
-    /// Only packets to this range (a node's pod CIDR): address and prefix length.
-    pub dst: Option<(Ipv4Addr, u8)>,
+    /// Only packets to this range (a node's pod CIDR of either family): address and
+    /// prefix length. A range of the other family than the probe's makes no twin.
+    pub dst: Option<(IpAddr, u8)>,
 }
 
 /// Why no twins could be chosen.
@@ -387,7 +485,15 @@ pub fn plan<'a>(
             at.get(&(key.table, key.priority + l))
                 .into_iter()
                 .flatten()
-                .any(|k| matches(&k.matches, probe, scope.proto, k.table <= table::SERVICE))
+                .any(|k| {
+                    matches(
+                        &k.matches,
+                        probe,
+                        scope.family,
+                        scope.proto,
+                        k.table <= table::SERVICE,
+                    )
+                })
         });
         if crowded {
             unseen.push(DumpFlow(key, entry).to_string());
@@ -395,12 +501,16 @@ pub fn plan<'a>(
         }
         let mut matches = key.matches.clone();
         if matches.get(Field::EthType).is_none() {
-            matches.insert(openflow::OxmField::exact(Field::EthType, 0x0800u16));
+            matches.insert(openflow::OxmField::exact(
+                Field::EthType,
+                scope.family.eth_type(),
+            ));
         }
         matches.insert(openflow::OxmField::exact(Field::IpDscpShifted, scope.tag));
         let original = DumpFlow(key, entry).to_string();
         let mut add = |twins: &mut Vec<Twin>, role: Role, priority: u16, matches: Match| {
-            // Built from a checked match plus IPv4 fields, so its prerequisites hold; a
+            // Built from a checked match plus fields of the probe's family (`ip_dscp` is
+            // the IPv4 TOS's or the IPv6 traffic class's), so its prerequisites hold; a
             // twin that would not is not made, and its original is listed as not watched.
             let Ok(matches) = matches.checked() else {
                 unseen.push(original.clone());
@@ -433,10 +543,20 @@ pub fn plan<'a>(
                 let mut m = matches.clone();
                 m.insert(openflow::OxmField::exact(Field::Reg7, onward.port));
                 if let Some((net, len)) = onward.dst {
-                    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                    if Family::of(net) != scope.family {
+                        continue;
+                    }
+                    let width: u8 = match net {
+                        IpAddr::V4(_) => 32,
+                        IpAddr::V6(_) => 128,
+                    };
+                    let mask = u128::MAX
+                        .checked_shl(128 - u32::from(len.min(width)))
+                        .unwrap_or(0)
+                        >> (128 - u32::from(width));
                     m.insert(openflow::OxmField::masked(
-                        Field::Ipv4Dst,
-                        u32::from(net) & mask,
+                        scope.family.dst_field(),
+                        bits(net) & mask,
                         mask,
                     ));
                 }
@@ -485,7 +605,8 @@ fn report_then(instructions: &[Instruction], report: Action) -> Vec<Instruction>
 /// What a flow's twin reports, and how far above it the twin sits; `None` for no twin.
 fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16)> {
     let m = &key.matches;
-    if matches!(m.get(Field::EthType), Some(f) if f.value != 0x0800) {
+    let family = scope.family;
+    if matches!(m.get(Field::EthType), Some(f) if f.value != u128::from(family.eth_type())) {
         return None;
     }
     if key.table == table::OUTPUT {
@@ -497,6 +618,10 @@ fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16
     let probe = scope.probe.as_ref();
     let in_port = m.get(Field::InPortOxm).map(|f| f.value);
     if key.table == table::CLASSIFIER && in_port.is_some() {
+        // Not the port's flows for other protocols (IPv6 neighbour solicitations).
+        if !matches(m, None, family, scope.proto, false) {
+            return None;
+        }
         if let Some(p) = probe
             && in_port == Some(u128::from(p.in_port))
         {
@@ -515,12 +640,12 @@ fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16
     match probe {
         Some(_) => {
             let addresses = key.table <= table::SERVICE;
-            if !matches(m, probe, scope.proto, addresses) {
+            if !matches(m, probe, family, scope.proto, addresses) {
                 return None;
             }
             match exit {
                 Some(role) => Some((role, 1)),
-                None if key.table == table::SERVICE && m.get(Field::Ipv4Dst).is_some() => {
+                None if key.table == table::SERVICE && m.get(family.dst_field()).is_some() => {
                     Some((Role::Service, 1))
                 }
                 None => None,
@@ -528,8 +653,10 @@ fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16
         }
         None => {
             let role = exit?;
-            (m.get(Field::Ipv4Dst).is_none() && matches(m, None, scope.proto, false))
-                .then_some((role, 1))
+            (m.get(Field::Ipv4Dst).is_none()
+                && m.get(Field::Ipv6Dst).is_none()
+                && matches(m, None, family, scope.proto, false))
+            .then_some((role, 1))
         }
     }
 }
@@ -561,15 +688,23 @@ fn exit_kind(entry: &FlowEntry) -> Option<Role> {
     Some(if refuse { Role::Refuse } else { Role::Drop })
 }
 
-/// Whether a flow's match can take the probe: the protocol always, its addresses, ports and
-/// port of entry when `addresses` (before any translation); other fields (registers,
-/// connection state) are assumed to.
-fn matches(m: &Match, probe: Option<&Probe>, proto: Proto, addresses: bool) -> bool {
+/// Whether a flow's match can take the probe: the family and protocol always, its
+/// addresses, ports and port of entry when `addresses` (before any translation); other
+/// fields (registers, connection state) are assumed to.
+fn matches(
+    m: &Match,
+    probe: Option<&Probe>,
+    family: Family,
+    proto: Proto,
+    addresses: bool,
+) -> bool {
     let fits = |field: Field, value: u128| {
         m.get(field)
             .is_none_or(|f| value & f.mask_or_full() == f.value & f.mask_or_full())
     };
-    if !fits(Field::EthType, 0x0800) || !fits(Field::IpProto, u128::from(proto.number())) {
+    if !fits(Field::EthType, u128::from(family.eth_type()))
+        || !fits(Field::IpProto, u128::from(proto.number()))
+    {
         return false;
     }
     let (other_dst, other_src) = match proto {
@@ -586,8 +721,8 @@ fn matches(m: &Match, probe: Option<&Probe>, proto: Proto, addresses: bool) -> b
         Proto::Tcp => (Field::TcpDst, Field::TcpSrc),
         Proto::Udp => (Field::UdpDst, Field::UdpSrc),
     };
-    fits(Field::Ipv4Dst, u128::from(u32::from(p.dst)))
-        && fits(Field::Ipv4Src, u128::from(u32::from(p.src)))
+    fits(family.dst_field(), bits(p.dst))
+        && fits(family.src_field(), bits(p.src))
         && fits(dst_port, u128::from(p.dport))
         && fits(src_port, u128::from(p.sport))
         && fits(Field::InPortOxm, u128::from(p.in_port))
@@ -703,13 +838,13 @@ fn role_word(role: Role) -> &'static str {
     }
 }
 
-/// The IPv4 5-tuple of a frame, if it has one.
+/// The 5-tuple of an IPv4 or IPv6 frame, if it has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuple {
     /// Source address.
-    pub src: Ipv4Addr,
+    pub src: IpAddr,
     /// Destination address.
-    pub dst: Ipv4Addr,
+    pub dst: IpAddr,
     /// Source port.
     pub sport: u16,
     /// Destination port.
@@ -717,24 +852,37 @@ pub struct Tuple {
 }
 
 impl Tuple {
-    /// Reads it from an Ethernet frame (no VLAN tag; svcflow's ports carry none).
+    /// Reads it from an Ethernet frame (no VLAN tag; svcflow's ports carry none; an IPv6
+    /// packet's transport right after the fixed header, as the probe's is).
     pub fn of(frame: &[u8]) -> Option<Tuple> {
-        if frame.get(12..14)? != [0x08, 0x00] {
-            return None;
-        }
         let ip = frame.get(14..)?;
-        let ihl = usize::from(ip.first()? & 0x0f) * 4;
-        let addr = |at: usize| -> Option<Ipv4Addr> {
-            let b: [u8; 4] = ip.get(at..at + 4)?.try_into().ok()?;
-            Some(Ipv4Addr::from(b))
+        let (src, dst, l4): (IpAddr, IpAddr, usize) = match frame.get(12..14)? {
+            [0x08, 0x00] => {
+                let addr = |at: usize| -> Option<IpAddr> {
+                    let b: [u8; 4] = ip.get(at..at + 4)?.try_into().ok()?;
+                    Some(IpAddr::from(b))
+                };
+                (addr(12)?, addr(16)?, usize::from(ip.first()? & 0x0f) * 4)
+            }
+            [0x86, 0xdd] => {
+                let addr = |at: usize| -> Option<IpAddr> {
+                    let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
+                    Some(IpAddr::from(b))
+                };
+                if !matches!(ip.get(6)?, 6 | 17 | 132) {
+                    return None;
+                }
+                (addr(8)?, addr(24)?, 40)
+            }
+            _ => return None,
         };
         let port = |at: usize| -> Option<u16> {
-            let b: [u8; 2] = ip.get(ihl + at..ihl + at + 2)?.try_into().ok()?;
+            let b: [u8; 2] = ip.get(l4 + at..l4 + at + 2)?.try_into().ok()?;
             Some(u16::from_be_bytes(b))
         };
         Some(Tuple {
-            src: addr(12)?,
-            dst: addr(16)?,
+            src,
+            dst,
             sport: port(0)?,
             dport: port(2)?,
         })
@@ -750,16 +898,17 @@ pub struct Names {
     pub services: BTreeMap<u64, String>,
     /// The nodes' underlay addresses, for tunnel exits.
     pub nodes: BTreeMap<Ipv4Addr, String>,
-    /// The nodes' pod CIDRs (address, prefix length), for exits towards them.
-    pub pod_cidrs: Vec<(Ipv4Addr, u8, String)>,
+    /// The nodes' pod CIDRs of both families (address, prefix length), for exits towards
+    /// them.
+    pub pod_cidrs: Vec<(IpAddr, u8, String)>,
 }
 
 impl Names {
     /// The node whose pod CIDR holds `ip`.
-    pub fn node_of_pod(&self, ip: Ipv4Addr) -> Option<&str> {
+    pub fn node_of_pod(&self, ip: IpAddr) -> Option<&str> {
         self.pod_cidrs.iter().find_map(|(net, len, node)| {
-            let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
-            (u32::from(ip) & mask == u32::from(*net) & mask).then_some(node.as_str())
+            let net = ipnet::IpNet::new(*net, *len).ok()?;
+            net.contains(&ip).then_some(node.as_str())
         })
     }
 }
@@ -930,15 +1079,7 @@ fn note(twin: &Twin, n: &NodeTwins, pi: &PacketIn) -> String {
             None => "a service's flow".to_string(),
         },
         Role::Onward | Role::Output => {
-            let endpoint = match (reg(m, Field::Reg3), reg(m, Field::Reg4)) {
-                (Some(ip), Some(port)) if ip != 0 => {
-                    format!(
-                        ", endpoint {}:{port} chosen by the group's bucket (reg3, reg4)",
-                        Ipv4Addr::from(ip)
-                    )
-                }
-                _ => String::new(),
-            };
+            let endpoint = endpoint(m);
             let port = reg(m, Field::Reg7).unwrap_or(0);
             if twin.role == Role::Onward {
                 let to = match reg(m, Field::TunDst).map(Ipv4Addr::from) {
@@ -978,6 +1119,29 @@ fn note(twin: &Twin, n: &NodeTwins, pi: &PacketIn) -> String {
     }
 }
 
+/// The endpoint a group's bucket chose, from a packet-in's registers: an IPv6 address in
+/// reg12..reg15 (most significant word first), else an IPv4 one in reg3; its port in reg4.
+fn endpoint(m: &Match) -> String {
+    let Some(port) = reg(m, Field::Reg4).and_then(|p| u16::try_from(p).ok()) else {
+        return String::new();
+    };
+    let words = [Field::Reg12, Field::Reg13, Field::Reg14, Field::Reg15].map(|f| reg(m, f));
+    let v6 = words
+        .iter()
+        .fold(0u128, |a, w| (a << 32) | u128::from(w.unwrap_or(0)));
+    if v6 != 0 {
+        let at = SocketAddr::new(IpAddr::V6(Ipv6Addr::from(v6)), port);
+        return format!(", endpoint {at} chosen by the group's bucket (reg12..reg15, reg4)");
+    }
+    match reg(m, Field::Reg3) {
+        Some(ip) if ip != 0 => {
+            let at = SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port);
+            format!(", endpoint {at} chosen by the group's bucket (reg3, reg4)")
+        }
+        _ => String::new(),
+    }
+}
+
 /// The registers and tunnel fields of a packet-in, as `ovs-ofctl` names them.
 fn metadata(m: &Match) -> String {
     let wanted = [
@@ -987,6 +1151,10 @@ fn metadata(m: &Match) -> String {
         Field::Reg5,
         Field::Reg6,
         Field::Reg7,
+        Field::Reg12,
+        Field::Reg13,
+        Field::Reg14,
+        Field::Reg15,
         Field::TunDst,
         Field::TunId,
     ];
@@ -1002,18 +1170,22 @@ fn metadata(m: &Match) -> String {
     openflow::match_fmt::format_match(&kept, None)
 }
 
+/// `dst 10.96.0.10:80 -> 10.244.0.12:8080`, `dst [fd00:10:96::10]:80 -> [fd00:…]:8080`.
 fn nat_text(a: &Tuple, b: &Tuple) -> String {
+    let at = |ip: IpAddr, port: u16| SocketAddr::new(ip, port);
     let mut parts = Vec::new();
     if (a.dst, a.dport) != (b.dst, b.dport) {
         parts.push(format!(
-            "dst {}:{} -> {}:{}",
-            a.dst, a.dport, b.dst, b.dport
+            "dst {} -> {}",
+            at(a.dst, a.dport),
+            at(b.dst, b.dport)
         ));
     }
     if (a.src, a.sport) != (b.src, b.sport) {
         parts.push(format!(
-            "src {}:{} -> {}:{}",
-            a.src, a.sport, b.src, b.sport
+            "src {} -> {}",
+            at(a.src, a.sport),
+            at(b.src, b.sport)
         ));
     }
     parts.join(", ")

@@ -12,6 +12,12 @@
 //! n2 is reached from n1 (the endpoint sees the client pod's address), next to an IPv4
 //! ClusterIP on the same endpoint.
 //!
+//! Each also traces (`svcflow trace`) a TCP probe from n1-a to the IPv6 cluster IP: seen by
+//! n1's classifier and the service's flow, sent on towards n2 (by the tunnel, or the uplink
+//! towards n2's IPv6 pod CIDR), taken in by n2 and output to n2-a, with the IPv6 NAT and the
+//! endpoint (reg12..reg15, reg4) named; then typed refusals of a source of the wrong family,
+//! and no trace flow left on either switch.
+//!
 //! It runs `target/<profile>/svcflow`: `cargo build -p svcflow` first (or set `SVCFLOW_BIN`).
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
@@ -22,6 +28,7 @@ use std::time::Duration;
 
 use ovs_tests::lab::{Lab, LabOptions, PeerAnswer, Topology};
 use ovs_tests::wait_for;
+use serde_json::Value;
 
 static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -43,7 +50,11 @@ address = "192.168.50.11"
 address6 = "fd00:50::11"
 pod-cidr = "10.244.1.0/24"
 pod-cidr6 = "fd00:10:244:1::/64"
-pods = [{{ name = "n1-a", ip = "10.244.1.11", ip6 = "fd00:10:244:1::11" }}]
+pods = [
+  {{ name = "n1-a", ip = "10.244.1.11", ip6 = "fd00:10:244:1::11" }},
+  # IPv4 only: the trace says it has no IPv6 address to probe an IPv6 service from.
+  {{ name = "n1-b", ip = "10.244.1.12" }},
+]
 
 [[nodes]]
 name = "n2"
@@ -130,6 +141,135 @@ impl DualStack {
         }
     }
 
+    /// `svcflow trace --node n1 --from FROM --to TO -o json` in the controller's namespace:
+    /// the report, or the command's error.
+    fn trace(&self, from: &str, to: &str) -> Result<Value, String> {
+        let args = [
+            "trace", "--node", "n1", "--from", from, "--to", to, "-o", "json",
+        ];
+        let out = self.lab.svcflow(&args).unwrap_or_else(|e| self.fail(&e));
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// Traces n1-a to the IPv6 cluster IP (its endpoint on n2) and checks the path; `way`
+    /// is how n1 sends it on (`(tunnel) to 192.168.50.12 (node n2)`, `(uplink) towards
+    /// node n2`).
+    fn check_trace(&self, way: &str) {
+        let r = self
+            .trace("default/n1-a", VIP6)
+            .unwrap_or_else(|e| self.fail(&e));
+        let path: Vec<String> = r["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                format!(
+                    "{} {}",
+                    h["node"].as_str().unwrap(),
+                    h["role"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            path,
+            [
+                "n1 classifier",
+                "n1 service",
+                "n1 onward",
+                "n2 arrived",
+                "n2 output"
+            ],
+            "{r:#}"
+        );
+        assert_eq!(r["outcome"], "delivered", "{r:#}");
+        let (a, b) = (self.ip6("n1-a"), self.ip6("n2-a"));
+        assert_eq!(
+            r["nat"],
+            format!("dst {VIP6} -> [{b}]:8080").as_str(),
+            "{r:#}"
+        );
+        let hop = |role: &str| -> &Value {
+            r["hops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h["role"] == role)
+                .unwrap()
+        };
+        assert!(r["probe"].as_str().unwrap().starts_with("tcp6,"), "{r:#}");
+        assert!(
+            hop("service")["note"]
+                .as_str()
+                .unwrap()
+                .contains("default/web6:80/tcp"),
+            "{r:#}"
+        );
+        let onward = hop("onward")["note"].as_str().unwrap();
+        assert!(
+            onward.contains(way)
+                && onward.contains(&format!(
+                    "endpoint [{b}]:8080 chosen by the group's bucket (reg12..reg15, reg4)"
+                )),
+            "{r:#}"
+        );
+        assert!(
+            r["result"]
+                .as_str()
+                .unwrap()
+                .contains("(pod default/n2-a) on node n2"),
+            "{r:#}"
+        );
+        // The exit's packet is the translated one, as n2's switch reported it.
+        let out = hop("output")["packet"].as_str().unwrap();
+        assert!(
+            out.starts_with("tcp6,") && out.contains(&format!("ipv6_src={a},ipv6_dst={b},")),
+            "{r:#}"
+        );
+        // The text names the same path in ovs-ofctl terms.
+        let args = [
+            "trace",
+            "--node",
+            "n1",
+            "--from",
+            "default/n1-a",
+            "--to",
+            VIP6,
+        ];
+        let out = self.lab.svcflow(&args).unwrap_or_else(|e| self.fail(&e));
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!("svcflow trace printed:\n{text}");
+        assert!(
+            text.contains(&format!("nat: dst {VIP6} -> [{b}]:8080"))
+                && text.contains("n2 table=60 output: output to port"),
+            "{text}"
+        );
+        // The same service over IPv4 still traces the same way.
+        let r4 = self
+            .trace("default/n1-a", VIP4)
+            .unwrap_or_else(|e| self.fail(&e));
+        assert_eq!(r4["outcome"], "delivered", "{r4:#}");
+        assert_eq!(r4["hops"].as_array().unwrap().len(), 5, "{r4:#}");
+
+        // Typed refusals: a source address of the other family, a pod without an address
+        // of the destination's family, an IPv6 destination without brackets.
+        let e = self.trace("10.244.1.11", VIP6).unwrap_err();
+        assert!(e.contains("is an IPv4 address"), "{e}");
+        let e = self.trace("default/n1-b", VIP6).unwrap_err();
+        assert!(e.contains("has no IPv6 address"), "{e}");
+        let e = self.trace("default/n1-a", "fd00:10:96::10:80").unwrap_err();
+        assert!(e.contains("[ADDRESS]:PORT"), "{e}");
+
+        // Nothing of the traces is left on either switch.
+        for node in ["n1", "n2"] {
+            let flows = self.lab.node(node).unwrap().dump_flows("br-int").unwrap();
+            assert!(!flows.contains("cookie=0x5354"), "{node}:\n{flows}");
+            assert!(!flows.contains("nw_tos="), "{node}:\n{flows}");
+        }
+    }
+
     /// The router's IPv6 routes.
     fn router_routes6(&self) -> String {
         let out = self
@@ -171,6 +311,7 @@ fn ipv6_pods_and_an_ipv6_cluster_ip_work_across_nodes_over_the_geneve_overlay() 
         "the router routes IPv6 pod CIDRs:\n{routes}"
     );
     c.check();
+    c.check_trace("(tunnel) to 192.168.50.12 (node n2)");
 }
 
 #[test]
@@ -190,4 +331,5 @@ fn ipv6_pods_and_an_ipv6_cluster_ip_work_across_nodes_over_the_routed_underlay()
         );
     }
     c.check();
+    c.check_trace("(uplink) towards node n2");
 }

@@ -59,11 +59,12 @@ pub struct TraceArgs {
     /// The node whose switch the probe enters.
     #[arg(long, value_name = "NODE")]
     pub node: String,
-    /// The source: a pod (`NAMESPACE/NAME`) or an IPv4 address (a pod's, else a host beyond
-    /// the node's uplink).
+    /// The source: a pod (`NAMESPACE/NAME`; a dual-stack pod sends from its address of the
+    /// destination's family) or an address of the destination's family (a pod's, else a host
+    /// beyond the node's uplink).
     #[arg(long, value_name = "POD|IP")]
     pub from: String,
-    /// The destination.
+    /// The destination: `IPv4:PORT` or `[IPv6]:PORT`.
     #[arg(long, value_name = "IP:PORT")]
     pub to: String,
     /// `tcp` (a SYN) or `udp`.

@@ -354,8 +354,8 @@ fn components() -> Value {
             } },
             "TraceRequest": { "type": "object", "required": ["node", "from", "to"], "properties": {
                 "node": { "type": "string", "description": "the node whose switch the probe enters" },
-                "from": { "type": "string", "description": "a pod (namespace/name), or an IPv4 address: a pod's, else a host beyond the node's uplink", "example": "default/client" },
-                "to": { "type": "string", "description": "IP:PORT", "example": "10.96.0.10:80" },
+                "from": { "type": "string", "description": "a pod (namespace/name; a dual-stack pod sends from its address of the destination's family), or an address of the destination's family: a pod's, else a host beyond the node's uplink", "example": "default/client" },
+                "to": { "type": "string", "description": "IPv4:PORT or [IPv6]:PORT", "example": "10.96.0.10:80" },
                 "protocol": { "type": "string", "enum": ["tcp", "udp"], "default": "tcp" },
             } },
             "TraceReport": { "type": "object", "properties": {

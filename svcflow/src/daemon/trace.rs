@@ -6,7 +6,7 @@
 //!
 //! I/O: OpenFlow through the nodes' switch handles, and the clock for the trace's deadline.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -16,7 +16,8 @@ use netvirt::config::Config;
 use netvirt::desired::NodeBindings;
 use netvirt::engine::Engine;
 use netvirt::trace::{
-    Names, NodeTwins, Onward, Probe, Scope, TAGS, Trace, TraceReport, TraceRequest, plan, remove,
+    Family, Names, NodeTwins, Onward, Probe, Scope, TAGS, Trace, TraceReport, TraceRequest, plan,
+    remove,
 };
 use openflow::Action;
 use openflow::driver::{SwitchEvent, SwitchHandle};
@@ -34,6 +35,13 @@ const DEADLINE: Duration = Duration::from_secs(3);
 const GRACE: Duration = Duration::from_millis(500);
 /// How long the installation of the twins, or a node's answer, may take.
 const STEP: Duration = Duration::from_secs(5);
+/// How long the probe waits after the twins are installed. A switch applies a flow table
+/// change to the flows its datapath has cached (megaflows) asynchronously, in its
+/// revalidator threads, after it answered the barrier: a probe sent at once could take a
+/// cached megaflow of earlier real traffic that ignores the DSCP field and meet no twin
+/// (measured on the dual-stack lab: after real traffic, the far node's or the service's
+/// report went missing).
+const SETTLE: Duration = Duration::from_millis(300);
 
 /// What a node's task is asked for a trace.
 pub(crate) struct Ask {
@@ -132,11 +140,17 @@ pub(crate) fn prepare(
         if let Some(cidr) = n.pod_cidr4() {
             names
                 .pod_cidrs
-                .push((cidr.network(), cidr.prefix_len(), n.name.clone()));
+                .push((cidr.network().into(), cidr.prefix_len(), n.name.clone()));
+        }
+        if let Some(cidr) = n.pod_cidr6() {
+            names
+                .pod_cidrs
+                .push((cidr.network().into(), cidr.prefix_len(), n.name.clone()));
         }
     }
     // Ways on to other nodes: the tunnel (with an overlay), else the uplink towards each
-    // other node's pod CIDR; and the ports their packets come in by.
+    // other node's pod CIDRs (of the probe's family: `plan` skips the others); and the ports
+    // their packets come in by.
     let mut onward = Vec::new();
     let mut arrivals = Vec::new();
     if let Some(t) = bindings.tunnel {
@@ -159,10 +173,12 @@ pub(crate) fn prepare(
     } else {
         None
     };
+    let family = ask.request.family().map_err(TraceFailure::Invalid)?;
     let scope = Scope {
         id: ask.id,
         tag: ask.tag,
         proto: ask.request.protocol,
+        family,
         probe: probe.clone(),
         onward,
         arrivals,
@@ -181,7 +197,8 @@ pub(crate) fn prepare(
 }
 
 /// The probe, from the request's source: a pod of the node (by name or address), else an
-/// address beyond the node's uplink.
+/// address beyond the node's uplink; of the destination's family (a dual-stack pod sends from
+/// its address of that family).
 fn probe(
     node: &str,
     model: &Published,
@@ -191,14 +208,24 @@ fn probe(
 ) -> Result<Probe, TraceFailure> {
     let r = &ask.request;
     let (dst, dport) = r.destination().map_err(TraceFailure::Invalid)?;
+    let family = Family::of(dst);
     let from = r.from.trim();
-    let by_ip: Option<Ipv4Addr> = from.parse().ok();
+    let by_ip: Option<IpAddr> = from.parse().ok();
+    let excerpt = coe::rest::error::excerpt(from);
+    if let Some(ip) = by_ip
+        && Family::of(ip) != family
+    {
+        return Err(TraceFailure::Invalid(format!(
+            "from: {ip} is an {} address and the destination {dst} an {family} one: give a \
+             source of the destination's family (or the pod by name)",
+            Family::of(ip)
+        )));
+    }
     let pod = model.model.pods.values().find(|p| match by_ip {
-        Some(ip) => p.node == node && p.ips.contains(&IpAddr::V4(ip)),
+        Some(ip) => p.node == node && p.ips.contains(&ip),
         None => format!("{}/{}", p.namespace, p.name) == from,
     });
     let sport = 40000 + ask.id % 20000;
-    let excerpt = coe::rest::error::excerpt(from);
     // Where it enters, from whom, to whom it is sent, and from which address.
     let (in_port, eth_src, eth_dst, src) = match (pod, by_ip) {
         (Some(pod), _) => {
@@ -211,12 +238,13 @@ fn probe(
             let src = pod
                 .ips
                 .iter()
-                .find_map(|ip| match ip {
-                    IpAddr::V4(v4) => Some(*v4),
-                    IpAddr::V6(_) => None,
-                })
+                .copied()
+                .find(|ip| Family::of(*ip) == family)
                 .ok_or_else(|| {
-                    TraceFailure::Invalid(format!("pod {excerpt} has no IPv4 address"))
+                    TraceFailure::Invalid(format!(
+                        "pod {excerpt} has no {family} address, and the destination {dst} is \
+                         {family}"
+                    ))
                 })?;
             let in_port = *bindings.ofports.get(&pod.iface_id).ok_or_else(|| {
                 TraceFailure::Unavailable(format!(
@@ -241,7 +269,7 @@ fn probe(
         }
         (None, None) => {
             return Err(TraceFailure::Invalid(format!(
-                "from: {excerpt:?} is neither a pod (namespace/name) nor an IPv4 address"
+                "from: {excerpt:?} is neither a pod (namespace/name) nor an IP address"
             )));
         }
     };
@@ -258,9 +286,16 @@ fn probe(
     })
 }
 
-/// A locally administered MAC for a pod whose MAC no input gives.
-fn local_mac(ip: Ipv4Addr) -> [u8; 6] {
-    let [a, b, c, d] = ip.octets();
+/// A locally administered MAC for a pod whose MAC no input gives: `0a:58` and the address's
+/// last four bytes.
+fn local_mac(ip: IpAddr) -> [u8; 6] {
+    let [a, b, c, d] = match ip {
+        IpAddr::V4(v4) => v4.octets(),
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
     [0x0a, 0x58, a, b, c, d]
 }
 
@@ -371,6 +406,7 @@ async fn trace(
     if failure.is_none()
         && let Some(source) = source
     {
+        tokio::time::sleep(SETTLE).await;
         let out = PacketOut {
             buffer_id: u32::MAX,
             in_port: probe.in_port,
