@@ -73,13 +73,21 @@ pub fn partition(backends: &[Backend], max: usize) -> Option<Vec<Vec<Backend>>> 
 
 /// Which of `count` parts an endpoint belongs to: a hash of its address and port.
 fn part_of(backend: &Backend, count: usize) -> usize {
-    let mut key = Vec::with_capacity(18);
-    match backend.ip {
-        IpAddr::V4(ip) => key.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => key.extend_from_slice(&ip.octets()),
-    }
-    key.extend_from_slice(&backend.port.to_be_bytes());
-    (fnv1a(&key) % count as u64) as usize
+    // Address then port, big-endian: 6 bytes for IPv4 (as before IPv6 existed, so IPv4 parts
+    // keep their endpoints), 18 for IPv6.
+    let mut key = [0u8; 18];
+    let len = match backend.ip {
+        IpAddr::V4(ip) => {
+            key[..4].copy_from_slice(&ip.octets());
+            4
+        }
+        IpAddr::V6(ip) => {
+            key[..16].copy_from_slice(&ip.octets());
+            16
+        }
+    };
+    key[len..len + 2].copy_from_slice(&backend.port.to_be_bytes());
+    (fnv1a(&key[..len + 2]) % count as u64) as usize
 }
 
 /// The slots of each part: `(n_links, ranges)`, where `n_links` is the total number of slots
