@@ -137,16 +137,25 @@ pub(super) fn l4_of(family: Family, protocol: Protocol) -> Match {
     ip_of(family).with(Field::IpProto, protocol.ip_proto())
 }
 
-/// Loads the endpoint `ip` into its family's registers: `reg3` for IPv4, `reg12`..`reg15`
-/// (`xxreg3`, most significant first) for IPv6.
-pub(super) fn load_endpoint(ip: IpAddr) -> Vec<Action> {
+/// Appends the loads of the endpoint `ip` into its family's registers to `actions`: `reg3` for
+/// IPv4, `reg12`..`reg15` (`xxreg3`, most significant first) for IPv6.
+pub(super) fn load_endpoint(actions: &mut Vec<Action>, ip: IpAddr) {
     match ip {
-        IpAddr::V4(v4) => vec![set(reg::ENDPOINT_IP, u32::from(v4))],
-        IpAddr::V6(v6) => reg::ENDPOINT_IP6
-            .iter()
-            .zip(words(v6))
-            .map(|(f, w)| set(f.reg, w))
-            .collect(),
+        IpAddr::V4(v4) => actions.push(set(reg::ENDPOINT_IP, u32::from(v4))),
+        IpAddr::V6(v6) => actions.extend(
+            reg::ENDPOINT_IP6
+                .iter()
+                .zip(words(v6))
+                .map(|(f, w)| set(f.reg, w)),
+        ),
+    }
+}
+
+/// How many actions [`load_endpoint`] adds for `ip`.
+pub(super) fn endpoint_loads(ip: IpAddr) -> usize {
+    match ip {
+        IpAddr::V4(_) => 1,
+        IpAddr::V6(_) => reg::ENDPOINT_IP6.len(),
     }
 }
 

@@ -275,7 +275,10 @@ pub(super) fn select_group(backends: &[Backend], next: u8) -> GroupEntry {
     let buckets = backends
         .iter()
         .map(|b| {
-            let mut actions = load_endpoint(b.ip);
+            // Exactly as long as it needs: a bucket per endpoint is the bulk of a big
+            // cluster's groups, and growing the list would round its capacity up to 4.
+            let mut actions = Vec::with_capacity(endpoint_loads(b.ip) + 2);
+            load_endpoint(&mut actions, b.ip);
             actions.extend([set(reg::ENDPOINT_PORT, u32::from(b.port)), resubmit(next)]);
             Bucket {
                 weight: b.weight,
