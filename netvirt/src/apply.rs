@@ -61,7 +61,7 @@ pub fn group_mod(command: GroupModCommand, id: u32, group: Option<&GroupEntry>) 
             wire_type(g.kind),
             g.buckets
                 .iter()
-                .map(|b| WireBucket::new(b.weight, b.actions.clone()))
+                .map(|b| WireBucket::new(b.weight, b.actions().into_owned()))
                 .collect(),
         ),
         None => (GroupType::All, Vec::new()),
@@ -91,10 +91,7 @@ pub fn group_from_wire(group_type: GroupType, buckets: &[WireBucket]) -> Option<
     };
     let buckets = buckets
         .iter()
-        .map(|b| crate::flow::Bucket {
-            weight: b.weight,
-            actions: b.actions.clone(),
-        })
+        .map(|b| crate::flow::Bucket::new(b.weight, b.actions.clone()))
         .collect();
     Some(GroupEntry { kind, buckets })
 }

@@ -8,6 +8,7 @@ use openflow::instruction::{Instruction, Instructions};
 use openflow::match_fmt::format_match;
 use openflow::{Action, Match};
 
+use crate::pipeline::reg;
 use crate::plan::GroupRefs;
 
 /// What identifies a flow in a table: table, priority and match.
@@ -85,12 +86,107 @@ pub enum GroupKind {
 }
 
 /// A bucket: a weight and actions.
+///
+/// A service's bucket is always the same three (IPv4) or six (IPv6) actions: load the
+/// endpoint's address and port into registers, and resubmit. One per endpoint is the bulk of a
+/// big cluster's state, and as [`Action`]s each took about 320 bytes, so such buckets are kept
+/// as their values (a few bytes) and their actions are built when asked for. Any other list
+/// is kept as it is. [`Bucket::new`] chooses, so equal actions always compare equal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bucket {
     /// Weight (select groups); 0 for `all` groups.
     pub weight: u16,
-    /// Actions.
-    pub actions: Vec<Action>,
+    actions: BucketActions,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BucketActions {
+    /// `set_field:IP->reg3,set_field:PORT->reg4,resubmit(,TABLE)`.
+    Endpoint4 { ip: u32, port: u32, table: u8 },
+    /// `set_field:W0->reg12,…,set_field:W3->reg15,set_field:PORT->reg4,resubmit(,TABLE)`.
+    Endpoint6 { ip: [u32; 4], port: u32, table: u8 },
+    /// Anything else, as it is.
+    Other(Box<[Action]>),
+}
+
+impl Bucket {
+    /// A bucket of `weight` with `actions`.
+    pub fn new(weight: u16, actions: Vec<Action>) -> Self {
+        let compact = endpoint_bucket(&actions);
+        Bucket {
+            weight,
+            actions: compact.unwrap_or_else(|| BucketActions::Other(actions.into_boxed_slice())),
+        }
+    }
+
+    /// Its actions.
+    pub fn actions(&self) -> std::borrow::Cow<'_, [Action]> {
+        use std::borrow::Cow;
+        let set = |reg: openflow::Field, v: u32| {
+            Action::SetField(openflow::OxmField::exact(reg, u128::from(v)))
+        };
+        let resubmit = |table: u8| {
+            Action::Resubmit(openflow::action::Resubmit {
+                in_port: openflow::action::OFPP_IN_PORT16,
+                table,
+                ct: false,
+                legacy: false,
+            })
+        };
+        match &self.actions {
+            BucketActions::Other(actions) => Cow::Borrowed(actions),
+            BucketActions::Endpoint4 { ip, port, table } => Cow::Owned(vec![
+                set(reg::ENDPOINT_IP, *ip),
+                set(reg::ENDPOINT_PORT, *port),
+                resubmit(*table),
+            ]),
+            BucketActions::Endpoint6 { ip, port, table } => {
+                let mut actions: Vec<Action> = reg::ENDPOINT_IP6
+                    .iter()
+                    .zip(ip)
+                    .map(|(f, w)| set(f.reg, *w))
+                    .collect();
+                actions.extend([set(reg::ENDPOINT_PORT, *port), resubmit(*table)]);
+                Cow::Owned(actions)
+            }
+        }
+    }
+}
+
+/// The compact form of a service's bucket, if `actions` is one.
+fn endpoint_bucket(actions: &[Action]) -> Option<BucketActions> {
+    let reg_value = |a: &Action, reg: openflow::Field| match a {
+        Action::SetField(f) if f.field == reg && f.mask.is_none() => u32::try_from(f.value).ok(),
+        _ => None,
+    };
+    let table = |a: &Action| match a {
+        Action::Resubmit(r)
+            if r.in_port == openflow::action::OFPP_IN_PORT16 && !r.ct && !r.legacy =>
+        {
+            Some(r.table)
+        }
+        _ => None,
+    };
+    match actions {
+        [ip, port, next] => Some(BucketActions::Endpoint4 {
+            ip: reg_value(ip, reg::ENDPOINT_IP)?,
+            port: reg_value(port, reg::ENDPOINT_PORT)?,
+            table: table(next)?,
+        }),
+        [w0, w1, w2, w3, port, next] => {
+            let words = [w0, w1, w2, w3];
+            let mut ip = [0u32; 4];
+            for ((slot, a), f) in ip.iter_mut().zip(words).zip(reg::ENDPOINT_IP6) {
+                *slot = reg_value(a, f.reg)?;
+            }
+            Some(BucketActions::Endpoint6 {
+                ip,
+                port: reg_value(port, reg::ENDPOINT_PORT)?,
+                table: table(next)?,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// A group as svcflow wants it.
@@ -106,7 +202,15 @@ impl GroupRefs for GroupEntry {
     fn group_refs(&self) -> Vec<u32> {
         self.buckets
             .iter()
-            .flat_map(|b| action_group_refs(&b.actions))
+            .flat_map(|b| match &b.actions {
+                // A service's bucket names no group.
+                BucketActions::Endpoint4 { .. } | BucketActions::Endpoint6 { .. } => &[][..],
+                BucketActions::Other(actions) => actions,
+            })
+            .filter_map(|a| match a {
+                Action::Group(id) => Some(*id),
+                _ => None,
+            })
             .collect()
     }
 }
@@ -149,7 +253,7 @@ impl fmt::Display for DumpGroup<'_> {
             write!(
                 f,
                 "actions={}",
-                openflow::action::format_actions(&bucket.actions)
+                openflow::action::format_actions(&bucket.actions())
             )?;
         }
         Ok(())
@@ -174,5 +278,83 @@ impl fmt::Display for OfctlStep<'_> {
                 write!(f, "flow delete_strict table={},{matches}", k.table)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use super::*;
+    use openflow::action::{OFPP_IN_PORT16, Resubmit};
+    use openflow::{Field, OxmField};
+
+    fn set(field: Field, v: u128) -> Action {
+        Action::SetField(OxmField::exact(field, v))
+    }
+
+    fn resubmit(table: u8, ct: bool) -> Action {
+        Action::Resubmit(Resubmit {
+            in_port: OFPP_IN_PORT16,
+            table,
+            ct,
+            legacy: false,
+        })
+    }
+
+    #[test]
+    fn service_buckets_are_kept_compact_and_give_back_their_actions() {
+        let v4 = vec![
+            set(Field::Reg3, 0x0af4_000b),
+            set(Field::Reg4, 8080),
+            resubmit(41, false),
+        ];
+        let v6 = vec![
+            set(Field::Reg12, 0xfd00_0010),
+            set(Field::Reg13, 0x0244_0000),
+            set(Field::Reg14, 0),
+            set(Field::Reg15, 0x11),
+            set(Field::Reg4, 8080),
+            resubmit(44, false),
+        ];
+        for actions in [v4, v6] {
+            let b = Bucket::new(1, actions.clone());
+            assert!(!matches!(b.actions, BucketActions::Other(_)), "{actions:?}");
+            assert_eq!(b.actions().as_ref(), actions.as_slice());
+            assert_eq!(b, Bucket::new(1, actions.clone()));
+            assert!(std::mem::size_of::<Bucket>() <= 40);
+        }
+    }
+
+    #[test]
+    fn anything_else_is_kept_as_it_is() {
+        let near_misses = [
+            // A masked load, a resubmit with ct, the registers in another order, a group.
+            vec![
+                Action::SetField(OxmField::masked(Field::Reg3, 1u32, 0xffu32)),
+                set(Field::Reg4, 80),
+                resubmit(41, false),
+            ],
+            vec![
+                set(Field::Reg3, 1),
+                set(Field::Reg4, 80),
+                resubmit(41, true),
+            ],
+            vec![
+                set(Field::Reg4, 80),
+                set(Field::Reg3, 1),
+                resubmit(41, false),
+            ],
+            vec![Action::Group(7)],
+            vec![],
+        ];
+        for actions in near_misses {
+            let b = Bucket::new(2, actions.clone());
+            assert!(matches!(b.actions, BucketActions::Other(_)), "{actions:?}");
+            assert_eq!(b.actions().as_ref(), actions.as_slice());
+        }
+        let g = GroupEntry {
+            kind: GroupKind::All,
+            buckets: vec![Bucket::new(0, vec![Action::Group(7)])],
+        };
+        assert_eq!(g.group_refs(), [7]);
     }
 }

@@ -153,7 +153,7 @@ fn scenario_uses() -> Vec<(String, Bits)> {
         for (id, group) in &out.state.groups {
             let mut bits = Vec::new();
             for bucket in &group.buckets {
-                for a in &bucket.actions {
+                for a in bucket.actions().iter() {
                     action_bits(a, &mut bits);
                 }
             }

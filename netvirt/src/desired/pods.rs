@@ -138,20 +138,19 @@ impl Builder<'_> {
         for (elan, ports) in members {
             let local: Vec<Bucket> = ports
                 .into_iter()
-                .map(|port| Bucket {
-                    weight: 0,
-                    actions: vec![output(port)],
-                })
+                .map(|port| Bucket::new(0, vec![output(port)]))
                 .collect();
             let mut buckets = local.clone();
             if let (Some(tunnel), Some(ips)) = (bindings.tunnel, remote.get(&elan)) {
-                buckets.extend(ips.iter().map(|ip| Bucket {
-                    weight: 0,
-                    actions: vec![
-                        set(Field::TunId, u64::from(elan)),
-                        set(Field::TunDst, u32::from(*ip)),
-                        output(tunnel),
-                    ],
+                buckets.extend(ips.iter().map(|ip| {
+                    Bucket::new(
+                        0,
+                        vec![
+                            set(Field::TunId, u64::from(elan)),
+                            set(Field::TunDst, u32::from(*ip)),
+                            output(tunnel),
+                        ],
+                    )
                 }));
                 // What came out of the tunnel floods only here.
                 let id = group::ELAN_LOCAL_BASE | elan;

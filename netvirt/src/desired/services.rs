@@ -280,10 +280,7 @@ pub(super) fn select_group(backends: &[Backend], next: u8) -> GroupEntry {
             let mut actions = Vec::with_capacity(endpoint_loads(b.ip) + 2);
             load_endpoint(&mut actions, b.ip);
             actions.extend([set(reg::ENDPOINT_PORT, u32::from(b.port)), resubmit(next)]);
-            Bucket {
-                weight: b.weight,
-                actions,
-            }
+            Bucket::new(b.weight, actions)
         })
         .collect();
     GroupEntry {

@@ -88,7 +88,7 @@ fn affinity_over_a_chained_service_learns_after_the_slot_lookup() {
             group
                 .buckets
                 .iter()
-                .all(|b| b.actions.last() == Some(&resubmit(table::AFFINITY_LEARN)))
+                .all(|b| b.actions().last() == Some(&resubmit(table::AFFINITY_LEARN)))
         );
     }
 }
