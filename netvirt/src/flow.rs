@@ -110,6 +110,27 @@ enum BucketActions {
 }
 
 impl Bucket {
+    /// A service's bucket: load endpoint `ip` into its family's registers (`reg3`, or
+    /// `reg12`..`reg15` most significant first, for IPv6) and `port` into `reg4`, then
+    /// resubmit to `table`. The same as [`Bucket::new`] with those actions, without building
+    /// them.
+    pub fn endpoint(weight: u16, ip: std::net::IpAddr, port: u16, table: u8) -> Self {
+        let port = u32::from(port);
+        let actions = match ip {
+            std::net::IpAddr::V4(v4) => BucketActions::Endpoint4 {
+                ip: u32::from(v4),
+                port,
+                table,
+            },
+            std::net::IpAddr::V6(v6) => BucketActions::Endpoint6 {
+                ip: ipv6_words(v6),
+                port,
+                table,
+            },
+        };
+        Bucket { weight, actions }
+    }
+
     /// A bucket of `weight` with `actions`.
     pub fn new(weight: u16, actions: Vec<Action>) -> Self {
         let compact = endpoint_bucket(&actions);
@@ -151,6 +172,17 @@ impl Bucket {
             }
         }
     }
+}
+
+/// An IPv6 address as four 32-bit words, most significant first: how it fills `reg12`..`reg15`.
+pub(crate) fn ipv6_words(ip: std::net::Ipv6Addr) -> [u32; 4] {
+    let b = u128::from(ip);
+    [
+        (b >> 96) as u32,
+        (b >> 64) as u32,
+        (b >> 32) as u32,
+        b as u32,
+    ]
 }
 
 /// The compact form of a service's bucket, if `actions` is one.

@@ -84,63 +84,8 @@ impl std::fmt::Display for Proto {
     }
 }
 
-/// The probe's address family: the destination's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// IPv4 (`ip`, `nw_src`/`nw_dst`).
-    V4,
-    /// IPv6 (`ipv6`, `ipv6_src`/`ipv6_dst`).
-    V6,
-}
-
-impl Family {
-    /// The family of `ip`.
-    pub fn of(ip: IpAddr) -> Family {
-        match ip {
-            IpAddr::V4(_) => Family::V4,
-            IpAddr::V6(_) => Family::V6,
-        }
-    }
-
-    /// Its Ethernet type.
-    pub fn eth_type(self) -> u16 {
-        match self {
-            Family::V4 => 0x0800,
-            Family::V6 => 0x86dd,
-        }
-    }
-
-    fn dst_field(self) -> Field {
-        match self {
-            Family::V4 => Field::Ipv4Dst,
-            Family::V6 => Field::Ipv6Dst,
-        }
-    }
-
-    fn src_field(self) -> Field {
-        match self {
-            Family::V4 => Field::Ipv4Src,
-            Family::V6 => Field::Ipv6Src,
-        }
-    }
-}
-
-impl std::fmt::Display for Family {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Family::V4 => "IPv4",
-            Family::V6 => "IPv6",
-        })
-    }
-}
-
-/// An address as a number, for matching it against a flow's (masked) field.
-fn bits(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
+pub use crate::family::Family;
+use crate::family::addr_value as bits;
 
 /// What to trace, as asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -555,7 +500,7 @@ pub fn plan<'a>(
                         .unwrap_or(0)
                         >> (128 - u32::from(width));
                     m.insert(openflow::OxmField::masked(
-                        scope.family.dst_field(),
+                        scope.family.dst(),
                         bits(net) & mask,
                         mask,
                     ));
@@ -645,7 +590,7 @@ fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16
             }
             match exit {
                 Some(role) => Some((role, 1)),
-                None if key.table == table::SERVICE && m.get(family.dst_field()).is_some() => {
+                None if key.table == table::SERVICE && m.get(family.dst()).is_some() => {
                     Some((Role::Service, 1))
                 }
                 None => None,
@@ -721,8 +666,8 @@ fn matches(
         Proto::Tcp => (Field::TcpDst, Field::TcpSrc),
         Proto::Udp => (Field::UdpDst, Field::UdpSrc),
     };
-    fits(family.dst_field(), bits(p.dst))
-        && fits(family.src_field(), bits(p.src))
+    fits(family.dst(), bits(p.dst))
+        && fits(family.src(), bits(p.src))
         && fits(dst_port, u128::from(p.dport))
         && fits(src_port, u128::from(p.sport))
         && fits(Field::InPortOxm, u128::from(p.in_port))

@@ -116,11 +116,6 @@ pub(super) fn affinity_learn(id: u32, idle_timeout: u16, family: Family) -> Acti
     })
 }
 
-/// A `learn` spec: the learned flow matches IPv4 (`eth_type=0x800`).
-pub(super) fn learn_ipv4() -> LearnSpec {
-    learn_family(Family::V4)
-}
-
 /// A `learn` spec: the learned flow matches `family` (`eth_type=0x800` or `0x86dd`).
 pub(super) fn learn_family(family: Family) -> LearnSpec {
     LearnSpec {

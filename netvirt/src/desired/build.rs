@@ -9,85 +9,6 @@ pub(super) fn v4(ip: &IpAddr) -> Option<Ipv4Addr> {
     }
 }
 
-/// An IP family: the flows of each are alike but for their fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Family {
-    /// IPv4.
-    V4,
-    /// IPv6.
-    V6,
-}
-
-impl Family {
-    /// Both, IPv4 first.
-    pub(crate) const BOTH: [Family; 2] = [Family::V4, Family::V6];
-
-    /// The family of `ip`.
-    pub(crate) fn of(ip: &IpAddr) -> Family {
-        match ip {
-            IpAddr::V4(_) => Family::V4,
-            IpAddr::V6(_) => Family::V6,
-        }
-    }
-
-    /// The family of `net`.
-    pub(crate) fn of_net(net: &ipnet::IpNet) -> Family {
-        match net {
-            ipnet::IpNet::V4(_) => Family::V4,
-            ipnet::IpNet::V6(_) => Family::V6,
-        }
-    }
-
-    /// Its `eth_type`.
-    pub(crate) fn eth_type(self) -> u16 {
-        match self {
-            Family::V4 => 0x0800,
-            Family::V6 => 0x86dd,
-        }
-    }
-
-    /// Its source-address field.
-    pub(crate) fn src(self) -> Field {
-        match self {
-            Family::V4 => Field::Ipv4Src,
-            Family::V6 => Field::Ipv6Src,
-        }
-    }
-
-    /// Its destination-address field.
-    pub(crate) fn dst(self) -> Field {
-        match self {
-            Family::V4 => Field::Ipv4Dst,
-            Family::V6 => Field::Ipv6Dst,
-        }
-    }
-
-    /// Its address width in bits.
-    pub(crate) fn bits(self) -> u16 {
-        match self {
-            Family::V4 => 32,
-            Family::V6 => 128,
-        }
-    }
-
-    /// The suffix of a service port's group name for this family: none for IPv4, which keeps
-    /// the names (and so the ids) of single-stack IPv4 services as they were.
-    pub(crate) fn suffix(self) -> &'static str {
-        match self {
-            Family::V4 => "",
-            Family::V6 => "/ipv6",
-        }
-    }
-}
-
-/// An address as a match or set-field value.
-pub(super) fn addr_value(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
 /// Packets of `family`.
 pub(super) fn ip_of(family: Family) -> Match {
     Match::new().with(Field::EthType, family.eth_type())
@@ -95,13 +16,13 @@ pub(super) fn ip_of(family: Family) -> Match {
 
 /// Packets to `ip`, of its family.
 pub(super) fn to_addr(ip: IpAddr) -> Match {
-    let family = Family::of(&ip);
+    let family = Family::of(ip);
     ip_of(family).with(family.dst(), addr_value(ip))
 }
 
 /// Packets from `ip`, of its family.
 pub(super) fn from_addr(ip: IpAddr) -> Match {
-    let family = Family::of(&ip);
+    let family = Family::of(ip);
     ip_of(family).with(family.src(), addr_value(ip))
 }
 
@@ -137,48 +58,15 @@ pub(super) fn l4_of(family: Family, protocol: Protocol) -> Match {
     ip_of(family).with(Field::IpProto, protocol.ip_proto())
 }
 
-/// Appends the loads of the endpoint `ip` into its family's registers to `actions`: `reg3` for
-/// IPv4, `reg12`..`reg15` (`xxreg3`, most significant first) for IPv6.
-pub(super) fn load_endpoint(actions: &mut Vec<Action>, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => actions.push(set(reg::ENDPOINT_IP, u32::from(v4))),
-        IpAddr::V6(v6) => actions.extend(
-            reg::ENDPOINT_IP6
-                .iter()
-                .zip(words(v6))
-                .map(|(f, w)| set(f.reg, w)),
-        ),
-    }
-}
-
-/// How many actions [`load_endpoint`] adds for `ip`.
-pub(super) fn endpoint_loads(ip: IpAddr) -> usize {
-    match ip {
-        IpAddr::V4(_) => 1,
-        IpAddr::V6(_) => reg::ENDPOINT_IP6.len(),
-    }
-}
-
 /// `m` matching the endpoint `ip` in its family's registers.
 pub(super) fn with_endpoint(m: Match, ip: IpAddr) -> Match {
     match ip {
         IpAddr::V4(v4) => m.with(reg::ENDPOINT_IP, u32::from(v4)),
         IpAddr::V6(v6) => reg::ENDPOINT_IP6
             .iter()
-            .zip(words(v6))
+            .zip(crate::flow::ipv6_words(v6))
             .fold(m, |m, (f, w)| m.with(f.reg, w)),
     }
-}
-
-/// An IPv6 address as four 32-bit words, most significant first.
-pub(super) fn words(ip: Ipv6Addr) -> [u32; 4] {
-    let b = u128::from(ip);
-    [
-        (b >> 96) as u32,
-        (b >> 64) as u32,
-        (b >> 32) as u32,
-        b as u32,
-    ]
 }
 
 pub(super) fn mac_value(mac: MacAddr) -> u128 {
@@ -319,24 +207,6 @@ pub(super) fn nd_reply(mac: MacAddr, flags: u32) -> Vec<Instruction> {
     ]
 }
 
-/// `learn` into table 51, from a neighbour solicitation of the pod on `ofport` (whose source
-/// address the classifier checked is the pod's): IPv6 to the sender's address gets the
-/// sender's MAC, as [`learn_mac`] does from ARP.
-pub(super) fn learn_mac6(ofport: u32) -> Action {
-    let whole = Subfield::whole;
-    Action::Learn(Learn {
-        priority: 100,
-        cookie: cookie::learned_mac(ofport),
-        table_id: table::LEARNED_MAC,
-        specs: vec![
-            learn_family(Family::V6),
-            learn_spec(128, Field::Ipv6Src, LearnDst::Match(whole(Field::Ipv6Dst))),
-            learn_spec(48, Field::EthSrc, LearnDst::Load(whole(Field::EthDst))),
-        ],
-        ..Learn::default()
-    })
-}
-
 /// Routes to a port: from the gateway MAC to `mac`, with the TTL decremented.
 pub(super) fn route(gw_mac: MacAddr, mac: MacAddr, ofport: u32) -> Vec<Instruction> {
     vec![
@@ -365,19 +235,24 @@ pub(super) fn route_learned(gw_mac: MacAddr, ofport: u32) -> Vec<Instruction> {
     ]
 }
 
-/// `learn` into table 51, from an ARP packet of the pod on `ofport` (whose sender address the
-/// classifier checked is the pod's): IPv4 to the sender's address gets the sender's MAC. The
-/// learned flow carries the learned-flow mark, so syncs never delete it.
-pub(super) fn learn_mac(ofport: u32) -> Action {
+/// `learn` into table 51, from an ARP packet (IPv4) or a neighbour solicitation (IPv6) of the
+/// pod on `ofport`, whose sender address the classifier checked is the pod's: traffic of that
+/// family to the sender's address gets the sender's MAC. The learned flow carries the
+/// learned-flow mark, so syncs never delete it.
+pub(super) fn learn_mac(ofport: u32, family: Family) -> Action {
     let whole = Subfield::whole;
+    let (sender, sender_mac) = match family {
+        Family::V4 => (Field::ArpSpa, Field::ArpSha),
+        Family::V6 => (Field::Ipv6Src, Field::EthSrc),
+    };
     Action::Learn(Learn {
         priority: 100,
         cookie: cookie::learned_mac(ofport),
         table_id: table::LEARNED_MAC,
         specs: vec![
-            learn_ipv4(),
-            learn_spec(32, Field::ArpSpa, LearnDst::Match(whole(Field::Ipv4Dst))),
-            learn_spec(48, Field::ArpSha, LearnDst::Load(whole(Field::EthDst))),
+            learn_family(family),
+            learn_spec(family.bits(), sender, LearnDst::Match(whole(family.dst()))),
+            learn_spec(48, sender_mac, LearnDst::Load(whole(Field::EthDst))),
         ],
         ..Learn::default()
     })

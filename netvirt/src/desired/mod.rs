@@ -125,8 +125,8 @@ use affinity::*;
 use build::*;
 use services::*;
 
+pub(crate) use crate::family::{Family, addr_value};
 pub use affinity::affinity_idle_timeout;
-pub(crate) use build::Family;
 pub use plans::ANY_PORT;
 pub(crate) use plans::{PortPlan, Scope, plan_names, service_plans};
 pub use pods::elan_ids;

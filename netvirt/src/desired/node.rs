@@ -13,7 +13,7 @@ impl Builder<'_> {
         // rule sends here: `node_setup::host_gateway_commands`). A new connection to it that no
         // node port takes is refused at once, as in the service CIDR, not routed away.
         for &vgw in &gateways {
-            let family = Family::of(&vgw);
+            let family = Family::of(vgw);
             for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
                 self.flow(
                     table::SERVICE,
@@ -247,7 +247,7 @@ impl Builder<'_> {
     }
 
     fn masquerade_family(&mut self, node_ip: IpAddr, host_ip: IpAddr, pods: Option<ipnet::IpNet>) {
-        let family = Family::of(&node_ip);
+        let family = Family::of(node_ip);
         let cfg = self.config;
         let c = cookie::make(cookie::NODE, 0);
         self.flow(

@@ -63,7 +63,7 @@ pub(super) fn scopes(
     node: &Node,
     family: Family,
 ) -> Vec<Scoped> {
-    let ours = |ip: &&IpAddr| Family::of(ip) == family;
+    let ours = |ip: &&IpAddr| Family::of(**ip) == family;
     let internal: Vec<(IpAddr, u16)> = service
         .cluster_ips
         .iter()
@@ -163,7 +163,7 @@ pub(crate) fn service_plans(
         .external_ips
         .iter()
         .chain(&service.lb_ingress_ips)
-        .filter(|ip| !families.contains(&Family::of(ip)))
+        .filter(|ip| !families.contains(&Family::of(**ip)))
         .copied()
         .collect::<BTreeSet<_>>()
         .into_iter()
@@ -178,7 +178,7 @@ pub(crate) fn service_plans(
                 let found: Vec<Backend> =
                     service_backends(service, port, endpoints, node, policy, config)
                         .into_iter()
-                        .filter(|b| Family::of(&b.ip) == family)
+                        .filter(|b| Family::of(b.ip) == family)
                         .collect();
                 let name = format!(
                     "{}:{}/{}{}{}",

@@ -64,12 +64,12 @@ impl Builder<'_> {
                             in_port(ofport)
                                 .with(Field::EthType, 0x0806u16)
                                 .with(Field::ArpSpa, u32::from(v4)),
-                            learn_mac(ofport),
+                            learn_mac(ofport, Family::V4),
                         ),
                         IpAddr::V6(v6) => {
                             let mut m = nd_solicit().with(Field::Ipv6Src, u128::from(v6));
                             m.insert(openflow::OxmField::exact(Field::InPortOxm, ofport));
-                            (m, learn_mac6(ofport))
+                            (m, learn_mac(ofport, Family::V6))
                         }
                     };
                     self.flow(
@@ -85,7 +85,7 @@ impl Builder<'_> {
                 }
             }
             for &ip in &pod.ips {
-                let family = Family::of(&ip);
+                let family = Family::of(ip);
                 let hairpin = from_addr(ip).with(family.dst(), addr_value(ip));
                 let loopback = match family {
                     Family::V4 => IpAddr::V4(self.config.loopback_ip),

@@ -194,7 +194,7 @@ impl Builder<'_> {
         // An endpoint's DNAT flow is the same whichever service renders it, so services that
         // share an endpoint share the flow.
         for (protocol, ip, port) in endpoints {
-            let m = with_endpoint(l4_of(Family::of(&ip), protocol), ip)
+            let m = with_endpoint(l4_of(Family::of(ip), protocol), ip)
                 .with(reg::ENDPOINT_PORT, u32::from(port));
             let dnat = Nat::dnat(ip, (port != ANY_PORT).then_some(port));
             let c = cookie::make(cookie::ENDPOINT, endpoint_cookie_id(ip));
@@ -219,23 +219,17 @@ impl Builder<'_> {
     pub(super) fn unserved(&mut self, service: &Service, plans: &[PortPlan]) {
         let Some(plan) = plans.first() else { return };
         for ip in &plan.unserved {
-            let family = match Family::of(ip) {
-                Family::V4 => "IPv4",
-                Family::V6 => "IPv6",
-            };
             self.out.conflicts.push(format!(
-                "{}: endpoint {ip} is not used: the service has no {family} address",
-                service.key
+                "{}: endpoint {ip} is not used: the service has no {} address",
+                service.key,
+                Family::of(ip)
             ));
         }
         for ip in &plan.unserved_addresses {
-            let family = match Family::of(ip) {
-                Family::V4 => "IPv4",
-                Family::V6 => "IPv6",
-            };
             self.out.conflicts.push(format!(
-                "{}: address {ip} is not served: the service has no {family} cluster IP",
-                service.key
+                "{}: address {ip} is not served: the service has no {} cluster IP",
+                service.key,
+                Family::of(ip)
             ));
         }
     }
@@ -274,14 +268,7 @@ pub(super) fn lb_source_ranges(service: &Service, family: Family) -> Option<Vec<
 pub(super) fn select_group(backends: &[Backend], next: u8) -> GroupEntry {
     let buckets = backends
         .iter()
-        .map(|b| {
-            // Exactly as long as it needs: a bucket per endpoint is the bulk of a big
-            // cluster's groups, and growing the list would round its capacity up to 4.
-            let mut actions = Vec::with_capacity(endpoint_loads(b.ip) + 2);
-            load_endpoint(&mut actions, b.ip);
-            actions.extend([set(reg::ENDPOINT_PORT, u32::from(b.port)), resubmit(next)]);
-            Bucket::new(b.weight, actions)
-        })
+        .map(|b| Bucket::endpoint(b.weight, b.ip, b.port, next))
         .collect();
     GroupEntry {
         kind: GroupKind::Select,
