@@ -27,15 +27,8 @@ pub fn state_from_dumps(flows: &[FlowStats], groups: &[GroupDesc]) -> SwitchStat
         .iter()
         .filter(|f| f.cookie & cookie::MARK_MASK == cookie::MARK)
     {
-        let key = FlowKey {
-            table: f.table_id,
-            priority: f.priority,
-            matches: f.match_.clone(),
-        };
-        let entry = FlowEntry {
-            cookie: f.cookie,
-            instructions: f.instructions.clone(),
-        };
+        let key = FlowKey::new(f.table_id, f.priority, &f.match_);
+        let entry = FlowEntry::new(f.cookie, f.instructions.clone());
         state.flows.insert(key, entry);
     }
     for g in groups {

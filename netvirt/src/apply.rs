@@ -48,8 +48,10 @@ pub fn flow_mod(command: FlowModCommand, key: &FlowKey, entry: Option<&FlowEntry
         priority: key.priority,
         out_port: OFPP_ANY,
         out_group: OFPG_ANY,
-        match_: key.matches.clone(),
-        instructions: entry.map(|e| e.instructions.clone()).unwrap_or_default(),
+        match_: key.matches(),
+        instructions: entry
+            .map(|e| e.instructions().into_owned())
+            .unwrap_or_default(),
         ..FlowMod::default()
     })
 }

@@ -1,6 +1,7 @@
 //! Flows and groups as svcflow wants them, keyed the way OpenFlow identifies them, and printed
 //! exactly as `ovs-ofctl dump-flows --no-stats` and `dump-groups` print them.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -8,35 +9,63 @@ use openflow::instruction::{Instruction, Instructions};
 use openflow::match_fmt::format_match;
 use openflow::{Action, Match};
 
+use crate::packed::{PackedInstructions, PackedMatch};
 use crate::pipeline::reg;
 use crate::plan::GroupRefs;
 
 /// What identifies a flow in a table: table, priority and match.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// The match is kept packed ([`PackedMatch`]): a big cluster holds hundreds of thousands of
+/// keys on every node.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct FlowKey {
     /// Table id.
     pub table: u8,
     /// Priority.
     pub priority: u16,
-    /// Match, with fields in OVS's canonical order.
-    pub matches: Match,
+    matches: PackedMatch,
+}
+
+impl FlowKey {
+    /// The key of a flow in `table` at `priority` with match `matches` (fields in OVS's
+    /// canonical order).
+    pub fn new(table: u8, priority: u16, matches: &Match) -> Self {
+        FlowKey {
+            table,
+            priority,
+            matches: PackedMatch::new(matches),
+        }
+    }
+
+    /// Its match.
+    pub fn matches(&self) -> Match {
+        self.matches.to_match()
+    }
+
+    /// The match's entry for `field`, if any.
+    pub fn get(&self, field: openflow::Field) -> Option<openflow::OxmField> {
+        self.matches.get(field)
+    }
+}
+
+impl fmt::Debug for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlowKey")
+            .field("table", &self.table)
+            .field("priority", &self.priority)
+            .field("matches", &self.matches)
+            .finish()
+    }
 }
 
 impl Ord for FlowKey {
-    /// By table, then priority (highest first), then the match's fields in order; compares
-    /// in place, allocating nothing (it runs on every map lookup of a flow).
+    /// By table, then priority (highest first), then the match's fields in order
+    /// (`(field, value, mask)`, which is the packed bytes' order); allocates nothing.
     fn cmp(&self, other: &Self) -> Ordering {
         self.table
             .cmp(&other.table)
             .then_with(|| other.priority.cmp(&self.priority))
-            .then_with(|| {
-                let key = |f: &openflow::oxm::OxmField| (f.field, f.value, f.mask);
-                self.matches
-                    .fields
-                    .iter()
-                    .map(key)
-                    .cmp(other.matches.fields.iter().map(key))
-            })
+            .then_with(|| self.matches.cmp(&other.matches))
     }
 }
 
@@ -47,18 +76,39 @@ impl PartialOrd for FlowKey {
 }
 
 /// What a flow does, and its cookie.
+///
+/// The instructions are kept packed ([`PackedInstructions`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowEntry {
     /// Cookie; see [`crate::pipeline::cookie`].
     pub cookie: u64,
-    /// Instructions.
-    pub instructions: Vec<Instruction>,
+    pub(crate) instructions: PackedInstructions,
+}
+
+impl FlowEntry {
+    /// A flow with `cookie` that carries out `instructions`.
+    pub fn new(cookie: u64, instructions: Vec<Instruction>) -> Self {
+        FlowEntry {
+            cookie,
+            instructions: PackedInstructions::new(instructions),
+        }
+    }
+
+    /// Its instructions.
+    pub fn instructions(&self) -> Cow<'_, [Instruction]> {
+        self.instructions.get()
+    }
+
+    /// Whether it has no instructions (drops what it matches).
+    pub fn is_drop(&self) -> bool {
+        self.instructions.is_empty()
+    }
 }
 
 impl GroupRefs for FlowEntry {
     fn group_refs(&self) -> Vec<u32> {
         let mut refs = Vec::new();
-        for instruction in &self.instructions {
+        for instruction in self.instructions().iter() {
             if let Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) =
                 instruction
             {
@@ -260,8 +310,12 @@ impl fmt::Display for DumpFlow<'_> {
         if key.table != 0 {
             write!(f, "table={}, ", key.table)?;
         }
-        let matches = format_match(&key.matches, Some(key.priority));
-        write!(f, "{matches} actions={}", Instructions(&entry.instructions))
+        let matches = format_match(&key.matches(), Some(key.priority));
+        write!(
+            f,
+            "{matches} actions={}",
+            Instructions(&entry.instructions())
+        )
     }
 }
 
@@ -306,7 +360,7 @@ impl fmt::Display for OfctlStep<'_> {
             Step::AddFlow(k, v) => write!(f, "flow add{}", DumpFlow(k, v)),
             Step::ModifyFlow(k, v) => write!(f, "flow modify_strict{}", DumpFlow(k, v)),
             Step::DeleteFlow(k) => {
-                let matches = format_match(&k.matches, Some(k.priority));
+                let matches = format_match(&k.matches(), Some(k.priority));
                 write!(f, "flow delete_strict table={},{matches}", k.table)
             }
         }

@@ -27,6 +27,7 @@ pub mod ids;
 pub mod meter;
 pub mod model;
 pub mod node_setup;
+pub mod packed;
 pub mod pipeline;
 pub mod plan;
 pub mod reject;

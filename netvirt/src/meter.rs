@@ -87,7 +87,7 @@ async fn apply(
 
 /// Whether a flow's `controller()` actions name meter `meter_id`.
 pub fn names_meter(flow: &FlowEntry, meter_id: u32) -> bool {
-    flow.instructions.iter().any(|i| match i {
+    flow.instructions().iter().any(|i| match i {
         Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) => actions
             .iter()
             .any(|a| matches!(a, Action::Controller(c) if c.meter_id == Some(meter_id))),
@@ -105,7 +105,7 @@ pub fn outdate_flows_naming(actual: &mut SwitchState, meter_id: u32) {
         .flows
         .values_mut()
         .filter(|f| names_meter(f, meter_id))
-        .for_each(|f| f.instructions.clear());
+        .for_each(|f| *f = FlowEntry::new(f.cookie, Vec::new()));
 }
 
 /// Whether the switch refused a meter mod because the meter exists.
@@ -163,15 +163,8 @@ mod tests {
         };
         let flow = |priority, actions| {
             (
-                FlowKey {
-                    table: 40,
-                    priority,
-                    matches: openflow::Match::new(),
-                },
-                FlowEntry {
-                    cookie: 0,
-                    instructions: vec![Instruction::ApplyActions(actions)],
-                },
+                FlowKey::new(40, priority, &openflow::Match::new()),
+                FlowEntry::new(0, vec![Instruction::ApplyActions(actions)]),
             )
         };
         let mut actual = SwitchState::default();
@@ -187,7 +180,7 @@ mod tests {
         let cleared: Vec<u16> = actual
             .flows
             .iter()
-            .filter(|(_, f)| f.instructions.is_empty())
+            .filter(|(_, f)| f.is_drop())
             .map(|(k, _)| k.priority)
             .collect();
         assert_eq!(cleared, vec![1]);

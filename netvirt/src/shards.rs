@@ -347,7 +347,7 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
             .filter(|(k, e)| k.table == table::SERVICE && e.cookie == was.cookie)
             .map(|(k, _)| k)
         {
-            let value = |f: Field| key.matches.get(f).map(|x| x.value);
+            let value = |f: Field| key.get(f).map(|x| x.value);
             let Some(ip_proto) = value(Field::IpProto).and_then(|p| u8::try_from(p).ok()) else {
                 continue;
             };

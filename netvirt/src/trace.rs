@@ -320,8 +320,8 @@ impl Twin {
             priority: self.key.priority,
             out_port: OFPP_ANY,
             out_group: OFPG_ANY,
-            match_: self.key.matches.clone(),
-            instructions: self.entry.instructions.clone(),
+            match_: self.key.matches(),
+            instructions: self.entry.instructions().into_owned(),
             ..FlowMod::default()
         })
     }
@@ -432,7 +432,7 @@ pub fn plan<'a>(
                 .flatten()
                 .any(|k| {
                     matches(
-                        &k.matches,
+                        &k.matches(),
                         probe,
                         scope.family,
                         scope.proto,
@@ -444,7 +444,7 @@ pub fn plan<'a>(
             unseen.push(DumpFlow(key, entry).to_string());
             continue;
         }
-        let mut matches = key.matches.clone();
+        let mut matches = key.matches();
         if matches.get(Field::EthType).is_none() {
             matches.insert(openflow::OxmField::exact(
                 Field::EthType,
@@ -464,19 +464,12 @@ pub fn plan<'a>(
             let instructions = if role.is_exit() {
                 vec![Instruction::ApplyActions(vec![report_action()])]
             } else {
-                report_then(&entry.instructions, report_action())
+                report_then(&entry.instructions(), report_action())
             };
             let index = twins.len() as u16;
             twins.push(Twin {
-                key: FlowKey {
-                    table: key.table,
-                    priority,
-                    matches,
-                },
-                entry: FlowEntry {
-                    cookie: twin_cookie(scope.id, index),
-                    instructions,
-                },
+                key: FlowKey::new(key.table, priority, &matches),
+                entry: FlowEntry::new(twin_cookie(scope.id, index), instructions),
                 role,
                 original: original.clone(),
             });
@@ -549,7 +542,7 @@ fn report_then(instructions: &[Instruction], report: Action) -> Vec<Instruction>
 
 /// What a flow's twin reports, and how far above it the twin sits; `None` for no twin.
 fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16)> {
-    let m = &key.matches;
+    let m = &key.matches();
     let family = scope.family;
     if matches!(m.get(Field::EthType), Some(f) if f.value != u128::from(family.eth_type())) {
         return None;
@@ -609,7 +602,7 @@ fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16
 /// `Drop` or `Refuse` for a flow that sends the packet nowhere but maybe the controller.
 fn exit_kind(entry: &FlowEntry) -> Option<Role> {
     let mut refuse = false;
-    for i in &entry.instructions {
+    for i in entry.instructions().iter() {
         match i {
             Instruction::GotoTable(_) | Instruction::Unknown { .. } => return None,
             Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) => {

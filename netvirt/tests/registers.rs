@@ -138,10 +138,10 @@ fn scenario_uses() -> Vec<(String, Bits)> {
         let name = path.display().to_string();
         for (key, entry) in &out.state.flows {
             let mut bits = Vec::new();
-            for m in &key.matches.fields {
+            for m in &key.matches().fields {
                 bits.extend(masked_bits(m.field, m.mask));
             }
-            for i in &entry.instructions {
+            for i in entry.instructions().iter() {
                 if let Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) = i {
                     for a in actions {
                         action_bits(a, &mut bits);

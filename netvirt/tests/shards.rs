@@ -443,7 +443,7 @@ fn a_second_family_adds_its_own_flows_and_never_mixes_endpoints() {
         .keys()
         .filter(|k| {
             k.table == 40
-                && k.matches.get(openflow::Field::Ipv6Dst).map(|f| f.value)
+                && k.get(openflow::Field::Ipv6Dst).map(|f| f.value)
                     == Some(u128::from(
                         "fd00:10:96::10".parse::<std::net::Ipv6Addr>().unwrap(),
                     ))

@@ -20,15 +20,8 @@ pub async fn dump_flows(target: &str) -> Result<String, String> {
     let mut lines: Vec<(FlowKey, FlowEntry)> = flows
         .into_iter()
         .map(|f| {
-            let key = FlowKey {
-                table: f.table_id,
-                priority: f.priority,
-                matches: f.match_,
-            };
-            let entry = FlowEntry {
-                cookie: f.cookie,
-                instructions: f.instructions,
-            };
+            let key = FlowKey::new(f.table_id, f.priority, &f.match_);
+            let entry = FlowEntry::new(f.cookie, f.instructions);
             (key, entry)
         })
         .collect();

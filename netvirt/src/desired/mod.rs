@@ -260,13 +260,10 @@ impl<'a> Builder<'a> {
                 return false;
             }
         };
-        let key = FlowKey {
-            table,
-            priority,
-            matches,
-        };
+        let key = FlowKey::new(table, priority, &matches);
+        let entry = FlowEntry::new(cookie, instructions);
         if let Some(existing) = self.out.state.flows.get(&key) {
-            if existing.instructions != instructions {
+            if existing.instructions != entry.instructions {
                 self.out.conflicts.push(format!(
                     "table {table} priority {priority}: two flows with one match; keeping cookie {:#x}, \
                      dropping cookie {cookie:#x}",
@@ -275,13 +272,7 @@ impl<'a> Builder<'a> {
             }
             return false;
         }
-        self.out.state.flows.insert(
-            key,
-            FlowEntry {
-                cookie,
-                instructions,
-            },
-        );
+        self.out.state.flows.insert(key, entry);
         true
     }
 }

@@ -104,10 +104,7 @@ fn lines(twins: &[Twin], role: Role) -> Vec<String> {
         .filter(|t| t.role == role)
         .map(|t| {
             // Cookies are checked on their own: here, what each twin matches and does.
-            let entry = FlowEntry {
-                cookie: 0,
-                instructions: t.entry.instructions.clone(),
-            };
+            let entry = FlowEntry::new(0, t.entry.instructions().into_owned());
             DumpFlow(&t.key, &entry).to_string()
         })
         .collect()
@@ -158,11 +155,8 @@ fn the_source_node_watches_its_port_the_service_and_every_exit_the_probe_can_mee
     // Each twin: its own cookie, one priority above its original, and the tag in its match.
     for (i, t) in twins.iter().enumerate() {
         assert_eq!(t.entry.cookie, twin_cookie(7, i as u16));
-        assert!(t.key.matches.check_prereqs().is_ok(), "{}", t.original);
-        assert_eq!(
-            t.key.matches.get(Field::IpDscpShifted).map(|f| f.value),
-            Some(49)
-        );
+        assert!(t.key.matches().check_prereqs().is_ok(), "{}", t.original);
+        assert_eq!(t.key.get(Field::IpDscpShifted).map(|f| f.value), Some(49));
     }
 }
 
@@ -198,11 +192,7 @@ fn table_60_reports_and_goes_on_towards_other_nodes_and_they_watch_it() {
         lines(&remote, Role::Refuse)
     );
     assert!(!lines(&remote, Role::Drop).is_empty());
-    assert!(
-        remote
-            .iter()
-            .all(|t| t.key.matches.get(Field::Ipv4Dst).is_none())
-    );
+    assert!(remote.iter().all(|t| t.key.get(Field::Ipv4Dst).is_none()));
 }
 
 #[test]
@@ -210,20 +200,20 @@ fn a_twin_is_not_made_where_another_flow_could_take_the_probe_first() {
     let s = scenario();
     let mut out = crate::desired::desired(&s.node, &s.model, &s.config, &s.bindings);
     // A flow at priority 101 for the same address: the service's twin would tie with it.
-    let key = FlowKey {
-        table: table::SERVICE,
-        priority: 101,
-        matches: Match::new()
+    let key = FlowKey::new(
+        table::SERVICE,
+        101,
+        &Match::new()
             .with(Field::EthType, 0x0800u16)
             .with(Field::IpProto, 6u8)
             .with(Field::Ipv4Dst, u32::from(Ipv4Addr::new(10, 96, 0, 10))),
-    };
+    );
     out.state.flows.insert(
         key,
-        FlowEntry {
-            cookie: cookie::make(cookie::NODE, 0),
-            instructions: vec![Instruction::GotoTable(45)],
-        },
+        FlowEntry::new(
+            cookie::make(cookie::NODE, 0),
+            vec![Instruction::GotoTable(45)],
+        ),
     );
     let scope = Scope {
         id: 1,
@@ -662,17 +652,14 @@ fn an_ipv6_probe_is_watched_by_the_ipv6_flows_it_can_meet_and_no_ipv4_one() {
     for (i, t) in twins.iter().enumerate() {
         assert_eq!(t.entry.cookie, twin_cookie(7, i as u16));
         // ip_dscp over IPv6 (the traffic class): a valid match, and only IPv6 twins.
-        assert!(t.key.matches.clone().checked().is_ok(), "{}", t.original);
+        assert!(t.key.matches().checked().is_ok(), "{}", t.original);
         assert_eq!(
-            t.key.matches.get(Field::EthType).map(|f| f.value),
+            t.key.get(Field::EthType).map(|f| f.value),
             Some(0x86dd),
             "{}",
             t.original
         );
-        assert_eq!(
-            t.key.matches.get(Field::IpDscpShifted).map(|f| f.value),
-            Some(49)
-        );
+        assert_eq!(t.key.get(Field::IpDscpShifted).map(|f| f.value), Some(49));
     }
     // An IPv6-only pod whose port also has a neighbour-solicitation flow: that flow (ICMPv6)
     // is no way in for a TCP probe.
@@ -750,9 +737,9 @@ fn an_ipv6_probe_goes_on_towards_other_nodes_ipv6_pod_cidrs_and_they_watch_it() 
     assert!(lines(&remote, Role::Service).is_empty());
     assert!(!lines(&remote, Role::Drop).is_empty());
     assert!(remote.iter().all(|t| {
-        t.key.matches.get(Field::Ipv6Src).is_none()
-            && t.key.matches.get(Field::Ipv4Dst).is_none()
-            && t.key.matches.get(Field::EthType).map(|f| f.value) == Some(0x86dd)
+        t.key.get(Field::Ipv6Src).is_none()
+            && t.key.get(Field::Ipv4Dst).is_none()
+            && t.key.get(Field::EthType).map(|f| f.value) == Some(0x86dd)
     }));
     let names = Names {
         pod_cidrs: vec![

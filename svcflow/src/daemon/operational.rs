@@ -456,15 +456,8 @@ async fn node_services(
             });
         }
         for f in flows.iter().filter(|f| f.cookie == state.cookie) {
-            let key = FlowKey {
-                table: f.table_id,
-                priority: f.priority,
-                matches: f.match_.clone(),
-            };
-            let entry = FlowEntry {
-                cookie: f.cookie,
-                instructions: f.instructions.clone(),
-            };
+            let key = FlowKey::new(f.table_id, f.priority, &f.match_);
+            let entry = FlowEntry::new(f.cookie, f.instructions.clone());
             service.flows.push(FlowState {
                 node: node.to_string(),
                 table_id: f.table_id,
