@@ -7,10 +7,11 @@
 //! goes as several bundles in order, and a full sync as bundles of [`FULL_SYNC_BUNDLE`]
 //! messages, each atomic: groups
 //! before the flows that use them, flows deleted before their groups, so no bundle boundary
-//! leaves a flow pointing at a missing group. Likewise a full sync first makes sure the switch
+//! leaves a flow pointing at a missing group. The next bundle is encoded and queued while the
+//! switch applies the one before (at most one waits behind it). Likewise a full sync first makes sure the switch
 //! holds the refusal meter ([`crate::meter`]) that the refusal flows name.
 
-use openflow::driver::{Error, SwitchHandle};
+use openflow::driver::{Error, QueuedBundle, SwitchHandle};
 
 use openflow::msg::{Body, CtFlush, CtTuple};
 
@@ -46,19 +47,56 @@ pub struct BundleCounts {
     pub failed: u64,
 }
 
-/// Sends one bundle to `switch`, counting how it went in `counts`.
-async fn send(
-    switch: &SwitchHandle,
-    counts: &mut BundleCounts,
-    chunk: Vec<Body>,
-) -> Result<(), Error> {
-    let result = switch.bundle(chunk).await;
-    match &result {
-        Ok(_) => counts.committed += 1,
-        Err(_) => counts.failed += 1,
+/// Sends a plan's bundles to a switch, one in flight while the next is made: the switch
+/// applies bundle N while svcflow encodes bundle N + 1, so a long plan costs about the
+/// longer of the two, not their sum. Bundles are applied in the order they are sent. When
+/// one is refused the plan stops there (the engine reads the switch again on its next sync);
+/// the bundle queued behind it may still be applied, which that read finds.
+struct Pipeline<'a> {
+    switch: &'a SwitchHandle,
+    counts: &'a mut BundleCounts,
+    in_flight: Option<QueuedBundle>,
+}
+
+impl<'a> Pipeline<'a> {
+    fn new(switch: &'a SwitchHandle, counts: &'a mut BundleCounts) -> Self {
+        Pipeline {
+            switch,
+            counts,
+            in_flight: None,
+        }
     }
-    result?;
-    Ok(())
+
+    /// Queues `chunk` as the next bundle, then waits for the one before it.
+    async fn send(&mut self, chunk: Vec<Body>) -> Result<(), Error> {
+        let queued = match self.switch.queue_bundle(chunk).await {
+            Ok(q) => q,
+            Err(e) => {
+                self.counts.failed += 1;
+                return Err(e);
+            }
+        };
+        let before = self.in_flight.replace(queued);
+        self.wait(before).await
+    }
+
+    /// Waits for the last bundle.
+    async fn finish(mut self) -> Result<(), Error> {
+        let last = self.in_flight.take();
+        self.wait(last).await
+    }
+
+    async fn wait(&mut self, bundle: Option<QueuedBundle>) -> Result<(), Error> {
+        let Some(bundle) = bundle else {
+            return Ok(());
+        };
+        let result = bundle.applied().await;
+        match &result {
+            Ok(()) => self.counts.committed += 1,
+            Err(_) => self.counts.failed += 1,
+        }
+        result
+    }
 }
 
 /// One node's desired state and its switch.
@@ -138,6 +176,7 @@ impl Engine {
             // One bundle's messages at a time: a change to every service never holds a copy
             // of the whole state.
             let mut steps = self.shards.steps(&pending);
+            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles);
             loop {
                 let chunk: Vec<Body> = steps
                     .by_ref()
@@ -150,8 +189,9 @@ impl Engine {
                 if chunk.is_empty() {
                     break;
                 }
-                send(&self.switch, &mut self.bundles, chunk).await?;
+                pipeline.send(chunk).await?;
             }
+            pipeline.finish().await?;
             drop(steps);
             drop(pending);
             report.conntrack_flushed = self.flush(config.service_zone).await?;
@@ -172,6 +212,7 @@ impl Engine {
             }
             let mut report = SyncReport::default();
             let mut plan = self.shards.full_plan(&actual);
+            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles);
             loop {
                 let mut chunk: Vec<Body> = Vec::new();
                 for (change, body) in plan.by_ref().take(FULL_SYNC_BUNDLE) {
@@ -186,8 +227,9 @@ impl Engine {
                 if chunk.is_empty() {
                     break;
                 }
-                send(&self.switch, &mut self.bundles, chunk).await?;
+                pipeline.send(chunk).await?;
             }
+            pipeline.finish().await?;
             drop(plan);
             report.conntrack_flushed = self.flush(config.service_zone).await?;
             report

@@ -58,7 +58,9 @@
 //! `SVCFLOW_E2E_S` picks the sizes (default 1000,10000,30000), `SVCFLOW_E2E_E` the endpoints
 //! per service (default 2,10), `SVCFLOW_E2E_UPDATES` the number of each kind of update
 //! (default 200), `SVCFLOW_E2E_GAP_MS` the pause before each measured write (default 100),
-//! `SVCFLOW_E2E_PERF=FILE` records the daemon with `perf record -g` during the full load.
+//! `SVCFLOW_E2E_PERF=FILE` records the daemon with `perf record` during the full load (call
+//! graphs by frame pointers; `SVCFLOW_E2E_PERF_CALLGRAPH=dwarf` for perf's DWARF unwinding, which
+//! also sees through libc).
 //! Every (S, E) pair runs; S = 30,000 takes one to two minutes per E.
 //!
 //! The pause: the daemon sends a switch at most one bundle per 50 ms (`MIN_INTERVAL` in
@@ -422,7 +424,8 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         let child = std::process::Command::new("perf")
             .args([
                 "record",
-                "-g",
+                "--call-graph",
+                &std::env::var("SVCFLOW_E2E_PERF_CALLGRAPH").unwrap_or_else(|_| "fp".into()),
                 "-F",
                 "999",
                 "-o",

@@ -115,6 +115,58 @@ async fn invalid_flow_rolls_back_the_whole_bundle() {
     assert!(!text.contains("nw_dst=10.15."), "{text}");
 }
 
+/// Bundles queued back to back (`queue_bundle`, as the engine sends a long plan: the next one
+/// queued while the switch applies the one before) are applied in order, each answered on its
+/// own: a refused one fails alone, and the ones around it are applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_bundles_apply_in_order_and_fail_alone() {
+    let sb = sandbox();
+    let sw = connect_mgmt(&sb).await;
+    // Bundle 0 adds a group; bundle 1 adds flows that output to it, so it only succeeds if
+    // bundle 0 was applied first; bundle 2 is refused (a missing group); bundle 3 goes on.
+    let group = Body::GroupMod(GroupMod {
+        command: GroupModCommand::Add,
+        group_type: GroupType::All,
+        group_id: 5,
+        buckets: vec![Bucket::new(
+            0,
+            vec![Action::Output {
+                port: 1,
+                max_len: 0,
+            }],
+        )],
+    });
+    let to_group = |n: u32, g: u32| {
+        let mut f = flow(n);
+        f.instructions = vec![Instruction::ApplyActions(vec![Action::Group(g)])];
+        Body::FlowMod(f)
+    };
+    let bundles = vec![
+        vec![group],
+        (0..500).map(|n| to_group(n, 5)).collect(),
+        vec![to_group(600, 5), to_group(601, 999)],
+        (700..1_200).map(flow_body).collect::<Vec<_>>(),
+    ];
+    let mut queued = Vec::new();
+    for b in bundles {
+        queued.push(sw.queue_bundle(b).await.unwrap());
+    }
+    let mut results = Vec::new();
+    for q in queued {
+        results.push(q.applied().await);
+    }
+    assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+    let Err(Error::Request(RequestError::Bundle(failure))) = &results[2] else {
+        panic!("bundle 2 should be refused: {:?}", results[2]);
+    };
+    assert_eq!(failure.members[0].index, 1, "{failure:?}");
+    assert!(results[3].is_ok(), "{:?}", results[3]);
+    let flows = sw.dump_flows(ALL_COOKIE_BITS).await.unwrap();
+    assert_eq!(flows.len(), 1_000, "bundles 1 and 3, nothing of bundle 2");
+    let text = tokio::task::block_in_place(|| sb.dump_flows(BR)).unwrap();
+    assert!(!text.contains(&flow_text(600)), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn barrier_names_the_sends_that_failed() {
     let sb = sandbox();

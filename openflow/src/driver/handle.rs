@@ -230,12 +230,20 @@ impl SwitchHandle {
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
     ) -> Result<T, Error> {
         let (tx, rx) = oneshot::channel();
-        let gone = || match &*self.inner.state.borrow() {
+        self.inner
+            .cmds
+            .send(make(tx))
+            .await
+            .map_err(|_| self.gone())?;
+        rx.await.map_err(|_| self.gone())
+    }
+
+    /// Why a command found the connection's task gone.
+    fn gone(&self) -> Error {
+        match &*self.inner.state.borrow() {
             ConnState::Disconnected(e) => Error::Closed(e.clone()),
             _ => Error::Closed(SessionError::Local),
-        };
-        self.inner.cmds.send(make(tx)).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())
+        }
     }
 
     /// Queues one message that expects no reply and returns its xid. An error for it is
@@ -276,6 +284,23 @@ impl SwitchHandle {
         self.command(|done| Command::Bundle { bodies, done })
             .await?
             .map(|_| ())
+    }
+
+    /// Queues `bodies` as one bundle, as [`SwitchHandle::bundle`] does, and returns once it
+    /// is queued, with a [`QueuedBundle`] that resolves when the switch has applied or refused
+    /// it. Bundles queued one after another go to the switch in order, so a caller can
+    /// prepare the next bundle while the switch applies this one.
+    pub async fn queue_bundle(&self, bodies: Vec<Body>) -> Result<QueuedBundle, Error> {
+        let (done, rx) = oneshot::channel();
+        self.inner
+            .cmds
+            .send(Command::Bundle { bodies, done })
+            .await
+            .map_err(|_| self.gone())?;
+        Ok(QueuedBundle {
+            rx,
+            handle: self.clone(),
+        })
     }
 
     /// Every flow matching `filter` (`OFPMP_FLOW`).
@@ -396,4 +421,22 @@ fn unexpected(what: &impl std::fmt::Debug) -> Error {
     let mut s = format!("{what:?}");
     s.truncate(200);
     Error::UnexpectedReply(s)
+}
+
+/// A bundle queued with [`SwitchHandle::queue_bundle`]; [`QueuedBundle::applied`] waits for
+/// the switch's answer. Dropping it does not withdraw the bundle.
+#[must_use = "a queued bundle's outcome is only known by waiting for it"]
+pub struct QueuedBundle {
+    rx: oneshot::Receiver<Result<Reply, Error>>,
+    handle: SwitchHandle,
+}
+
+impl QueuedBundle {
+    /// Waits until the switch has applied the bundle (or refused it: nothing of it applied).
+    pub async fn applied(self) -> Result<(), Error> {
+        match self.rx.await {
+            Ok(result) => result.map(|_| ()),
+            Err(_) => Err(self.handle.gone()),
+        }
+    }
 }

@@ -23,7 +23,7 @@ mod tests;
 mod tls;
 
 pub use error::Error;
-pub use handle::{ConnState, FlowFilter, SwitchEvent, SwitchHandle};
+pub use handle::{ConnState, FlowFilter, QueuedBundle, SwitchEvent, SwitchHandle};
 pub use listener::Listener;
 pub use target::{ListenTarget, Target};
 
