@@ -4,7 +4,7 @@
 //! `desired` (the render: one node's flows and groups, straight through, one file per
 //! concern), `shards` (the same state kept incrementally per owner, built on `desired`, and
 //! the renders nodes share), `family` (IPv4 and IPv6 and their fields), `resolve`, `chain`, `ids`, `plan`, `apply` (steps as OpenFlow
-//! messages), `flow`, `pipeline`, `reject`, `trace` (a live trace's probe, temporary flows and
+//! messages), `flow`, `packed` (a flow's match and instructions in compact form), `pipeline`, `reject`, `trace` (a live trace's probe, temporary flows and
 //! report), `health`, `node_setup` (what a node must hold, as OVSDB operations and host
 //! commands, computed, not run), `config` and `scenario`.
 //!
