@@ -3,7 +3,7 @@
 //! After a connect (or a failed sync) the engine reads the switch and sends the full
 //! difference; from then on each model change is re-rendered only where it changed
 //! ([`Shards`]) and just the steps it causes are sent. A change of at most [`BUNDLE_MAX`]
-//! steps is one atomic bundle. A longer plan (a change to thousands of services at once)
+//! steps holding at most [`BUNDLE_BUCKETS_MAX`] group buckets is one atomic bundle. A longer plan (a change to thousands of services at once)
 //! goes as several bundles in order, and a full sync as bundles of [`FULL_SYNC_BUNDLE`]
 //! messages, each atomic: groups
 //! before the flows that use them, flows deleted before their groups, so no bundle boundary
@@ -19,7 +19,9 @@ use crate::agent::{SyncReport, read_state};
 use crate::apply::message;
 use crate::config::Config;
 use crate::desired::{NodeBindings, ServicePortState};
+use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::model::{Model, Node};
+use crate::plan::Step;
 use crate::shards::{Change, Shards};
 
 /// How many times a stale-conntrack flush is sent. A flush that names only part of a tuple
@@ -37,6 +39,53 @@ pub const BUNDLE_MAX: usize = 5_000;
 /// peak memory down. `ovs-vswitchd` installs bundles of 1,000 as fast as bigger ones (see
 /// `docs/performance.md`, the session bench).
 pub const FULL_SYNC_BUNDLE: usize = 1_000;
+
+/// The most group buckets in one bundle (past its first message). A group's message holds its
+/// buckets as actions, about 330 bytes each, so 5,000 group messages of ten buckets were
+/// 17 MiB held at once while a 30,000-service load sent its groups (issue 19); 20,000 buckets
+/// are about 6.5 MiB. A change whose groups hold fewer buckets in all (one service with up to
+/// 20,000 endpoints, say, or a thousand services of ten) stays one bundle.
+pub const BUNDLE_BUCKETS_MAX: usize = 20_000;
+
+/// The next bundle's items from `items`: at most `max`, holding at most
+/// [`BUNDLE_BUCKETS_MAX`] group buckets (as `buckets` counts them) unless the first alone
+/// holds more.
+fn next_bundle<T>(
+    items: &mut std::iter::Peekable<impl Iterator<Item = T>>,
+    max: usize,
+    buckets: impl Fn(&T) -> usize,
+) -> Vec<T> {
+    let mut chunk = Vec::new();
+    let mut held = 0;
+    while chunk.len() < max {
+        let Some(next) = items.peek() else {
+            break;
+        };
+        let more = buckets(next);
+        if !chunk.is_empty() && held + more > BUNDLE_BUCKETS_MAX {
+            break;
+        }
+        held += more;
+        chunk.extend(items.next());
+    }
+    chunk
+}
+
+/// The buckets a message carries.
+fn body_buckets(body: &Body) -> usize {
+    match body {
+        Body::GroupMod(g) => g.buckets.len(),
+        _ => 0,
+    }
+}
+
+/// The buckets a step's message carries.
+fn step_buckets(step: &Step<&FlowKey, &FlowEntry, &GroupEntry>) -> usize {
+    match step {
+        Step::AddGroup(_, g) | Step::ModifyGroup(_, g) => g.buckets.len(),
+        _ => 0,
+    }
+}
 
 /// Bundles an engine has sent its switch since it was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -175,15 +224,14 @@ impl Engine {
             let mut report = SyncReport::default();
             // One bundle's messages at a time: a change to every service never holds a copy
             // of the whole state.
-            let mut steps = self.shards.steps(&pending);
+            let mut steps = self.shards.steps(&pending).peekable();
             let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles);
             loop {
-                let chunk: Vec<Body> = steps
-                    .by_ref()
-                    .take(BUNDLE_MAX)
+                let chunk: Vec<Body> = next_bundle(&mut steps, BUNDLE_MAX, step_buckets)
+                    .iter()
                     .map(|step| {
-                        report.count(&step);
-                        message(&step)
+                        report.count(step);
+                        message(step)
                     })
                     .collect();
                 if chunk.is_empty() {
@@ -211,11 +259,13 @@ impl Engine {
                 crate::meter::outdate_flows_naming(&mut actual, refuse.meter_id);
             }
             let mut report = SyncReport::default();
-            let mut plan = self.shards.full_plan(&actual);
+            let mut plan = self.shards.full_plan(&actual).peekable();
             let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles);
             loop {
                 let mut chunk: Vec<Body> = Vec::new();
-                for (change, body) in plan.by_ref().take(FULL_SYNC_BUNDLE) {
+                for (change, body) in
+                    next_bundle(&mut plan, FULL_SYNC_BUNDLE, |(_, b)| body_buckets(b))
+                {
                     match change {
                         Change::AddFlow => report.flows_added += 1,
                         Change::ModifyFlow => report.flows_modified += 1,
@@ -277,5 +327,66 @@ impl Engine {
             self.shards.restore_stale(stale);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openflow::msg::{Bucket, FlowMod, GroupMod, GroupModCommand, GroupType};
+
+    fn group(buckets: usize) -> Body {
+        Body::GroupMod(GroupMod {
+            command: GroupModCommand::Add,
+            group_type: GroupType::Select,
+            group_id: 1,
+            buckets: (0..buckets).map(|_| Bucket::new(1, Vec::new())).collect(),
+        })
+    }
+
+    fn sizes(bodies: Vec<Body>, max: usize) -> Vec<(usize, usize)> {
+        let mut it = bodies.into_iter().peekable();
+        let mut out = Vec::new();
+        loop {
+            let chunk = next_bundle(&mut it, max, body_buckets);
+            if chunk.is_empty() {
+                return out;
+            }
+            let buckets = chunk
+                .iter()
+                .map(|b| match b {
+                    Body::GroupMod(g) => g.buckets.len(),
+                    _ => 0,
+                })
+                .sum();
+            out.push((chunk.len(), buckets));
+        }
+    }
+
+    #[test]
+    fn bundles_are_bounded_by_messages_and_by_buckets() {
+        let flow = || Body::FlowMod(FlowMod::default());
+        // Messages alone.
+        let flows: Vec<Body> = (0..12).map(|_| flow()).collect();
+        assert_eq!(sizes(flows, 5), vec![(5, 0), (5, 0), (2, 0)]);
+        // 3,000 groups of ten buckets: 2,000 per bundle by buckets, though 5,000 messages
+        // would be allowed.
+        let groups: Vec<Body> = (0..3_000).map(|_| group(10)).collect();
+        assert_eq!(
+            sizes(groups, BUNDLE_MAX),
+            vec![(2_000, 20_000), (1_000, 10_000)]
+        );
+        // A group bigger than the bound goes alone; flows follow the groups.
+        let mixed = vec![
+            group(5),
+            group(BUNDLE_BUCKETS_MAX + 1),
+            group(5),
+            flow(),
+            flow(),
+        ];
+        assert_eq!(
+            sizes(mixed, BUNDLE_MAX),
+            vec![(1, 5), (1, BUNDLE_BUCKETS_MAX + 1), (3, 5)]
+        );
     }
 }
