@@ -53,9 +53,11 @@ pub enum RejectError {
     Reset,
     /// A fragment other than the first.
     Fragment,
-    /// An IPv6 packet from the unspecified or a multicast address, or to a multicast or the
-    /// unspecified address, or in a link-layer multicast frame: never answered (RFC 4443
-    /// §2.4(e)), and the reply would have no valid source or destination.
+    /// A packet from or to an address that names no single host (over IPv4: 0.0.0.0, a
+    /// multicast address, or 240.0.0.0/4, which holds the limited broadcast; over IPv6: the
+    /// unspecified or a multicast address), or in a link-layer multicast or broadcast frame:
+    /// never answered (RFC 1122 §3.2.2 and §4.2.3.10, RFC 4443 §2.4(e)), and the reply would
+    /// have no valid source or destination.
     NotUnicast,
     /// An IPv6 extension header that is not walked (ESP, AH, mobility, HIP, shim6 or an
     /// experimental one), so the upper-layer protocol is not known.
@@ -75,9 +77,10 @@ impl std::fmt::Display for RejectError {
             Self::Protocol(p) => write!(f, "IP protocol {p} is not rejected"),
             Self::Reset => f.write_str("a TCP RST is never answered"),
             Self::Fragment => f.write_str("a non-first fragment"),
-            Self::NotUnicast => {
-                f.write_str("an IPv6 packet from or to a multicast or unspecified address")
-            }
+            Self::NotUnicast => f.write_str(
+                "a packet from or to a multicast, broadcast or unspecified address, or in a \
+                 link-layer multicast frame",
+            ),
             Self::ExtensionHeader(h) => write!(f, "IPv6 extension header {h} is not walked"),
             Self::SegmentsLeft => f.write_str("an IPv6 routing header with segments left"),
             Self::TooManyExtensionHeaders => write!(
@@ -123,6 +126,13 @@ fn reply_v4(eth: &[u8], ip: &[u8]) -> Result<Vec<u8>, RejectError> {
     }
     let proto = header[9];
     let (src, dst) = (&header[12..16], &header[16..20]);
+    // As over IPv6: neither address may name several hosts or none (224.0.0.0/4 multicast,
+    // 240.0.0.0/4 with the limited broadcast, 0.0.0.0), nor the frame be a link-layer
+    // multicast or broadcast.
+    let not_unicast = |a: &[u8]| a[0] >= 224 || a.iter().all(|&b| b == 0);
+    if not_unicast(src) || not_unicast(dst) || eth[0] & 0x01 != 0 {
+        return Err(RejectError::NotUnicast);
+    }
     let payload = &ip[ihl..total_len];
     let mut out = ethernet(eth, ETHERTYPE_IPV4, 60);
     match proto {
@@ -419,6 +429,30 @@ mod tests {
         let mut v6 = frame(PROTO_TCP, &syn());
         v6[12..14].copy_from_slice(&[0x86, 0xdd]);
         assert_eq!(reply(&v6), Err(RejectError::NotIp));
+        // Not from or to an address that names no single host, nor in a multicast or
+        // broadcast frame (the source is at bytes 26..30, the destination at 30..34).
+        for proto in [PROTO_TCP, PROTO_UDP] {
+            let whole = frame(proto, &syn());
+            assert!(reply(&whole).is_ok());
+            for (at, address) in [
+                (26, [0, 0, 0, 0]),
+                (26, [255, 255, 255, 255]),
+                (26, [224, 0, 0, 1]),
+                (26, [240, 0, 0, 1]),
+                (30, [0, 0, 0, 0]),
+                (30, [255, 255, 255, 255]),
+                (30, [239, 1, 2, 3]),
+            ] {
+                let mut f = whole.clone();
+                f[at..at + 4].copy_from_slice(&address);
+                assert_eq!(reply(&f), Err(RejectError::NotUnicast), "{at} {address:?}");
+            }
+            for mac in [[0xff; 6], [0x01, 0x00, 0x5e, 0, 0, 1]] {
+                let mut f = whole.clone();
+                f[..6].copy_from_slice(&mac);
+                assert_eq!(reply(&f), Err(RejectError::NotUnicast), "{mac:?}");
+            }
+        }
         // Every truncation gives an error, never a panic.
         let whole = frame(PROTO_TCP, &syn());
         for len in 0..whole.len() {
