@@ -352,13 +352,7 @@ mod tests {
             if chunk.is_empty() {
                 return out;
             }
-            let buckets = chunk
-                .iter()
-                .map(|b| match b {
-                    Body::GroupMod(g) => g.buckets.len(),
-                    _ => 0,
-                })
-                .sum();
+            let buckets = chunk.iter().map(body_buckets).sum();
             out.push((chunk.len(), buckets));
         }
     }

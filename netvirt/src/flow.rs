@@ -286,12 +286,10 @@ impl GroupRefs for GroupEntry {
             .iter()
             .flat_map(|b| match &b.actions {
                 // A service's bucket names no group.
-                BucketActions::Endpoint4 { .. } | BucketActions::Endpoint6 { .. } => &[][..],
-                BucketActions::Other(actions) => actions,
-            })
-            .filter_map(|a| match a {
-                Action::Group(id) => Some(*id),
-                _ => None,
+                BucketActions::Endpoint4 { .. } | BucketActions::Endpoint6 { .. } => {
+                    action_group_refs(&[])
+                }
+                BucketActions::Other(actions) => action_group_refs(actions),
             })
             .collect()
     }

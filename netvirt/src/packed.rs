@@ -21,6 +21,7 @@ use openflow::instruction::{Instruction, decode_instructions, encode_instruction
 use openflow::oxm::{OxmField, RawOxm};
 use openflow::wire::{Reader, Writer};
 use openflow::{Field, Match};
+use smallvec::SmallVec;
 
 /// Bytes kept up to this many inline, so that a typical match needs no allocation of its own.
 const INLINE: usize = 30;
@@ -91,7 +92,8 @@ pub struct PackedMatch(Bytes);
 impl PackedMatch {
     /// Packs `m`.
     pub fn new(m: &Match) -> Self {
-        let mut out = Vec::with_capacity(INLINE);
+        // Built on the stack: a match that fits inline allocates nothing here.
+        let mut out: SmallVec<[u8; INLINE]> = SmallVec::new();
         for f in &m.fields {
             let n = f.field.len();
             out.push(f.field as u8);
@@ -119,9 +121,9 @@ impl PackedMatch {
                 Some(mask) => {
                     out.push(1);
                     // As long as the value (RawOxm's rule).
-                    let mut mask = mask[..mask.len().min(value.len())].to_vec();
-                    mask.resize(value.len(), 0);
-                    out.extend_from_slice(&mask);
+                    let mask = &mask[..mask.len().min(value.len())];
+                    out.extend_from_slice(mask);
+                    out.extend(std::iter::repeat_n(0, value.len() - mask.len()));
                 }
             }
         }
@@ -160,7 +162,7 @@ impl fmt::Debug for PackedMatch {
     }
 }
 
-fn push_uint(out: &mut Vec<u8>, v: u128, n: usize) {
+fn push_uint(out: &mut SmallVec<[u8; INLINE]>, v: u128, n: usize) {
     out.extend_from_slice(&v.to_be_bytes()[16 - n.min(16)..]);
 }
 

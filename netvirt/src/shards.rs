@@ -28,8 +28,8 @@ use crate::agent::SwitchState;
 use crate::apply::{flow_mod, group_mod};
 use crate::config::Config;
 use crate::desired::{
-    DesiredState, NodeBindings, ServicePortState, collision_message, plan_names, render_base,
-    render_service, service_plans,
+    DesiredState, NodeBindings, PortPlan, ServicePortState, collision_message, plan_names,
+    render_base, render_service, service_plans,
 };
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::health::{NoLocal, no_local_endpoints};
@@ -654,20 +654,13 @@ impl Shards {
                 .chain(self.services.keys().map(|k| &**k))
                 .collect(),
         };
-        // Each dirty service's group names. Its port plans (which hold its backends, twice)
-        // are made again when it is rendered below rather than kept meanwhile: for a first
-        // load of 30,000 services × 10 endpoints, keeping them all was about 25 MiB at the
-        // daemon's peak, and making them is about a tenth of the render (issue 19).
-        let plans = |service: &Service, key: &ServiceKey| {
-            let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
-            service_plans(service, endpoints, node, config)
-        };
-        let mut dirty: BTreeMap<ServiceKey, Vec<String>> = BTreeMap::new();
+        let mut dirty: BTreeMap<ServiceKey, Vec<PortPlan>> = BTreeMap::new();
         let mut removed: Vec<ServiceKey> = Vec::new();
         for key in changed {
             match model.services.get(key) {
                 Some(service) => {
-                    dirty.insert(key.clone(), plan_names(&plans(service, key)));
+                    let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
+                    dirty.insert(key.clone(), service_plans(service, endpoints, node, config));
                 }
                 None => removed.push(key.clone()),
             }
@@ -681,14 +674,15 @@ impl Shards {
                 gone.extend(shard.names.iter().cloned());
             }
         }
-        for (key, now) in &dirty {
+        for (key, plans) in &dirty {
+            let now = plan_names(plans);
             let was = self
                 .services
                 .get(key)
                 .map(|s| &s.names[..])
                 .unwrap_or_default();
             gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
-            new.extend(now.iter().filter(|n| !was.contains(n)).cloned());
+            new.extend(now.into_iter().filter(|n| !was.contains(n)));
         }
         for name in &gone {
             self.name_owner.remove(name.as_str());
@@ -707,7 +701,11 @@ impl Shards {
                 continue;
             }
             if let Some(service) = model.services.get(&**key) {
-                dirty.insert(ServiceKey::clone(key), plan_names(&plans(service, key)));
+                let endpoints = model.endpoints.get(&**key).map_or(&[][..], Vec::as_slice);
+                dirty.insert(
+                    ServiceKey::clone(key),
+                    service_plans(service, endpoints, node, config),
+                );
             }
         }
         for key in removed {
@@ -718,11 +716,11 @@ impl Shards {
                 self.released.push(key);
             }
         }
-        for (key, names) in dirty {
+        for (key, plans) in dirty {
             let Some(service) = model.services.get(&key) else {
                 continue;
             };
-            let plans = plans(service, &key);
+            let names = plan_names(&plans);
             let endpoints = model.endpoints.get(&key).map_or(&[][..], Vec::as_slice);
             let no_local = no_local_endpoints(service, endpoints, &node.name);
             let out = render_service(service, plans, self.ids.ids(), config, bindings);

@@ -225,16 +225,25 @@ impl SwitchHandle {
         let _ = self.inner.cmds.send(Command::Close).await;
     }
 
-    async fn command<T>(
+    /// Hands a command to the connection's task; the receiver gets its answer.
+    async fn queue<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Result<T, Error> {
+    ) -> Result<oneshot::Receiver<T>, Error> {
         let (tx, rx) = oneshot::channel();
         self.inner
             .cmds
             .send(make(tx))
             .await
             .map_err(|_| self.gone())?;
+        Ok(rx)
+    }
+
+    async fn command<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, Error> {
+        let rx = self.queue(make).await?;
         rx.await.map_err(|_| self.gone())
     }
 
@@ -281,9 +290,7 @@ impl SwitchHandle {
     /// and the error names each refused message by its index in `bodies`. Nothing is split:
     /// a message too big for a BUNDLE_ADD fails the call before anything is sent.
     pub async fn bundle(&self, bodies: Vec<Body>) -> Result<(), Error> {
-        self.command(|done| Command::Bundle { bodies, done })
-            .await?
-            .map(|_| ())
+        self.queue_bundle(bodies).await?.applied().await
     }
 
     /// Queues `bodies` as one bundle, as [`SwitchHandle::bundle`] does, and returns once it
@@ -291,12 +298,7 @@ impl SwitchHandle {
     /// it. Bundles queued one after another go to the switch in order, so a caller can
     /// prepare the next bundle while the switch applies this one.
     pub async fn queue_bundle(&self, bodies: Vec<Body>) -> Result<QueuedBundle, Error> {
-        let (done, rx) = oneshot::channel();
-        self.inner
-            .cmds
-            .send(Command::Bundle { bodies, done })
-            .await
-            .map_err(|_| self.gone())?;
+        let rx = self.queue(|done| Command::Bundle { bodies, done }).await?;
         Ok(QueuedBundle {
             rx,
             handle: self.clone(),
