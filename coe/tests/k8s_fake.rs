@@ -20,6 +20,14 @@ fn service(name: &str, labels: serde_json::Value) -> Service {
     .unwrap()
 }
 
+/// The names of a list's items.
+fn names(l: &kube::core::ObjectList<Service>) -> Vec<String> {
+    l.items
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_filter_by_label_and_carry_the_resource_version() {
     let server = FakeApiServer::start_new().await.unwrap();
@@ -32,12 +40,6 @@ async fn lists_filter_by_label_and_carry_the_resource_version() {
         .unwrap();
     let rv = server.apply(&service("c", json!({"tier": "web"}))).unwrap();
     let api: Api<Service> = Api::all(server.client().unwrap());
-    let names = |l: &kube::core::ObjectList<Service>| -> Vec<String> {
-        l.items
-            .iter()
-            .map(|s| s.metadata.name.clone().unwrap())
-            .collect()
-    };
     let all = api.list(&ListParams::default()).await.unwrap();
     assert_eq!(names(&all), ["a", "b", "c"]);
     assert_eq!(all.metadata.resource_version, Some(rv.to_string()));
@@ -241,4 +243,55 @@ async fn leases_are_written_with_optimistic_concurrency() {
         .await
         .unwrap();
     assert!(server.get::<Service>("default", "s").is_some());
+}
+
+/// A list with `limit` comes in pages joined by `continue` tokens, all from the first page's
+/// snapshot (an object written between pages is not in them); a token the server no longer
+/// has, as after a compaction, gets 410 Expired. The watchers list this way (500 a page).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_come_in_pages_from_one_snapshot() {
+    let server = FakeApiServer::start_new().await.unwrap();
+    for name in ["a", "b", "c", "d", "e"] {
+        server.apply(&service(name, json!({}))).unwrap();
+    }
+    let rv = server.resource_version();
+    let api: Api<Service> = Api::all(server.client().unwrap());
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(names(&first), ["a", "b"]);
+    assert_eq!(first.metadata.remaining_item_count, Some(3));
+    let token = first.metadata.continue_.clone().unwrap();
+    server.apply(&service("bb", json!({}))).unwrap();
+    server.delete::<Service>("default", "e").unwrap();
+    let second = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(names(&second), ["c", "d"], "the first page's snapshot");
+    assert_eq!(second.metadata.resource_version, Some(rv.to_string()));
+    let token = second.metadata.continue_.clone().unwrap();
+    let last = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(names(&last), ["e"]);
+    assert_eq!(last.metadata.continue_, None);
+    assert_eq!(server.lists(coe::k8s::fake::Kind::Service), 1, "one list");
+    // A used token, and one from before a compaction, are gone.
+    let again = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await;
+    assert!(
+        matches!(&again, Err(kube::Error::Api(s)) if s.code == 410),
+        "{again:?}"
+    );
+    let first = api.list(&ListParams::default().limit(3)).await.unwrap();
+    server.compact();
+    let token = first.metadata.continue_.unwrap();
+    let expired = api
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await;
+    assert!(
+        matches!(&expired, Err(kube::Error::Api(s)) if s.code == 410 && s.reason == "Expired"),
+        "{expired:?}"
+    );
 }

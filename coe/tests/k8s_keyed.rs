@@ -101,7 +101,7 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 /// Puts (or with `None` removes) an object into the snapshot, recording the change.
-fn put<T: serde::de::DeserializeOwned + kube::Resource>(
+fn put<T: serde::de::DeserializeOwned + coe::k8s::slim::Object>(
     list: &mut Vec<Arc<T>>,
     value: Option<Value>,
     name: &Value,
@@ -109,7 +109,7 @@ fn put<T: serde::de::DeserializeOwned + kube::Resource>(
     let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
         serde_json::from_value(name.clone()).unwrap();
     let key = key_of(&meta);
-    list.retain(|o| key_of(o.meta()) != key);
+    list.retain(|o| o.meta().key() != key);
     if let Some(v) = value {
         list.push(obj(v));
     }

@@ -276,14 +276,17 @@ async fn the_model_survives_an_api_server_outage_and_resyncs_after() {
 /// retrying the same version forever (kube-rs issue 1042).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_refused_with_a_plain_http_410_lists_again() {
-    let (server, _watchers, mut models) = watching_web().await;
+    let (mut server, _watchers, mut models) = watching_web().await;
     let lists = server.lists(Kind::EndpointSlice);
     server.answer_gone_with_http(true);
-    // A change, then the history forgotten and every watch ended: each watcher comes back
-    // from a version the server no longer has.
+    // While the API server is away, a change, then the history forgotten: every watcher
+    // comes back from a version the server no longer has, whatever it had seen before, and
+    // is refused. (Ending the watches instead races: a watcher that saw the change resumes
+    // from the newest version, which compaction keeps.)
+    server.stop().await;
     server.apply(&slice("web", "web-a", &["10.1.0.8"])).unwrap();
     server.compact();
-    server.close_watches();
+    server.start().await.unwrap();
     until(&mut models, "the endpoint seen through a new list", |m| {
         endpoints(m, "web").is_some_and(|e| e == ["10.1.0.8"])
     })
@@ -332,5 +335,29 @@ async fn a_slice_change_carries_its_trigger_time() {
         )]
         .into(),
     );
-    assert_eq!(coe::k8s::trigger_time(&bad), None);
+    assert_eq!(coe::k8s::trigger_time(&bad.into()), None);
+}
+
+/// A kind with more objects than a list page (the watchers ask for 500 at a time) is read
+/// whole before the first model: every Service and every slice of 1,201 is in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_longer_than_a_page_is_read_whole() {
+    let server = seeded().await;
+    let n = 1_201;
+    for i in 0..n {
+        let ip = format!("10.96.{}.{}", i / 250, 1 + i % 250);
+        let ep = format!("10.2.{}.{}", i / 250, 1 + i % 250);
+        server.apply(&service(&format!("s{i}"), &ip)).unwrap();
+        server
+            .apply(&slice(&format!("s{i}"), &format!("s{i}-a"), &[&ep]))
+            .unwrap();
+    }
+    let watchers = Watchers::start(server.client().unwrap(), config());
+    let mut models = watchers.subscribe();
+    let m = until(&mut models, "the first model", |_| true).await;
+    assert_eq!(m.translation.model.services.len(), n);
+    assert_eq!(endpoints(&m, "s1200").unwrap(), ["10.2.4.201"]);
+    assert_eq!(endpoints(&m, "s0").unwrap(), ["10.2.0.1"]);
+    assert_eq!(server.lists(Kind::Service), 1);
+    assert_eq!(server.lists(Kind::EndpointSlice), 1);
 }

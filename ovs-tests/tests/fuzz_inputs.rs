@@ -145,15 +145,15 @@ proptest! {
             let bytes = mutate(&corpus[seed % corpus.len()], ms, &corpus);
             // Only what still deserializes reaches the translation, as with the API server.
             if let Ok(s) = serde_json::from_slice::<Service>(&bytes) {
-                snapshot.services.push(Arc::new(s));
+                snapshot.services.push(Arc::new(s.into()));
             } else if let Ok(e) = serde_json::from_slice::<EndpointSlice>(&bytes) {
-                snapshot.endpoint_slices.push(Arc::new(e));
+                snapshot.endpoint_slices.push(Arc::new(e.into()));
             } else if let Ok(n) = serde_json::from_slice::<Node>(&bytes) {
-                snapshot.nodes.push(Arc::new(n));
+                snapshot.nodes.push(Arc::new(n.into()));
             } else if let Ok(p) = serde_json::from_slice::<Pod>(&bytes) {
-                snapshot.pods.push(Arc::new(p));
+                snapshot.pods.push(Arc::new(p.into()));
             } else if let Ok(n) = serde_json::from_slice::<Namespace>(&bytes) {
-                snapshot.namespaces.push(Arc::new(n));
+                snapshot.namespaces.push(Arc::new(n.into()));
             }
         }
         let started = Instant::now();

@@ -186,7 +186,7 @@ fn metrics_and_health_follow_real_syncs() {
 }
 
 /// Kubernetes watches that start over are counted by resource: after the fake API server
-/// expires every watch (a 410, as after an etcd compaction), each reflector relists and
+/// expires every watch (a 410, as after an etcd compaction), each watcher relists and
 /// `svcflow_kubernetes_watch_relists_total` counts it; the first lists are not counted.
 #[test]
 fn kubernetes_watch_relists_are_counted() {

@@ -1,12 +1,14 @@
 //! An in-process fake Kubernetes API server, for tests (cargo feature `fake-apiserver`).
 //!
 //! It serves real Kubernetes JSON over HTTP/1.1 on loopback, so that kube-rs's real client and
-//! reflectors run against it unchanged:
+//! watchers run against it unchanged:
 //!
 //! - `GET /api/v1/{services,nodes,pods,namespaces}` and
 //!   `GET /apis/discovery.k8s.io/v1/endpointslices` (also under `namespaces/{ns}/`) list, with
 //!   `metadata.resourceVersion` in the list, filtered by `labelSelector` (`key`, `!key`,
-//!   `key=value`, `key==value`, `key!=value`, comma-separated);
+//!   `key=value`, `key==value`, `key!=value`, comma-separated), in pages of `limit` items
+//!   with a `continue` token, every page from the first page's snapshot (as etcd serves
+//!   them); a token from before the last [`FakeApiServer::compact`] gets HTTP 410 `Expired`;
 //! - `?watch=true` streams newline-delimited `ADDED` / `MODIFIED` / `DELETED` events after the
 //!   given `resourceVersion` (all objects as `ADDED` for none or `0`), `BOOKMARK`s when
 //!   `allowWatchBookmarks=true`, and ends after `timeoutSeconds`;
@@ -194,9 +196,22 @@ struct State {
     compacted: u64,
     next_uid: u64,
     lists: BTreeMap<Kind, u64>,
+    /// The rest of each paged list, by its continue token.
+    pages: BTreeMap<u64, Page>,
+    next_page: u64,
     watches_open: u64,
     writes: u64,
     conflicts: u64,
+}
+
+/// At most this many paged lists wait for their next page.
+const MAX_PAGED_LISTS: usize = 64;
+
+/// What a paged list has not served yet: the items of its snapshot at `rv`.
+#[derive(Debug)]
+struct Page {
+    rv: u64,
+    rest: std::collections::VecDeque<Value>,
 }
 
 /// Signals to open watch streams.
@@ -533,6 +548,7 @@ impl FakeApiServer {
         let mut state = self.shared.lock();
         state.compacted = state.rv;
         state.history.clear();
+        state.pages.clear();
     }
 
     /// Ends every open watch stream cleanly (as the API server's timeout does); watchers
@@ -651,6 +667,8 @@ struct Query {
     selector: Vec<Term>,
     bookmarks: bool,
     timeout: Option<Duration>,
+    limit: Option<usize>,
+    continue_: Option<String>,
 }
 
 fn decode(text: &str) -> String {
@@ -691,6 +709,8 @@ fn parse_query(uri: &Uri) -> Result<Query, String> {
             "timeoutSeconds" => {
                 q.timeout = v.parse::<u64>().ok().map(Duration::from_secs);
             }
+            "limit" => q.limit = v.parse::<usize>().ok().filter(|l| *l > 0),
+            "continue" => q.continue_ = Some(v).filter(|v| !v.is_empty()),
             _ => {}
         }
     }
@@ -765,17 +785,53 @@ fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> Respons
             );
         }
     }
-    *state.lists.entry(kind).or_default() += 1;
-    let items: Vec<Value> = state
-        .objects
-        .iter()
-        .filter(|((k, _, _), o)| matches(*k, o))
-        .map(|(_, o)| o.clone())
+    let (rv, mut rest) = match &query.continue_ {
+        Some(token) => match token
+            .parse::<u64>()
+            .ok()
+            .and_then(|t| state.pages.remove(&t))
+        {
+            Some(page) => (page.rv, page.rest),
+            None => {
+                return error(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list \
+                     result. You can start a new list without the continue parameter.",
+                );
+            }
+        },
+        None => {
+            *state.lists.entry(kind).or_default() += 1;
+            let items = state
+                .objects
+                .iter()
+                .filter(|((k, _, _), o)| matches(*k, o))
+                .map(|(_, o)| o.clone())
+                .collect();
+            (state.rv, items)
+        }
+    };
+    let items: Vec<Value> = rest
+        .drain(..query.limit.unwrap_or(usize::MAX).min(rest.len()))
         .collect();
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if !rest.is_empty() {
+        let token = state.next_page;
+        state.next_page += 1;
+        metadata["continue"] = json!(token.to_string());
+        metadata["remainingItemCount"] = json!(rest.len());
+        state.pages.insert(token, Page { rv, rest });
+        // Lists a client gave up on expire, oldest first, as their snapshots would.
+        while state.pages.len() > MAX_PAGED_LISTS {
+            state.pages.pop_first();
+        }
+    }
+    drop(state);
     let body = json!({
         "kind": format!("{}List", kind.name()),
         "apiVersion": kind.api_version(),
-        "metadata": {"resourceVersion": state.rv.to_string()},
+        "metadata": metadata,
         "items": items,
     });
     json_response(StatusCode::OK, &body)

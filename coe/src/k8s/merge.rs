@@ -134,13 +134,37 @@ pub fn merge(
 /// models are persistent maps, so the diff skips what they share) and only the keys that
 /// changed on either side are merged again. The result always equals [`merge`] of the same
 /// inputs, and its model shares structure with the previous result.
-#[derive(Debug, Clone, Default)]
+///
+/// While the REST model is small (at most [`WHOLE_MERGE_MAX`] entries; empty in a cluster
+/// driven by Kubernetes alone) it merges whole instead: [`merge`] starts from the Kubernetes
+/// model, so that costs the REST model's size, and the result shares every Kubernetes entry
+/// with the Kubernetes model rather than holding copies of the entries that changed (which,
+/// merged by key, would in time be a second copy of every service and endpoint list).
+#[derive(Debug, Clone)]
 pub struct Merger {
     rest: Model,
     kube: Model,
     merged: Model,
     /// Node, pod and service keys both inputs define.
     shared: BTreeSet<Conflict>,
+    /// Merge whole while the REST model has at most this many entries (never: `None`).
+    whole_max: Option<usize>,
+}
+
+/// A REST model of at most this many nodes, pods, services and endpoint lists is merged
+/// whole (see [`Merger`]).
+pub const WHOLE_MERGE_MAX: usize = 4096;
+
+impl Default for Merger {
+    fn default() -> Self {
+        Merger {
+            rest: Model::default(),
+            kube: Model::default(),
+            merged: Model::default(),
+            shared: BTreeSet::new(),
+            whole_max: Some(WHOLE_MERGE_MAX),
+        }
+    }
 }
 
 /// The keys whose entries differ between two versions of a map.
@@ -220,6 +244,21 @@ impl Merger {
         kube: &Model,
         kube_remotes: &BTreeMap<String, String>,
     ) -> Merged {
+        let rest_size =
+            rest.nodes.len() + rest.pods.len() + rest.services.len() + rest.endpoints.len();
+        if self.whole_max.is_some_and(|max| rest_size <= max) {
+            let whole = merge(rest, rest_remotes, kube, kube_remotes);
+            self.shared = whole
+                .conflicts
+                .iter()
+                .filter(|c| !c.kind.starts_with("namespace"))
+                .cloned()
+                .collect();
+            self.merged = whole.model.clone();
+            self.rest = rest.clone();
+            self.kube = kube.clone();
+            return whole;
+        }
         merge_keys(
             "node",
             (&self.rest.nodes, &rest.nodes),
@@ -408,6 +447,35 @@ mod tests {
         assert!(m.conflicts.is_empty());
     }
 
+    /// With no REST model (a cluster driven by Kubernetes alone) the merged model is the
+    /// Kubernetes one, shared, not a copy of its entries; after a change, still.
+    #[test]
+    fn a_kubernetes_model_alone_is_shared_not_copied() {
+        let mut kube = Model::default();
+        for i in 0..100 {
+            let key = ServiceKey::new("default", &format!("s{i}"));
+            kube.services
+                .insert(key.clone(), service("default", &key.name, "10.96.0.1"));
+            kube.endpoints.insert(key, Vec::new());
+        }
+        let mut merger = Merger::default();
+        for round in 0..2 {
+            if round == 1 {
+                kube.services.remove(&ServiceKey::new("default", "s7"));
+            }
+            let m = merger.update(&Model::default(), &BTreeMap::new(), &kube, &BTreeMap::new());
+            assert!(m.model.services.ptr_eq(&kube.services), "round {round}");
+            assert!(m.model.endpoints.ptr_eq(&kube.endpoints), "round {round}");
+        }
+        // Merged by key, the same change leaves a map of its own.
+        let mut by_key = Merger {
+            whole_max: None,
+            ..Merger::default()
+        };
+        let m = by_key.update(&Model::default(), &BTreeMap::new(), &kube, &BTreeMap::new());
+        assert!(!m.model.services.ptr_eq(&kube.services));
+    }
+
     /// The merger follows random edits of both inputs exactly as a whole merge would.
     #[test]
     fn the_merger_equals_a_whole_merge_after_every_edit() {
@@ -420,7 +488,16 @@ mod tests {
         };
         let (mut rest, mut kube) = (Model::default(), Model::default());
         let mut remotes = (BTreeMap::new(), BTreeMap::new());
-        let mut merger = Merger::default();
+        // By key, and whole (a small REST model), and switching between the two.
+        let mut by_key = Merger {
+            whole_max: None,
+            ..Merger::default()
+        };
+        let mut whole = Merger::default();
+        let mut switching = Merger {
+            whole_max: Some(3),
+            ..Merger::default()
+        };
         for _ in 0..3000 {
             let side = if next(2) == 0 { &mut rest } else { &mut kube };
             let k = next(6);
@@ -473,8 +550,10 @@ mod tests {
                 }
             }
             let want = merge(&rest, &remotes.0, &kube, &remotes.1);
-            let got = merger.update(&rest, &remotes.0, &kube, &remotes.1);
-            assert_eq!(got, want);
+            for merger in [&mut by_key, &mut whole, &mut switching] {
+                let got = merger.update(&rest, &remotes.0, &kube, &remotes.1);
+                assert_eq!(got, want);
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Kubernetes as an input: watchers (kube-rs reflectors) and their translation into the model.
+//! Kubernetes as an input: watchers (kube-rs) and their translation into the model.
 //!
 //! - [`translate`] is pure: a [`translate::Snapshot`] of the watched objects becomes a
 //!   [`netvirt::model::Model`], the nodes' OVSDB remotes, and typed warnings for whatever is
@@ -7,7 +7,9 @@
 //!   each event touched, and only those (with what depends on them) are translated again.
 //! - [`merge`] is pure too: the REST northbound's model and the Kubernetes one become one
 //!   model. Kubernetes wins on a key both define (see [`merge`] for why).
-//! - [`watch`] is the I/O: one reflector per kind (Services without
+//! - [`slim`] is pure: what the translation reads of each watched object, which is all the
+//!   watchers keep of it ([`store`] holds them by key, swapping a relisted kind in whole).
+//! - [`watch`] is the I/O: one kube-rs watcher per kind (Services without
 //!   `service.kubernetes.io/service-proxy-name`, EndpointSlices without
 //!   `service.kubernetes.io/headless`, Nodes, Pods, Namespaces), and a publisher that, once
 //!   every store has listed, translates the stores after each burst of events and publishes
@@ -22,6 +24,8 @@ pub mod fake;
 pub mod keyed;
 pub mod lease;
 pub mod merge;
+pub mod slim;
+mod store;
 pub mod translate;
 pub mod watch;
 

@@ -44,9 +44,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::slim::{self, Address, Meta};
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use netvirt::model::{
     Endpoint, EndpointConditions, EndpointPort, MacAddr, Model, Namespace, Node, PodInterface,
@@ -78,19 +78,19 @@ pub const SERVICE_SELECTOR: &str = "!service.kubernetes.io/service-proxy-name";
 /// The label selector the EndpointSlice watcher uses.
 pub const ENDPOINT_SLICE_SELECTOR: &str = "!service.kubernetes.io/headless";
 
-/// The watched objects, as the reflector stores hold them.
+/// The watched objects, as the watchers keep them ([`slim`] projections).
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Services.
-    pub services: Vec<Arc<core::Service>>,
+    pub services: Vec<Arc<slim::Service>>,
     /// EndpointSlices.
-    pub endpoint_slices: Vec<Arc<discovery::EndpointSlice>>,
+    pub endpoint_slices: Vec<Arc<slim::EndpointSlice>>,
     /// Nodes.
-    pub nodes: Vec<Arc<core::Node>>,
+    pub nodes: Vec<Arc<slim::Node>>,
     /// Pods.
-    pub pods: Vec<Arc<core::Pod>>,
+    pub pods: Vec<Arc<slim::Pod>>,
     /// Namespaces.
-    pub namespaces: Vec<Arc<core::Namespace>>,
+    pub namespaces: Vec<Arc<slim::Namespace>>,
 }
 
 /// What a [`Snapshot`] says.
@@ -167,7 +167,7 @@ pub fn translate(snapshot: &Snapshot) -> Translation {
     for service in &snapshot.services {
         t.service(service);
     }
-    let mut slices: Vec<&discovery::EndpointSlice> =
+    let mut slices: Vec<&slim::EndpointSlice> =
         snapshot.endpoint_slices.iter().map(|s| &**s).collect();
     slices.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
@@ -200,10 +200,7 @@ struct Obj {
 }
 
 impl Obj {
-    fn new(
-        kind: &'static str,
-        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    ) -> Self {
+    fn new(kind: &'static str, meta: &Meta) -> Self {
         let name = meta.name.clone().unwrap_or_default();
         let name = match meta.namespace.as_deref() {
             Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
@@ -343,17 +340,13 @@ impl Translator {
         }
     }
 
-    pub(crate) fn node(&mut self, node: &core::Node) {
+    pub(crate) fn node(&mut self, node: &slim::Node) {
         let obj = Obj::new("Node", &node.metadata);
         let Some(name) = node.metadata.name.clone().filter(|n| !n.is_empty()) else {
             self.warn(obj.warning("metadata.name", "missing", Dropped::Object));
             return;
         };
-        let addresses = node
-            .status
-            .as_ref()
-            .and_then(|s| s.addresses.as_deref())
-            .unwrap_or_default();
+        let addresses = node.addresses.as_deref().unwrap_or_default();
         let mut ips: Vec<IpAddr> = Vec::new();
         let mut internal: Option<IpAddr> = None;
         for kind in ["InternalIP", "ExternalIP"] {
@@ -378,9 +371,9 @@ impl Translator {
                 }
             }
         }
-        let spec = node.spec.as_ref();
-        let mut cidrs: Vec<(String, String)> = spec
-            .and_then(|s| s.pod_cidrs.as_ref())
+        let mut cidrs: Vec<(String, String)> = node
+            .pod_cidrs
+            .as_ref()
             .map(|c| {
                 c.iter()
                     .enumerate()
@@ -389,7 +382,7 @@ impl Translator {
             })
             .unwrap_or_default();
         if cidrs.is_empty() {
-            if let Some(c) = spec.and_then(|s| s.pod_cidr.clone()) {
+            if let Some(c) = node.pod_cidr.clone() {
                 cidrs.push(("spec.podCIDR".to_string(), c));
             }
         }
@@ -438,12 +431,12 @@ impl Translator {
                 name,
                 ips,
                 pod_cidrs,
-                labels: node.metadata.labels.clone().unwrap_or_default(),
+                labels: node.metadata.labels.to_map(),
             },
         );
     }
 
-    pub(crate) fn pod(&mut self, pod: &core::Pod) {
+    pub(crate) fn pod(&mut self, pod: &slim::Pod) {
         let obj = Obj::new("Pod", &pod.metadata);
         let (Some(namespace), Some(name)) = (
             pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()),
@@ -452,24 +445,18 @@ impl Translator {
             self.warn(obj.warning("metadata", "missing namespace or name", Dropped::Object));
             return;
         };
-        let Some(spec) = pod.spec.as_ref() else {
-            return;
-        };
-        if spec.host_network == Some(true) {
+        if !pod.has_spec || pod.host_network == Some(true) {
             return;
         }
-        let Some(node) = spec.node_name.as_deref().filter(|n| !n.is_empty()) else {
+        let Some(node) = pod.node_name.as_deref().filter(|n| !n.is_empty()) else {
             return; // not scheduled yet
         };
-        let status = pod.status.as_ref();
-        if matches!(
-            status.and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        ) {
+        if matches!(pod.phase.as_deref(), Some("Succeeded" | "Failed")) {
             return; // its address is released
         }
-        let mut texts: Vec<(String, &str)> = status
-            .and_then(|s| s.pod_ips.as_ref())
+        let mut texts: Vec<(String, &str)> = pod
+            .pod_ips
+            .as_ref()
             .map(|ips| {
                 ips.iter()
                     .enumerate()
@@ -478,7 +465,7 @@ impl Translator {
             })
             .unwrap_or_default();
         if texts.is_empty() {
-            if let Some(ip) = status.and_then(|s| s.pod_ip.as_deref()) {
+            if let Some(ip) = pod.pod_ip.as_deref() {
                 texts.push(("status.podIP".to_string(), ip));
             }
         }
@@ -500,12 +487,7 @@ impl Translator {
                 return;
             }
         };
-        let mac = match pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(MAC_ANNOTATION))
-        {
+        let mac = match pod.metadata.annotations.get(MAC_ANNOTATION) {
             Some(text) => match text.parse::<MacAddr>() {
                 Ok(mac) => Some(mac),
                 Err(e) => {
@@ -533,14 +515,9 @@ impl Translator {
         );
     }
 
-    pub(crate) fn service(&mut self, svc: &core::Service) {
+    pub(crate) fn service(&mut self, svc: &slim::Service) {
         let obj = Obj::new("Service", &svc.metadata);
-        if svc
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(SERVICE_PROXY_NAME_LABEL))
-        {
+        if svc.metadata.labels.contains_key(SERVICE_PROXY_NAME_LABEL) {
             return;
         }
         let (Some(namespace), Some(name)) = (
@@ -554,6 +531,7 @@ impl Translator {
             self.warn(obj.warning("spec", "missing", Dropped::Object));
             return;
         };
+        let more = spec.more();
         let kind = match spec.type_.as_deref() {
             None | Some("") | Some("ClusterIP") => ServiceType::ClusterIp,
             Some("NodePort") => ServiceType::NodePort,
@@ -612,7 +590,7 @@ impl Translator {
             return;
         }
         let mut external_ips = Vec::new();
-        for (i, text) in spec.external_ips.iter().flatten().enumerate() {
+        for (i, text) in more.external_ips.iter().flatten().enumerate() {
             match parse_ip(text) {
                 Ok(ip) if !external_ips.contains(&ip) => external_ips.push(ip),
                 Ok(_) => {}
@@ -624,9 +602,8 @@ impl Translator {
         let mut lb_ingress_ips = Vec::new();
         if kind == ServiceType::LoadBalancer {
             let ingress = svc
-                .status
+                .load_balancer
                 .as_ref()
-                .and_then(|s| s.load_balancer.as_ref())
                 .and_then(|l| l.ingress.as_deref())
                 .unwrap_or_default();
             for (i, entry) in ingress.iter().enumerate() {
@@ -649,10 +626,10 @@ impl Translator {
                 }
             }
         }
-        let session_affinity = match spec.session_affinity.as_deref() {
+        let session_affinity = match more.session_affinity.as_deref() {
             None | Some("") | Some("None") => SessionAffinity::None,
             Some("ClientIP") => {
-                let timeout = spec
+                let timeout = more
                     .session_affinity_config
                     .as_ref()
                     .and_then(|c| c.client_ip.as_ref())
@@ -692,15 +669,15 @@ impl Translator {
         };
         let external_traffic_policy = policy(
             "spec.externalTrafficPolicy",
-            spec.external_traffic_policy.as_deref(),
+            more.external_traffic_policy.as_deref(),
         );
         let internal_traffic_policy = policy(
             "spec.internalTrafficPolicy",
-            spec.internal_traffic_policy.as_deref(),
+            more.internal_traffic_policy.as_deref(),
         );
         let mut lb_source_ranges: Vec<IpNet> = Vec::new();
         if kind == ServiceType::LoadBalancer {
-            for (i, text) in spec
+            for (i, text) in more
                 .load_balancer_source_ranges
                 .iter()
                 .flatten()
@@ -719,7 +696,7 @@ impl Translator {
                 }
             }
         }
-        let health_check_node_port = match spec.health_check_node_port {
+        let health_check_node_port = match more.health_check_node_port {
             Some(n)
                 if n != 0
                     && kind == ServiceType::LoadBalancer
@@ -735,11 +712,7 @@ impl Translator {
             }
             _ => None,
         };
-        let annotation = svc
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(TOPOLOGY_KEYS_ANNOTATION));
+        let annotation = svc.metadata.annotations.get(TOPOLOGY_KEYS_ANNOTATION);
         let field = format!("metadata.annotations[{TOPOLOGY_KEYS_ANNOTATION}]");
         let topology_keys = match annotation.map(|text| topology_keys(text)) {
             None => Vec::new(),
@@ -759,7 +732,7 @@ impl Translator {
             }
             Some(Ok(keys)) => keys,
         };
-        let traffic_distribution = match spec.traffic_distribution.as_deref() {
+        let traffic_distribution = match more.traffic_distribution.as_deref() {
             None | Some("") => TrafficDistribution::Any,
             Some("PreferClose") | Some("PreferSameZone") => TrafficDistribution::PreferClose,
             Some("PreferSameNode") => TrafficDistribution::PreferSameNode,
@@ -800,13 +773,13 @@ impl Translator {
         );
     }
 
-    pub(crate) fn slice(&mut self, slice: &discovery::EndpointSlice) {
+    pub(crate) fn slice(&mut self, slice: &slim::EndpointSlice) {
         let obj = Obj::new("EndpointSlice", &slice.metadata);
-        let labels = slice.metadata.labels.as_ref();
-        if labels.is_some_and(|l| l.contains_key(HEADLESS_LABEL)) {
+        let labels = &slice.metadata.labels;
+        if labels.contains_key(HEADLESS_LABEL) {
             return;
         }
-        let Some(service) = labels.and_then(|l| l.get(SERVICE_NAME_LABEL)) else {
+        let Some(service) = labels.get(SERVICE_NAME_LABEL) else {
             return; // not managed for a Service
         };
         let namespace = slice.metadata.namespace.as_deref().unwrap_or_default();
@@ -845,7 +818,7 @@ impl Translator {
         let mut found: Vec<Endpoint> = Vec::new();
         for (i, e) in slice.endpoints.iter().enumerate() {
             // Consumers use the first address (the API documents the others as unused).
-            let Some(text) = e.addresses.first() else {
+            let Some(first) = &e.address else {
                 self.warn(obj.warning(
                     &format!("endpoints[{i}].addresses"),
                     "empty",
@@ -853,12 +826,16 @@ impl Translator {
                 ));
                 continue;
             };
-            let address = match parse_ip(text) {
+            let parsed = match first {
+                Address::Ip(ip) => Ok(*ip),
+                Address::Text(text) => parse_ip(text),
+            };
+            let address = match parsed {
                 Ok(ip) if ip.is_ipv4() == (slice.address_type == "IPv4") => ip,
                 Ok(_) => {
                     self.warn(obj.warning(
                         &format!("endpoints[{i}].addresses[0]"),
-                        format!("`{text}` is not an {} address", slice.address_type),
+                        format!("`{first}` is not an {} address", slice.address_type),
                         Dropped::Value,
                     ));
                     continue;
@@ -882,9 +859,17 @@ impl Translator {
             found.push(Endpoint {
                 address,
                 ports: ports.clone(),
-                node: e.node_name.clone().filter(|n| !n.is_empty()),
+                node: e
+                    .node_name
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .map(String::from),
                 conditions,
-                zone: e.zone.clone().filter(|z| !z.is_empty()),
+                zone: e
+                    .zone
+                    .as_deref()
+                    .filter(|z| !z.is_empty())
+                    .map(String::from),
                 zone_hints: hint_names(
                     e.hints
                         .iter()

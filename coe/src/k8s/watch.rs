@@ -1,7 +1,8 @@
-//! The watchers: kube-rs reflectors for the five kinds, and the task that publishes their
-//! translation. This is the I/O half of [`super`]; [`super::translate`] and
-//! [`super::keyed`] do the thinking. Each event records the key of the object it touched;
-//! the publisher translates just those objects again (a relist translates everything).
+//! The watchers: kube-rs watchers for the five kinds feeding [`super::store`]s of their
+//! [`super::slim`] projections, and the task that publishes their translation. This is the
+//! I/O half of [`super`]; [`super::translate`] and [`super::keyed`] do the thinking. Each
+//! event records the key of the object it touched; the publisher translates just those
+//! objects again (a relist translates everything).
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -12,7 +13,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -20,9 +20,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use kube::runtime::reflector::ObjectRef;
-
-use super::keyed::{Changes, Keyed, ObjKey, Objects, key_of};
+use super::keyed::{Changes, Keyed, ObjKey, Objects};
+use super::slim;
+use super::store::{Store, Touched, Writer, WriterGone};
 use super::translate::{ENDPOINT_SLICE_SELECTOR, SERVICE_SELECTOR, Snapshot, Translation};
 
 /// Where the API server and the credentials come from.
@@ -97,7 +97,7 @@ impl Default for WatchConfig {
     }
 }
 
-/// What a reflector reports to a [`WatchObserver`], with the resource it watches.
+/// What a watcher reports to a [`WatchObserver`], with the resource it watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchSignal {
     /// The watch started over with a fresh list (after an expired `resourceVersion`, or
@@ -128,12 +128,8 @@ pub struct KubeModel {
 pub const TRIGGER_TIME_ANNOTATION: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 
 /// A slice's trigger time, if it carries a valid one (RFC 3339).
-pub fn trigger_time(slice: &discovery::EndpointSlice) -> Option<std::time::SystemTime> {
-    let text = slice
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(TRIGGER_TIME_ANNOTATION)?;
+pub fn trigger_time(slice: &slim::EndpointSlice) -> Option<std::time::SystemTime> {
+    let text = slice.metadata.annotations.get(TRIGGER_TIME_ANNOTATION)?;
     let at = k8s_openapi::chrono::DateTime::parse_from_rfc3339(text).ok()?;
     Some(at.with_timezone(&k8s_openapi::chrono::Utc).into())
 }
@@ -165,7 +161,7 @@ impl Watchers {
             observer: &observer,
             outage: &outage,
         };
-        let services = kinds.reflect::<core::Service>(
+        let services = kinds.reflect::<core::Service, slim::Service>(
             Api::all(client.clone()),
             "services",
             watcher::Config::default().labels(SERVICE_SELECTOR),
@@ -174,7 +170,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let slices = kinds.reflect::<discovery::EndpointSlice>(
+        let slices = kinds.reflect::<discovery::EndpointSlice, slim::EndpointSlice>(
             Api::all(client.clone()),
             "endpointslices",
             watcher::Config::default().labels(ENDPOINT_SLICE_SELECTOR),
@@ -183,7 +179,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let nodes = kinds.reflect::<core::Node>(
+        let nodes = kinds.reflect::<core::Node, slim::Node>(
             Api::all(client.clone()),
             "nodes",
             watcher::Config::default(),
@@ -192,7 +188,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let pods = kinds.reflect::<core::Pod>(
+        let pods = kinds.reflect::<core::Pod, slim::Pod>(
             Api::all(client.clone()),
             "pods",
             watcher::Config::default(),
@@ -201,7 +197,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let namespaces = kinds.reflect::<core::Namespace>(
+        let namespaces = kinds.reflect::<core::Namespace, slim::Namespace>(
             Api::all(client),
             "namespaces",
             watcher::Config::default(),
@@ -241,11 +237,11 @@ impl Drop for Watchers {
 }
 
 struct Stores {
-    services: Store<core::Service>,
-    slices: Store<discovery::EndpointSlice>,
-    nodes: Store<core::Node>,
-    pods: Store<core::Pod>,
-    namespaces: Store<core::Namespace>,
+    services: Store<slim::Service>,
+    slices: Store<slim::EndpointSlice>,
+    nodes: Store<slim::Node>,
+    pods: Store<slim::Pod>,
+    namespaces: Store<slim::Namespace>,
 }
 
 impl Stores {
@@ -260,39 +256,27 @@ impl Stores {
     }
 
     /// Whether every store has been listed; `Err` if a watcher is gone.
-    async fn ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.services.wait_until_ready().await?;
-        self.slices.wait_until_ready().await?;
-        self.nodes.wait_until_ready().await?;
-        self.pods.wait_until_ready().await?;
-        self.namespaces.wait_until_ready().await
-    }
-}
-
-fn obj_ref<K: Resource>(key: &ObjKey) -> ObjectRef<K>
-where
-    K::DynamicType: Default,
-{
-    let r = ObjectRef::new(&key.1);
-    if key.0.is_empty() {
-        r
-    } else {
-        r.within(&key.0)
+    async fn ready(&self) -> Result<(), WriterGone> {
+        self.services.ready().await?;
+        self.slices.ready().await?;
+        self.nodes.ready().await?;
+        self.pods.ready().await?;
+        self.namespaces.ready().await
     }
 }
 
 impl Objects for Stores {
-    fn service(&self, key: &ObjKey) -> Option<Arc<core::Service>> {
-        self.services.get(&obj_ref(key))
+    fn service(&self, key: &ObjKey) -> Option<Arc<slim::Service>> {
+        self.services.get(key)
     }
-    fn slice(&self, key: &ObjKey) -> Option<Arc<discovery::EndpointSlice>> {
-        self.slices.get(&obj_ref(key))
+    fn slice(&self, key: &ObjKey) -> Option<Arc<slim::EndpointSlice>> {
+        self.slices.get(key)
     }
-    fn node(&self, name: &str) -> Option<Arc<core::Node>> {
-        self.nodes.get(&ObjectRef::new(name))
+    fn node(&self, name: &str) -> Option<Arc<slim::Node>> {
+        self.nodes.get(&(String::new(), name.to_string()))
     }
-    fn pod(&self, key: &ObjKey) -> Option<Arc<core::Pod>> {
-        self.pods.get(&obj_ref(key))
+    fn pod(&self, key: &ObjKey) -> Option<Arc<slim::Pod>> {
+        self.pods.get(key)
     }
     fn namespace_names(&self) -> Vec<String> {
         self.namespaces
@@ -309,7 +293,7 @@ impl Objects for Stores {
 /// What events touched since the publisher last looked.
 type Pending = Arc<Mutex<Changes>>;
 
-/// What every reflector shares: where to record what an event touched, and whom to wake.
+/// What every watcher shares: where to record what an event touched, and whom to wake.
 struct Kinds<'a> {
     notify: &'a Arc<Notify>,
     pending: &'a Pending,
@@ -374,27 +358,29 @@ impl Backoff for Doubling {
 }
 
 impl Kinds<'_> {
-    /// Starts a reflector for one kind; every event records the key it touched with
-    /// `record` (a relist records everything) and pokes the publisher.
-    fn reflect<K>(
+    /// Starts a watcher for one kind, keeping the projection `T` of its objects; every event
+    /// records the key it touched with `record` (a relist records everything) and pokes the
+    /// publisher.
+    fn reflect<K, T>(
         &self,
         api: Api<K>,
         what: &'static str,
         wc: watcher::Config,
         record: fn(&mut Changes, ObjKey),
         tasks: &mut Vec<JoinHandle<()>>,
-    ) -> Store<K>
+    ) -> Store<T>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+        T: From<K> + Send + Sync + 'static,
     {
-        let (reader, writer) = reflector::store();
+        let (reader, mut writer) = Writer::<T>::new();
         let backoff = Doubling {
             min: self.config.min_backoff,
             max: self.config.max_backoff.max(self.config.min_backoff),
             next: self.config.min_backoff,
         };
-        let stream = reflector::reflector(writer, relisting(api, wc)).backoff(backoff);
+        let stream = relisting(api, wc).backoff(backoff);
         let notify = self.notify.clone();
         let pending = self.pending.clone();
         let observer = self.observer.clone();
@@ -415,25 +401,16 @@ impl Kinds<'_> {
                 match event {
                     Ok(event) => {
                         outage.back(what);
-                        let touched = match &event {
-                            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-                                Some(Some(key_of(o.meta())))
-                            }
-                            // The store was replaced by a fresh list.
-                            watcher::Event::InitDone => Some(None),
-                            watcher::Event::Init | watcher::Event::InitApply(_) => None,
-                        };
-                        if let Some(touched) = touched {
-                            // A poisoned lock only means another recorder panicked; the set
-                            // is still a set of keys.
-                            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-                            match touched {
-                                Some(key) => record(&mut p, key),
-                                None => p.all = true,
-                            }
-                            drop(p);
-                            notify.notify_one();
+                        let touched = writer.apply(event);
+                        // A poisoned lock only means another recorder panicked; the set is
+                        // still a set of keys.
+                        let p = || pending.lock().unwrap_or_else(|e| e.into_inner());
+                        match touched {
+                            Touched::Nothing => continue,
+                            Touched::Object(key) => record(&mut p(), key),
+                            Touched::Everything => p().all = true,
                         }
+                        notify.notify_one();
                     }
                     Err(e) => outage.failed(what, &e),
                 }
@@ -459,7 +436,7 @@ fn gone(e: &watcher::Error) -> bool {
 /// in the stream, but retries a watch request answered with HTTP 410 from the same
 /// `resourceVersion` forever (kube-rs issue 1042), so the store would never change again.
 /// The error is still passed on (the caller counts it and backs off); the next item comes
-/// from a new watcher, whose list the reflector swaps in.
+/// from a new watcher, whose list the store swaps in.
 pub(crate) fn relisting<K>(
     api: Api<K>,
     wc: watcher::Config,
