@@ -10,7 +10,7 @@
 //! 2. One endpoint change: `SVCFLOW_E2E_UPDATES` EndpointSlice updates (one endpoint's address
 //!    changes), each timed from the API server's write to the daemon's next sync line, each
 //!    `SVCFLOW_E2E_GAP_MS` after the previous one was confirmed.
-//! 3. The daemon's peak RSS.
+//! 3. The daemon's RSS: its peak (`VmHWM`), right after the full load, and after the changes.
 //!
 //! The `ovs-ofctl --bundle` anchor for the same flows and groups is in the REST bench
 //! (`benches/e2e.rs`), whose state at equal S and E is the same.
@@ -29,7 +29,9 @@ use coe::k8s::fake::FakeApiServer;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use ovs_tests::Sandbox;
-use ovs_tests::bench::{command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon};
+use ovs_tests::bench::{
+    command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon, rss_kib,
+};
 use ovs_tests::kube::{from, in_netns};
 use ovs_tests::svcflow::{Daemon, LogLines, SyncLine};
 use serde_json::json;
@@ -128,6 +130,8 @@ struct Row {
     full_load: Duration,
     change: (Duration, Duration),
     rss_mib: u64,
+    rss_loaded_mib: u64,
+    rss_after_mib: u64,
 }
 
 /// Starts a sandbox, the fake API server (holding `objects` services) and the daemon; returns
@@ -177,6 +181,7 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
         "S={s} E={e}: full load from the initial list {:.3} s ({flows} flows)",
         full_load.as_secs_f64()
     );
+    let rss_loaded_mib = rss_kib(daemon.pid().unwrap()) / 1024;
     let mut times = Vec::with_capacity(updates);
     let mut flipped = vec![false; s];
     for k in 0..updates {
@@ -193,6 +198,7 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
         });
         times.push(at - t);
     }
+    let rss_after_mib = rss_kib(daemon.pid().unwrap()) / 1024;
     let rss_mib = peak_rss_kib(daemon.pid().unwrap()) / 1024;
     drop(daemon);
     drop(api);
@@ -205,6 +211,8 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
         full_load,
         change: percentiles(&mut times),
         rss_mib,
+        rss_loaded_mib,
+        rss_after_mib,
     }
 }
 
@@ -242,12 +250,12 @@ fn main() {
     println!();
     println!(
         "| S | E | flows | start with 1 service (s) | full load from the initial list (s) | \
-         endpoint change p50 / p99 (ms) | peak RSS (MiB) |"
+         endpoint change p50 / p99 (ms) | RSS peak / after the load / at the end (MiB) |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {:.3} | {:.3} | {:.2} / {:.2} | {} |",
+            "| {} | {} | {} | {:.3} | {:.3} | {:.2} / {:.2} | {} / {} / {} |",
             r.services,
             r.endpoints,
             r.flows,
@@ -255,7 +263,9 @@ fn main() {
             r.full_load.as_secs_f64(),
             ms(r.change.0),
             ms(r.change.1),
-            r.rss_mib
+            r.rss_mib,
+            r.rss_loaded_mib,
+            r.rss_after_mib
         );
     }
 }
