@@ -177,6 +177,8 @@ fn the_translation_is_deterministic() {
 enum Write {
     Put(Kind, usize, bool),
     Delete(Kind, usize),
+    /// A container PUT: the kind's list becomes these items.
+    Replace(Kind, Vec<(usize, bool)>),
 }
 
 fn item(kind: Kind, n: usize, alt: bool) -> Value {
@@ -196,7 +198,8 @@ fn item(kind: Kind, n: usize, alt: bool) -> Value {
                     "service-ports": [ { "port": 80 } ],
                     "endpoints": if alt { vec![format!("p{n}")] } else { vec![format!("p{}", n + 1), "p9".to_string()] } })
             } else {
-                json!({ "uid": format!("s{n}"), "name": format!("web{n}"),
+                // s1 and s5 share a name: a batch can remove one and add the other.
+                json!({ "uid": format!("s{n}"), "name": format!("web{}", n % 4),
                     "cluster-ip-address": format!("10.96.0.{}", 1 + n),
                     "service-ports": [ { "name": "http", "port": if alt { 81 } else { 80 } } ] })
             }
@@ -222,7 +225,9 @@ fn write() -> impl proptest::strategy::Strategy<Value = Write> {
     ];
     prop_oneof![
         3 => (kind.clone(), 0..6usize, any::<bool>()).prop_map(|(k, n, alt)| Write::Put(k, n, alt)),
-        1 => (kind, 0..6usize).prop_map(|(k, n)| Write::Delete(k, n)),
+        1 => (kind.clone(), 0..6usize).prop_map(|(k, n)| Write::Delete(k, n)),
+        1 => (kind, proptest::collection::vec((0..6usize, any::<bool>()), 0..4))
+            .prop_map(|(k, items)| Write::Replace(k, items)),
     ]
 }
 
@@ -230,30 +235,49 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
 
     /// The translator, fed only what each write touched, always holds the model a full
-    /// translation of the store gives.
+    /// translation of the store gives: after each write, or after a burst of them (the
+    /// publisher translates what a burst touched at once).
     #[test]
-    fn the_translator_follows_writes_by_key(writes in proptest::collection::vec(write(), 1..40)) {
+    fn the_translator_follows_writes_by_key(
+        writes in proptest::collection::vec((write(), proptest::prelude::any::<bool>()), 1..40),
+    ) {
         use coe::rest::durable::Changed;
         use coe::rest::to_model::Translator;
         let mut store = Store::default();
         let mut translator = Translator::new(&store);
-        for w in writes {
+        let mut changed = Changed::default();
+        let last = writes.len() - 1;
+        for (i, (w, publish)) in writes.into_iter().enumerate() {
+            let body = |kind: Kind, items: &[(usize, bool)]| {
+                let items: Vec<Value> = items.iter().map(|(n, alt)| item(kind, *n, *alt)).collect();
+                json!({ kind.list(): items }).to_string()
+            };
             let change = match &w {
                 Write::Put(kind, n, alt) => {
-                    let body = json!({ kind.list(): [item(*kind, *n, *alt)] });
-                    let mut items = parse::container_body(*kind, body.to_string().as_bytes()).unwrap();
+                    let mut items = parse::container_body(*kind, body(*kind, &[(*n, *alt)]).as_bytes()).unwrap();
                     Change::Upsert(items.remove(0))
                 }
                 Write::Delete(kind, n) => {
                     let prefix = match kind { Kind::Node => "n", Kind::Pod => "p", Kind::Service => "s", Kind::Endpoints => "e" };
                     Change::Delete(*kind, format!("{prefix}{n}"))
                 }
+                Write::Replace(kind, items) => {
+                    let mut items = items.clone();
+                    items.sort_by_key(|(n, _)| *n);
+                    items.dedup_by_key(|(n, _)| *n);
+                    match parse::container_body(*kind, body(*kind, &items).as_bytes()) {
+                        Ok(items) => Change::Replace(*kind, items),
+                        Err(_) => continue,
+                    }
+                }
             };
-            let Ok(applied) = store.apply(change, &Rules::default()) else { continue };
-            let mut changed = Changed::default();
-            changed.record(&applied.effects);
-            translator.apply(&store, &changed);
-            proptest::prop_assert_eq!(translator.model(), &to_model(&store), "after {:?}", w);
+            if let Ok(applied) = store.apply(change, &Rules::default()) {
+                changed.record(&applied.effects);
+            }
+            if publish || i == last {
+                translator.apply(&store, &std::mem::take(&mut changed));
+                proptest::prop_assert_eq!(translator.model(), &to_model(&store), "after {:?}", w);
+            }
         }
     }
 }

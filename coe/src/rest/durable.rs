@@ -133,8 +133,12 @@ pub struct DurableStore {
 /// The items that accepted changes wrote, for consumers that follow the store by key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changed {
-    /// A whole list changed (a container was replaced or cleared): follow everything.
+    /// Anything may have changed (a first read, a replica's state replaced): follow
+    /// everything.
     pub all: bool,
+    /// Lists emptied (a container replaced or cleared): every item of these kinds that
+    /// was there before may be gone; the items written after are in `items`.
+    pub cleared: BTreeSet<Kind>,
     /// Items created, replaced or removed, by kind and uid.
     pub items: BTreeSet<(Kind, String)>,
 }
@@ -142,14 +146,16 @@ pub struct Changed {
 impl Changed {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        !self.all && self.items.is_empty()
+        !self.all && self.cleared.is_empty() && self.items.is_empty()
     }
 
     /// Adds what `effects` touch.
     pub fn record(&mut self, effects: &[Effect]) {
         for effect in effects {
             match effect {
-                Effect::Clear(_) => self.all = true,
+                Effect::Clear(kind) => {
+                    self.cleared.insert(*kind);
+                }
                 Effect::Upsert(item) => {
                     self.items.insert((item.kind(), item.uid().to_string()));
                 }
@@ -227,7 +233,7 @@ impl DurableStore {
             torn: opened.torn,
             changed: Changed {
                 all: true,
-                items: BTreeSet::new(),
+                ..Changed::default()
             },
         };
         if durable.wal.records() > COMPACT_AT {

@@ -93,7 +93,7 @@ impl Translator {
             t.endpoints_object(store, uid);
         }
         for uid in store.services.keys() {
-            t.service_item(store, uid);
+            t.index_service(store, uid);
         }
         let keys: Vec<ServiceKey> = t.service_by_key.keys().cloned().collect();
         for key in keys {
@@ -110,7 +110,10 @@ impl Translator {
     /// Brings the model to `store`'s state after the writes that `changed` lists.
     pub fn apply(&mut self, store: &Store, changed: &Changed) {
         // Nodes decide every pod's and many endpoints' node: translate everything again.
-        if changed.all || changed.items.iter().any(|(k, _)| *k == Kind::Node) {
+        if changed.all
+            || changed.cleared.contains(&Kind::Node)
+            || changed.items.iter().any(|(k, _)| *k == Kind::Node)
+        {
             let old = std::mem::take(&mut self.model);
             *self = Translator::new(store);
             // Keep the structure the new model shares with the old one where values agree,
@@ -121,12 +124,38 @@ impl Translator {
         if store.elans.len() != self.model.namespaces.len() {
             self.namespaces(store);
         }
+        // The items to look at again: those written, and every item of a list that was
+        // emptied (a container replaced), as this translator last saw them.
+        let mut items: BTreeSet<(Kind, &str)> = changed
+            .items
+            .iter()
+            .map(|(k, u)| (*k, u.as_str()))
+            .collect();
+        let before: Vec<(Kind, String)> = changed
+            .cleared
+            .iter()
+            .flat_map(|kind| {
+                let uids: Vec<&String> = match kind {
+                    Kind::Service => self.service_items.keys().collect(),
+                    Kind::Endpoints => self.endpoints_items.keys().collect(),
+                    Kind::Pod => self.pod_items.keys().collect(),
+                    Kind::Node => Vec::new(),
+                };
+                uids.into_iter().map(|u| (*kind, u.clone()))
+            })
+            .collect();
+        items.extend(before.iter().map(|(k, u)| (*k, u.as_str())));
         let mut services: BTreeSet<ServiceKey> = BTreeSet::new();
-        for (kind, uid) in &changed.items {
+        // Services leave their keys before any takes one: a batch may remove one service
+        // and add another of the same namespace and name.
+        for (_, uid) in items.iter().filter(|(k, _)| *k == Kind::Service) {
+            services.extend(self.unindex_service(uid));
+        }
+        for (kind, uid) in &items {
             match kind {
                 Kind::Pod => {
                     let (old_ips, new_ips) = self.pod(store, uid);
-                    services.extend(self.by_pod.get(uid).into_iter().flatten().cloned());
+                    services.extend(self.by_pod.get(*uid).into_iter().flatten().cloned());
                     for ip in old_ips.iter().chain(&new_ips) {
                         services.extend(self.by_ip.get(ip).into_iter().flatten().cloned());
                     }
@@ -136,7 +165,7 @@ impl Translator {
                         services.insert(ServiceKey::new(&ns, &name));
                     }
                 }
-                Kind::Service => services.extend(self.service_item(store, uid)),
+                Kind::Service => services.extend(self.index_service(store, uid)),
                 Kind::Node => {}
             }
         }
@@ -245,29 +274,29 @@ impl Translator {
         names
     }
 
-    /// Indexes service `uid` again; returns the keys it had and has.
-    fn service_item(&mut self, store: &Store, uid: &str) -> Vec<ServiceKey> {
-        let mut keys = Vec::new();
-        if let Some(old) = self.service_items.remove(uid) {
-            if self.service_by_key.get(&old).is_some_and(|u| u == uid) {
-                self.service_by_key.remove(&old);
-            }
-            keys.push(old);
+    /// Forgets which key service `uid` had; returns it.
+    fn unindex_service(&mut self, uid: &str) -> Option<ServiceKey> {
+        let old = self.service_items.remove(uid)?;
+        if self.service_by_key.get(&old).is_some_and(|u| u == uid) {
+            self.service_by_key.remove(&old);
         }
-        if let Some(s) = store.services.get(uid) {
-            let key = service_key(s);
-            // Two services with one key: the last by uid wins, as in a full translation.
-            let wins = self
-                .service_by_key
-                .get(&key)
-                .is_none_or(|other| other.as_str() <= uid);
-            if wins {
-                self.service_by_key.insert(key.clone(), uid.to_string());
-            }
-            self.service_items.insert(uid.to_string(), key.clone());
-            keys.push(key);
+        Some(old)
+    }
+
+    /// Indexes service `uid` as the store has it; returns its key.
+    fn index_service(&mut self, store: &Store, uid: &str) -> Option<ServiceKey> {
+        let s = store.services.get(uid)?;
+        let key = service_key(s);
+        // Two services with one key: the last by uid wins, as in a full translation.
+        let wins = self
+            .service_by_key
+            .get(&key)
+            .is_none_or(|other| other.as_str() <= uid);
+        if wins {
+            self.service_by_key.insert(key.clone(), uid.to_string());
         }
-        keys
+        self.service_items.insert(uid.to_string(), key.clone());
+        Some(key)
     }
 
     /// Translates the service with `key` and its endpoints again.
