@@ -2,14 +2,17 @@
 //!
 //! After a connect (or a failed sync) the engine reads the switch and sends the full
 //! difference; from then on each model change is re-rendered only where it changed
-//! ([`Shards`]) and just the steps it causes are sent. A change of at most [`BUNDLE_MAX`]
-//! steps holding at most [`BUNDLE_BUCKETS_MAX`] group buckets is one atomic bundle. A longer plan (a change to thousands of services at once)
-//! goes as several bundles in order, and a full sync as bundles of [`FULL_SYNC_BUNDLE`]
-//! messages, each atomic: groups
-//! before the flows that use them, flows deleted before their groups, so no bundle boundary
-//! leaves a flow pointing at a missing group. The next bundle is encoded and queued while the
-//! switch applies the one before (at most one waits behind it). Likewise a full sync first makes sure the switch
-//! holds the refusal meter ([`crate::meter`]) that the refusal flows name.
+//! ([`Shards`]) and just the steps it causes are sent. The changed services render
+//! [`RENDER_PART`] at a time and their steps fill bundles as they come, so the switch applies
+//! one bundle while the next services render. A change of at most [`BUNDLE_MAX`] steps
+//! holding at most [`BUNDLE_BUCKETS_MAX`] group buckets is one atomic bundle. A longer one (a
+//! change to thousands of services at once) goes as several bundles in order, and a full
+//! sync as bundles of [`FULL_SYNC_BUNDLE`] messages, each atomic, none leaving a flow pointing
+//! at a missing group: within a part of an update, and in a full sync, groups come before the
+//! flows that use them and flows are deleted before their groups. The next bundle is encoded
+//! and queued while the switch applies the one before (at most one waits behind it).
+//! Likewise a full sync first makes sure the switch holds the refusal meter
+//! ([`crate::meter`]) that the refusal flows name.
 
 use openflow::driver::{Error, QueuedBundle, SwitchHandle};
 
@@ -32,6 +35,10 @@ pub const FLUSH_ROUNDS: usize = 3;
 
 /// The most messages in one bundle.
 pub const BUNDLE_MAX: usize = 5_000;
+
+/// How many changed services an update renders before sending what they changed (in
+/// bundles of up to [`BUNDLE_MAX`] messages, so several parts may go as one bundle).
+pub const RENDER_PART: usize = 256;
 
 /// The most messages in one bundle of a full sync (after a connect), which is several
 /// bundles anyway: each switch's task holds one bundle's messages at a time, and a central
@@ -220,28 +227,36 @@ impl Engine {
     ) -> Result<SyncReport, Error> {
         let was_in_sync = std::mem::replace(&mut self.in_sync, false);
         let report = if was_in_sync {
-            let pending = self.shards.update_pending(node, model, config, bindings);
             let mut report = SyncReport::default();
-            // One bundle's messages at a time: a change to every service never holds a copy
-            // of the whole state.
-            let mut steps = self.shards.steps(&pending).peekable();
+            // The services render a part at a time and their steps are sent as bundles fill:
+            // the switch applies one bundle while the next services render, and a change to
+            // every service never holds a copy of the whole state. A change that fits one
+            // bundle is still one bundle.
+            let (mut update, first) = self.shards.begin_update(node, model, config, bindings);
             let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles);
-            loop {
-                let chunk: Vec<Body> = next_bundle(&mut steps, BUNDLE_MAX, step_buckets)
-                    .iter()
-                    .map(|step| {
-                        report.count(step);
-                        message(step)
-                    })
-                    .collect();
-                if chunk.is_empty() {
-                    break;
+            let mut bundle: Vec<Body> = Vec::new();
+            let mut buckets = 0;
+            let mut part = Some(first);
+            while let Some(pending) = part.take() {
+                for step in self.shards.steps(&pending) {
+                    let more = step_buckets(&step);
+                    if bundle.len() == BUNDLE_MAX
+                        || (!bundle.is_empty() && buckets + more > BUNDLE_BUCKETS_MAX)
+                    {
+                        pipeline.send(std::mem::take(&mut bundle)).await?;
+                        buckets = 0;
+                    }
+                    buckets += more;
+                    report.count(&step);
+                    bundle.push(message(&step));
                 }
-                pipeline.send(chunk).await?;
+                drop(pending);
+                part = self.shards.continue_update(&mut update, RENDER_PART);
+            }
+            if !bundle.is_empty() {
+                pipeline.send(bundle).await?;
             }
             pipeline.finish().await?;
-            drop(steps);
-            drop(pending);
             report.conntrack_flushed = self.flush(config.service_zone).await?;
             report
         } else {

@@ -388,6 +388,18 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
 /// What an update touched, to send as steps ([`Shards::steps`]).
 pub struct Pending(Before);
 
+/// An update under way ([`Shards::begin_update`]): the changed services it has still to
+/// render, with their plans, in key order.
+pub struct Update<'a> {
+    node: &'a Node,
+    model: &'a Model,
+    config: &'a Config,
+    bindings: &'a NodeBindings,
+    dirty: std::collections::btree_map::IntoIter<ServiceKey, Vec<PortPlan>>,
+    /// The model, to remember once every service is rendered; `None` after.
+    seen: Option<Seen>,
+}
+
 /// The previous entries of the flows and groups an update touches, and the shards it
 /// rendered.
 #[derive(Default)]
@@ -502,25 +514,62 @@ impl Shards {
         config: &Config,
         bindings: &NodeBindings,
     ) -> Pending {
+        self.recent.clear();
         let mut before = Some(Before::default());
         self.render(node, model, config, bindings, &mut before);
-        let before = before.unwrap_or_default();
-        self.recent = before
+        self.pending(before.unwrap_or_default())
+    }
+
+    /// Starts bringing the shards to `model`'s state for `node` a part at a time, so that
+    /// the steps of the first services go to the switch while the next ones render: returns
+    /// the update, and what its first part touched (the node's own flows and the services
+    /// that left). [`Shards::continue_update`] renders the changed services. Until the update
+    /// is done the shards remember no model, so one given up halfway (its switch failed)
+    /// leaves the next update to render everything.
+    pub fn begin_update<'a>(
+        &mut self,
+        node: &'a Node,
+        model: &'a Model,
+        config: &'a Config,
+        bindings: &'a NodeBindings,
+    ) -> (Update<'a>, Pending) {
+        self.recent.clear();
+        let mut before = Some(Before::default());
+        let update = self.begin(node, model, config, bindings, &mut before);
+        (update, self.pending(before.unwrap_or_default()))
+    }
+
+    /// Renders up to `max` more of `update`'s changed services and returns what they touched;
+    /// `None` once the update is done. Each part's steps ([`Shards::steps`]) take the switch
+    /// from the state the parts before left to one where these services are up to date too.
+    pub fn continue_update(&mut self, update: &mut Update<'_>, max: usize) -> Option<Pending> {
+        update.seen.as_ref()?;
+        let mut before = Some(Before::default());
+        self.render_dirty(update, max, &mut before);
+        Some(self.pending(before.unwrap_or_default()))
+    }
+
+    /// What `before` recorded, with the conflicts of what it rendered added to the recent
+    /// ones.
+    fn pending(&mut self, before: Before) -> Pending {
+        let recent: Vec<String> = before
             .rendered
             .iter()
             .filter(|o| self.conflicted.contains(*o))
             .filter_map(|o| self.shard(o))
             .flat_map(|s| s.conflicts.iter().cloned())
             .collect();
+        self.recent.extend(recent);
         let rendered: BTreeSet<&Owner> = before.rendered.iter().collect();
+        let mut collisions = Vec::new();
         for (key, was) in before
             .flows
             .iter()
             .filter(|(k, _)| self.shared.contains(*k))
         {
-            self.recent
-                .extend(self.collision_since(key, held_flow(was, key), &rendered));
+            collisions.extend(self.collision_since(key, held_flow(was, key), &rendered));
         }
+        self.recent.extend(collisions);
         Pending(before)
     }
 
@@ -611,6 +660,20 @@ impl Shards {
         bindings: &NodeBindings,
         before: &mut Option<Before>,
     ) {
+        let mut update = self.begin(node, model, config, bindings, before);
+        self.render_dirty(&mut update, usize::MAX, before);
+    }
+
+    /// The first part of an update: what changed, the node's own part, the services that
+    /// left, and the group ids; the changed services are left in the returned update.
+    fn begin<'a>(
+        &mut self,
+        node: &'a Node,
+        model: &'a Model,
+        config: &'a Config,
+        bindings: &'a NodeBindings,
+        before: &mut Option<Before>,
+    ) -> Update<'a> {
         for key in std::mem::take(&mut self.released) {
             self.renders.release(&key);
         }
@@ -716,7 +779,30 @@ impl Shards {
                 self.released.push(key);
             }
         }
-        for (key, plans) in dirty {
+        let seen = Seen {
+            nodes: model.nodes.clone(),
+            pods: model.pods.clone(),
+            namespaces: model.namespaces.clone(),
+            services: model.services.clone(),
+            endpoints: model.endpoints.clone(),
+            pod_namespaces,
+        };
+        Update {
+            node,
+            model,
+            config,
+            bindings,
+            dirty: dirty.into_iter(),
+            seen: Some(seen),
+        }
+    }
+
+    /// Renders up to `max` of `update`'s changed services; once none is left the shards
+    /// remember the update's model.
+    fn render_dirty(&mut self, update: &mut Update<'_>, max: usize, before: &mut Option<Before>) {
+        let (node, model, config, bindings) =
+            (update.node, update.model, update.config, update.bindings);
+        for (key, plans) in update.dirty.by_ref().take(max) {
             let Some(service) = model.services.get(&key) else {
                 continue;
             };
@@ -739,14 +825,9 @@ impl Shards {
             }
             self.replace(Owner::Service(key), Some(shard), before);
         }
-        self.seen = Some(Seen {
-            nodes: model.nodes.clone(),
-            pods: model.pods.clone(),
-            namespaces: model.namespaces.clone(),
-            services: model.services.clone(),
-            endpoints: model.endpoints.clone(),
-            pod_namespaces,
-        });
+        if update.dirty.len() == 0 {
+            self.seen = update.seen.take();
+        }
     }
 
     /// The whole desired state, as one render of the model would give it.

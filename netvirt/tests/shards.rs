@@ -217,6 +217,60 @@ proptest! {
     }
 }
 
+/// An update made a part at a time, each part's steps applied to the switch before the next
+/// part renders (as the engine sends them): every part's steps apply, and the parts lead to
+/// what one update would. One given up after its first part leaves the next update to
+/// render everything, from the state those steps made.
+fn update_in_parts(
+    shards: &mut Shards,
+    s: &Scenario,
+    state: &mut netvirt::plan::State<
+        netvirt::flow::FlowKey,
+        netvirt::flow::FlowEntry,
+        netvirt::flow::GroupEntry,
+    >,
+    part: usize,
+    give_up: bool,
+) -> Result<(), String> {
+    let (mut update, first) = shards.begin_update(&s.node, &s.model, &s.config, &s.bindings);
+    let mut pending = Some(first);
+    while let Some(p) = pending.take() {
+        let steps: Vec<_> = shards.steps(&p).map(netvirt::plan::Step::cloned).collect();
+        drop(p);
+        apply(state, &steps)?;
+        if give_up {
+            break;
+        }
+        pending = shards.continue_update(&mut update, part);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn an_update_in_parts_equals_one_update(
+        edits in proptest::collection::vec((edit(), 1..4usize, proptest::bool::weighted(0.2)), 1..12),
+    ) {
+        let mut s = base();
+        let mut shards = Shards::default();
+        let mut state = netvirt::plan::State::default();
+        update_in_parts(&mut shards, &s, &mut state, 2, false).unwrap();
+        for (e, part, give_up) in &edits {
+            perform(&mut s, e);
+            let result = update_in_parts(&mut shards, &s, &mut state, *part, *give_up);
+            prop_assert!(result.is_ok(), "a part's steps do not apply after {:?}: {:?}", e, result);
+            if *give_up {
+                let delta = shards.update(&s.node, &s.model, &s.config, &s.bindings);
+                apply(&mut state, &delta).unwrap();
+            }
+            let fresh = desired(&s.node, &s.model, &s.config, &s.bindings);
+            prop_assert_eq!(&shards.materialize().state, &fresh.state, "after {:?}", e);
+            prop_assert_eq!(&state, &fresh.state, "the parts after {:?} do not lead there", e);
+        }
+    }
+}
+
 /// The base scenario with a second node (its own name, address and uplink MAC), that node
 /// and its bindings, and two shards sharing their renders.
 fn two_nodes() -> (
