@@ -78,7 +78,8 @@ use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
 use ovs_tests::bench::{
-    command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon, rss_kib,
+    children_cpu_time, command_output, cpu_time, env_list, ms, peak_rss_kib, percentiles,
+    release_daemon, rss_kib,
 };
 use ovs_tests::http::Http;
 use ovs_tests::svcflow::fixture::NODE_IP;
@@ -281,6 +282,10 @@ struct Row {
     /// The daemon's resident set just after the full load, and at the end.
     rss_loaded_kib: u64,
     rss_after_kib: u64,
+    /// CPU time during the full load: the daemon's, `ovs-vswitchd`'s.
+    load_cpu: (Duration, Duration),
+    /// CPU time during the anchor: `ovs-ofctl`'s, `ovs-vswitchd`'s.
+    anchor_cpu: (Duration, Duration),
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -440,6 +445,11 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         std::thread::sleep(Duration::from_millis(500));
         child
     });
+    let vswitchd = std::fs::read_to_string(sb.dir().join("run/ovs-vswitchd.pid"))
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+        .expect("the sandbox's ovs-vswitchd pidfile");
+    let cpu_before = (cpu_time(pid), cpu_time(vswitchd));
     let start = Instant::now();
     let ep_reply = put(
         &mut http,
@@ -457,6 +467,10 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     let timeout = Duration::from_secs(60) + Duration::from_millis(u64::from(s) * u64::from(e));
     let (done, full) = log.wait_sync(revision, Some((flows, groups)), timeout, "the full load");
     let full_load = done - start;
+    let load_cpu = (
+        cpu_time(pid) - cpu_before.0,
+        cpu_time(vswitchd) - cpu_before.1,
+    );
     let rss_loaded_kib = rss_kib(pid);
     if let Some(child) = perf {
         // perf writes its file on SIGINT.
@@ -550,6 +564,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     // 2. The anchor, on an empty bridge of the same ovs-vswitchd.
     sb.vsctl(&["del-br", BR]).unwrap();
     sb.add_bridge(ANCHOR_BR).unwrap();
+    let anchor_cpu_before = (children_cpu_time(), cpu_time(vswitchd));
     let start = Instant::now();
     sb.ofctl(
         "add-groups",
@@ -564,6 +579,10 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     )
     .unwrap();
     let anchor = start.elapsed();
+    let anchor_cpu = (
+        children_cpu_time() - anchor_cpu_before.0,
+        cpu_time(vswitchd) - anchor_cpu_before.1,
+    );
     let anchor_flows = count_flows(&sb, ANCHOR_BR).1;
     let anchor_groups = group_lines(&sb, ANCHOR_BR).len() as u64;
     assert_eq!(
@@ -585,11 +604,15 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         rss_kib,
         rss_loaded_kib,
         rss_after_kib,
+        load_cpu,
+        anchor_cpu,
     };
     println!(
         "S={s} E={e}: anchor {:.3} s (ratio {:.2}); endpoint change p50 {:.2} / p99 {:.2} ms; \
          added service p50 {:.2} / p99 {:.2} ms; item PUT reply p50 {:.2} / p99 {:.2} ms; \
-         {syncs} syncs logged; RSS peak {} MiB, after the load {} MiB, at the end {} MiB",
+         {syncs} syncs logged; RSS peak {} MiB, after the load {} MiB, at the end {} MiB; CPU \
+         during the load: svcflow {:.3} s, ovs-vswitchd {:.3} s; during the anchor: ovs-ofctl \
+         {:.3} s, ovs-vswitchd {:.3} s",
         anchor.as_secs_f64(),
         full_load.as_secs_f64() / anchor.as_secs_f64(),
         ms(row.change.0),
@@ -600,7 +623,11 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         ms(row.reply.1),
         rss_kib / 1024,
         rss_loaded_kib / 1024,
-        rss_after_kib / 1024
+        rss_after_kib / 1024,
+        load_cpu.0.as_secs_f64(),
+        load_cpu.1.as_secs_f64(),
+        anchor_cpu.0.as_secs_f64(),
+        anchor_cpu.1.as_secs_f64(),
     );
     drop(daemon);
     drop(sb);
@@ -638,13 +665,14 @@ fn main() {
     println!(
         "| S | E | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
          change p50 / p99 (ms) | added service p50 / p99 (ms) | item PUT reply p50 / p99 (ms) \
-         | RSS: peak / after the load / at the end (MiB) |"
+         | RSS: peak / after the load / at the end (MiB) | CPU in the load: svcflow / \
+         ovs-vswitchd (s) | CPU in the anchor: ovs-ofctl / ovs-vswitchd (s) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
             "| {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
-             {:.2} / {:.2} | {} / {} / {} |",
+             {:.2} / {:.2} | {} / {} / {} | {:.2} / {:.2} | {:.2} / {:.2} |",
             r.services,
             r.endpoints,
             r.flows,
@@ -660,7 +688,11 @@ fn main() {
             ms(r.reply.1),
             r.rss_kib / 1024,
             r.rss_loaded_kib / 1024,
-            r.rss_after_kib / 1024
+            r.rss_after_kib / 1024,
+            r.load_cpu.0.as_secs_f64(),
+            r.load_cpu.1.as_secs_f64(),
+            r.anchor_cpu.0.as_secs_f64(),
+            r.anchor_cpu.1.as_secs_f64(),
         );
     }
 }

@@ -69,6 +69,36 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("/proc/{pid}/status has no {field}"))
 }
 
+/// The CPU time process `pid` has used so far (user and system, all its threads), from
+/// `/proc/PID/stat`.
+pub fn cpu_time(pid: u32) -> Duration {
+    stat_ticks(&pid.to_string(), 11)
+}
+
+/// The CPU time this process's waited-for children have used so far (user and system).
+pub fn children_cpu_time() -> Duration {
+    stat_ticks("self", 13)
+}
+
+/// The sum of two clock-tick fields of `/proc/<which>/stat`, `at` and the one after it,
+/// counted after the command name (which is in parentheses and may hold spaces).
+fn stat_ticks(which: &str, at: usize) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{which}/stat"))
+        .unwrap_or_else(|e| panic!("reading /proc/{which}/stat: {e}"));
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: u64 = fields
+        .get(at..at + 2)
+        .unwrap_or_else(|| panic!("/proc/{which}/stat is too short"))
+        .iter()
+        .map(|f| f.parse::<u64>().unwrap_or(0))
+        .sum();
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Duration::from_nanos(ticks * 1_000_000_000 / hz)
+}
+
 /// What a command prints, trimmed (or why it could not run), for a bench's header.
 pub fn command_output(argv: &[&str]) -> String {
     std::process::Command::new(argv[0])
