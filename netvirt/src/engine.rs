@@ -251,6 +251,10 @@ impl Engine {
                     bundle.push(message(&step));
                 }
                 drop(pending);
+                // Let the switch's connection run between parts (it may share this thread):
+                // it answers the switch's barrier replies with the commits that keep the
+                // switch busy while the next part renders.
+                tokio::task::yield_now().await;
                 part = self.shards.continue_update(&mut update, RENDER_PART);
             }
             if !bundle.is_empty() {

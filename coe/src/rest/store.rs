@@ -552,12 +552,12 @@ impl Store {
         let mut vips = VipTable::default();
         let mut names = HashMap::new();
         for (uid, s) in ordered(&self.services, Kind::Service, touched, scope) {
-            let at = Kind::Service.item_name(uid);
+            let at = || Kind::Service.item_name(uid);
             unique(
                 &mut names,
                 service_name(s),
                 uid,
-                || format!("{at}.name"),
+                || format!("{}.name", at()),
                 "service",
             )?;
             vips.add(s, rules, &at)?;
@@ -704,13 +704,19 @@ struct VipTable<'a> {
 }
 
 impl<'a> VipTable<'a> {
-    fn add(&mut self, s: &'a Service, rules: &Rules, at: &str) -> Result<(), RequestError> {
+    /// Adds service `s`, named in errors by `at` (made only for an error).
+    fn add(
+        &mut self,
+        s: &'a Service,
+        rules: &Rules,
+        at: &dyn Fn() -> String,
+    ) -> Result<(), RequestError> {
         let vips = s.vips();
         if s.service_ports.is_empty() {
             for vip in &vips {
                 if let Some(other) = self.users.get(vip).filter(|o| **o != s.uid.as_str()) {
                     return Err(RequestError::invalid(
-                        format!("{at}.service-ports"),
+                        format!("{}.service-ports", at()),
                         format!(
                             "this service forwards every port of {vip}, which service {other} also uses"
                         ),
@@ -723,10 +729,10 @@ impl<'a> VipTable<'a> {
         }
         let mut own = BTreeSet::new();
         for (i, p) in s.service_ports.iter().enumerate() {
-            let port_at = format!("{at}.service-ports[{i}]");
+            let port_at = || format!("{}.service-ports[{i}]", at());
             if !own.insert((p.protocol, p.port)) {
                 return Err(RequestError::invalid(
-                    format!("{port_at}.port"),
+                    format!("{}.port", port_at()),
                     format!(
                         "port {}/{} is given twice in this service",
                         p.port,
@@ -737,11 +743,11 @@ impl<'a> VipTable<'a> {
             for vip in &vips {
                 if let Some(other) = self.wildcard.get(vip).filter(|o| **o != s.uid.as_str()) {
                     return Err(RequestError::invalid(
-                        format!("{port_at}.port"),
+                        format!("{}.port", port_at()),
                         format!("service {other} already forwards every port of {vip}"),
                     ));
                 }
-                let vip_port = match vip {
+                let vip_port = || match vip {
                     IpAddr::V4(v4) => format!("{v4}:{}", p.port),
                     IpAddr::V6(v6) => format!("[{v6}]:{}", p.port),
                 };
@@ -751,9 +757,10 @@ impl<'a> VipTable<'a> {
                 {
                     if other != s.uid {
                         return Err(RequestError::invalid(
-                            format!("{port_at}.port"),
+                            format!("{}.port", port_at()),
                             format!(
-                                "VIP {vip_port}/{} is already used by service {other}",
+                                "VIP {}/{} is already used by service {other}",
+                                vip_port(),
                                 p.protocol.as_str()
                             ),
                         ));
@@ -764,7 +771,7 @@ impl<'a> VipTable<'a> {
             if let Some(np) = p.node_port {
                 if !rules.node_port_range.contains(&np) {
                     return Err(RequestError::invalid(
-                        format!("{port_at}.node-port"),
+                        format!("{}.node-port", port_at()),
                         format!(
                             "node port {np} is outside the configured range {}-{}",
                             rules.node_port_range.start(),
@@ -775,7 +782,7 @@ impl<'a> VipTable<'a> {
                 if let Some(other) = self.node_ports.insert((p.protocol, np), s.uid.as_str()) {
                     if other != s.uid {
                         return Err(RequestError::invalid(
-                            format!("{port_at}.node-port"),
+                            format!("{}.node-port", port_at()),
                             format!(
                                 "node port {np}/{} is already used by service {other}",
                                 p.protocol.as_str()

@@ -42,11 +42,11 @@ pub struct Translator {
     /// Pods by interface address (the first by uid wins).
     pod_by_ip: HashMap<IpAddr, Vec<String>>,
     /// Endpoints objects by (namespace, name) (the last by uid wins).
-    endpoints_by_name: HashMap<(String, String), Vec<String>>,
+    endpoints_by_name: HashMap<ServiceKey, Vec<String>>,
     /// What each stored item became: a pod's interface uids and addresses, an endpoints
     /// object's (namespace, name), a service's key.
     pod_items: HashMap<String, (Vec<String>, Vec<IpAddr>)>,
-    endpoints_items: HashMap<String, (String, String)>,
+    endpoints_items: HashMap<String, ServiceKey>,
     service_items: HashMap<String, ServiceKey>,
     /// The service uid of each key.
     service_by_key: HashMap<ServiceKey, String>,
@@ -161,9 +161,7 @@ impl Translator {
                     }
                 }
                 Kind::Endpoints => {
-                    for (ns, name) in self.endpoints_object(store, uid) {
-                        services.insert(ServiceKey::new(&ns, &name));
-                    }
+                    services.extend(self.endpoints_object(store, uid));
                 }
                 Kind::Service => services.extend(self.index_service(store, uid)),
                 Kind::Node => {}
@@ -258,15 +256,15 @@ impl Translator {
         (old_ips, ips)
     }
 
-    /// Indexes endpoints object `uid` again; returns the (namespace, name)s it had and has.
-    fn endpoints_object(&mut self, store: &Store, uid: &str) -> Vec<(String, String)> {
+    /// Indexes endpoints object `uid` again; returns the service keys it had and has.
+    fn endpoints_object(&mut self, store: &Store, uid: &str) -> Vec<ServiceKey> {
         let mut names = Vec::new();
         if let Some(old) = self.endpoints_items.remove(uid) {
             link(&mut self.endpoints_by_name, old.clone(), uid, false);
             names.push(old);
         }
         if let Some(e) = store.endpoints.get(uid) {
-            let name = (namespace_name(&e.network_ns).to_string(), e.name.clone());
+            let name = ServiceKey::new(namespace_name(&e.network_ns), &e.name);
             link(&mut self.endpoints_by_name, name.clone(), uid, true);
             self.endpoints_items.insert(uid.to_string(), name.clone());
             names.push(name);
@@ -346,7 +344,7 @@ impl Translator {
         let mut read_ips = Vec::new();
         let object = self
             .endpoints_by_name
-            .get(&(key.namespace.clone(), key.name.clone()))
+            .get(key)
             .and_then(|uids| uids.last())
             .and_then(|uid| store.endpoints.get(uid));
         if let Some(e) = object {
