@@ -251,10 +251,9 @@ impl Engine {
                     bundle.push(message(&step));
                 }
                 drop(pending);
-                // Let the switch's connection run between parts (it may share this thread):
-                // it answers the switch's barrier replies with the commits that keep the
-                // switch busy while the next part renders.
-                tokio::task::yield_now().await;
+                // No await between parts but the sends: a bundle half filled is never held
+                // while other switches' engines run (ten of them holding one each took a
+                // central controller's peak from 144 to 200 MiB).
                 part = self.shards.continue_update(&mut update, RENDER_PART);
             }
             if !bundle.is_empty() {
