@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
+use coe::rest::error::RequestError;
 use coe::rest::parse;
 use coe::rest::store::{Change, Effect, Rules, Store, Touched};
 use coe::rest::types::{Item, Kind};
@@ -28,40 +29,102 @@ impl Rng {
 fn random_item(r: &mut Rng) -> Item {
     let uid = format!("u{}", r.pick(12));
     let kind = Kind::ALL[r.pick(4) as usize];
+    item_of(r, kind, &uid, 1)
+}
+
+/// An item of `kind` named `uid`, its names, addresses, ports and interfaces drawn from pools
+/// `scale` times the small ones (node ports `scale` times rarer).
+fn item_of(r: &mut Rng, kind: Kind, uid: &str, scale: u64) -> Item {
+    // A service address: one of six, or with a larger scale one of 262,144.
+    let ip = |r: &mut Rng| {
+        if scale == 1 {
+            format!("10.96.0.{}", r.pick(6))
+        } else {
+            format!("10.{}.{}.{}", 96 + r.pick(4), r.pick(256), r.pick(256))
+        }
+    };
     let body: Value = match kind {
         Kind::Service => {
             let ports: Vec<Value> = (0..r.pick(3))
                 .map(|_| {
                     let protocol = ["TCP", "UDP"][r.pick(2) as usize];
-                    let mut p = json!({ "port": 80 + r.pick(3), "protocol": protocol });
-                    if r.pick(2) == 0 {
+                    let mut p = json!({ "port": 80 + r.pick(3 * scale), "protocol": protocol });
+                    if r.pick(2 * scale) == 0 {
                         p["node-port"] = json!(30000 + r.pick(4));
                     }
                     p
                 })
                 .collect();
-            let mut s = json!({ "uid": uid, "name": format!("n{}", r.pick(6)), "service-ports": ports,
-                "cluster-ip-address": format!("10.96.0.{}", r.pick(6)) });
+            let mut s = json!({ "uid": uid, "name": format!("n{}", r.pick(6 * scale)), "service-ports": ports,
+                "cluster-ip-address": ip(r) });
             if r.pick(3) == 0 {
-                s["external-ip-address"] = json!([format!("10.96.0.{}", r.pick(6))]);
+                s["external-ip-address"] = json!([ip(r)]);
             }
             s
         }
         Kind::Endpoints => {
             let ns = ["", "default", "prod"][r.pick(3) as usize];
-            json!({ "uid": uid, "name": format!("n{}", r.pick(6)), "network-NS": ns })
+            json!({ "uid": uid, "name": format!("n{}", r.pick(6 * scale)), "network-NS": ns })
         }
         Kind::Pod => {
-            let mut ifaces: Vec<String> =
-                (0..r.pick(3)).map(|_| format!("i{}", r.pick(10))).collect();
+            let mut ifaces: Vec<String> = (0..r.pick(3))
+                .map(|_| format!("i{}", r.pick(10 * scale)))
+                .collect();
             ifaces.dedup();
             let ifaces: Vec<Value> = ifaces.into_iter().map(|i| json!({ "uid": i })).collect();
             json!({ "uid": uid, "interface": ifaces })
         }
-        Kind::Node => json!({ "uid": uid, "host-name": format!("h{}", r.pick(6)) }),
+        Kind::Node => json!({ "uid": uid, "host-name": format!("h{}", r.pick(6 * scale)) }),
     };
     let wrapped = json!({ kind.list(): [body] });
-    parse::item_body(kind, &uid, wrapped.to_string().as_bytes()).unwrap()
+    parse::item_body(kind, uid, wrapped.to_string().as_bytes()).unwrap()
+}
+
+/// How many changes a test saw accepted and refused.
+#[derive(Default)]
+struct Tally {
+    accepted: usize,
+    rejected: usize,
+}
+
+impl Tally {
+    /// The store's verdict on a change (`scoped`) is the full check's; an accepted change
+    /// leaves the store equal to `reference` (the change applied unchecked), a refused one as
+    /// it was (`before`).
+    fn agree(
+        &mut self,
+        what: &str,
+        scoped: Result<(), RequestError>,
+        full: Result<(), RequestError>,
+        [store, reference, before]: [&Store; 3],
+    ) {
+        assert_eq!(
+            scoped.is_ok(),
+            full.is_ok(),
+            "{what}\nscoped: {:?}\nfull: {full:?}",
+            scoped.as_ref().err()
+        );
+        if scoped.is_ok() {
+            self.accepted += 1;
+            assert_eq!(store, reference);
+        } else {
+            self.rejected += 1;
+            assert_eq!(
+                store, before,
+                "a rejected change leaves the store as it was"
+            );
+        }
+    }
+
+    /// Both verdicts came more than `n` times.
+    fn mixed(&self, n: usize) {
+        assert!(
+            self.accepted > n && self.rejected > n,
+            "accepted {}, rejected {}",
+            self.accepted,
+            self.rejected
+        );
+    }
 }
 
 #[test]
@@ -71,7 +134,7 @@ fn scoped_checks_agree_with_full_checks() {
     };
     let mut rng = Rng(0x5eed_cafe_f00d_d00d);
     let mut store = Store::default();
-    let (mut accepted, mut rejected) = (0, 0);
+    let mut tally = Tally::default();
     for _ in 0..5000 {
         let item = random_item(&mut rng);
         let mut reference = store.clone();
@@ -83,22 +146,12 @@ fn scoped_checks_agree_with_full_checks() {
         } else {
             store.apply(Change::Create(item.kind(), vec![item.clone()]), &rules)
         };
-        assert_eq!(
-            scoped.is_ok(),
-            full.is_ok(),
-            "{item:?}\nscoped: {:?}\nfull: {full:?}",
-            scoped.as_ref().err()
+        tally.agree(
+            &format!("{item:?}"),
+            scoped.map(drop),
+            full,
+            [&store, &reference, &before],
         );
-        if scoped.is_ok() {
-            accepted += 1;
-            assert_eq!(store, reference);
-        } else {
-            rejected += 1;
-            assert_eq!(
-                store, before,
-                "a rejected change leaves the store as it was"
-            );
-        }
         if rng.pick(10) == 0 {
             let kind = Kind::ALL[rng.pick(4) as usize];
             let uid = format!("u{}", rng.pick(12));
@@ -107,8 +160,43 @@ fn scoped_checks_agree_with_full_checks() {
             }
         }
     }
-    assert!(
-        accepted > 500 && rejected > 500,
-        "accepted {accepted}, rejected {rejected}"
-    );
+    tally.mixed(500);
+}
+
+/// A container PUT of more items than the scoped check takes (it then checks every item of
+/// the kind it writes, and no other kind) agrees with a full check of the whole store.
+#[test]
+fn container_checks_agree_with_full_checks() {
+    let rules = Rules {
+        node_port_range: 30000..=30002,
+    };
+    let mut rng = Rng(0x0dd_ba11_5eed_f00d);
+    let mut store = Store::default();
+    let mut tally = Tally::default();
+    for round in 0..400 {
+        // Some small writes of every kind, as the other test makes them.
+        for _ in 0..5 {
+            let item = random_item(&mut rng);
+            let _ = store.apply(Change::Upsert(item), &rules);
+        }
+        let kind = Kind::ALL[rng.pick(4) as usize];
+        let n = 65 + rng.pick(20);
+        let items: Vec<Item> = (0..n)
+            .map(|i| item_of(&mut rng, kind, &format!("r{round}-{i}"), 1_000))
+            .collect();
+        let mut reference = store.clone();
+        let mut effects = vec![Effect::Clear(kind)];
+        effects.extend(items.iter().cloned().map(Effect::Upsert));
+        reference.apply_effects(&effects);
+        let full = reference.check(&rules, &Touched::default());
+        let before = store.clone();
+        let scoped = store.apply(Change::Replace(kind, items), &rules);
+        tally.agree(
+            &format!("round {round}, {kind:?}"),
+            scoped.map(drop),
+            full,
+            [&store, &reference, &before],
+        );
+    }
+    tally.mixed(50);
 }

@@ -490,8 +490,14 @@ impl Store {
     /// and the store was valid before the change, so a clash needs a touched item and one
     /// sharing an address, node port, name or interface with it; checking just those gives
     /// the verdict of a full check, in time that does not grow with the store's size.
+    ///
+    /// No rule relates items of two kinds, so a change of many items (a container PUT) checks
+    /// every item of the kinds it writes, and none of the others.
     fn scope(&self, touched: &Touched) -> Scope {
-        if touched.len() > SCOPED_CHECK_LIMIT || !self.index.built {
+        if touched.len() > SCOPED_CHECK_LIMIT {
+            return Scope::Kinds(touched.0.keys().copied().collect());
+        }
+        if !self.index.built {
             return Scope::All;
         }
         // The touched items themselves, whatever they share.
@@ -606,6 +612,8 @@ const SCOPED_CHECK_LIMIT: usize = 64;
 enum Scope {
     /// Everything.
     All,
+    /// Every item of these kinds (a kind not listed: none).
+    Kinds(BTreeSet<Kind>),
     /// These uids of each kind (a kind not listed: none).
     Some(BTreeMap<Kind, BTreeSet<String>>),
 }
@@ -625,6 +633,10 @@ fn ordered<'a, T>(
 ) -> Vec<(&'a str, &'a T)> {
     let entries: Vec<(&'a str, &'a T)> = match scope {
         Scope::All => map.iter().map(|(u, v)| (u.as_str(), v)).collect(),
+        Scope::Kinds(kinds) if kinds.contains(&kind) => {
+            map.iter().map(|(u, v)| (u.as_str(), v)).collect()
+        }
+        Scope::Kinds(_) => Vec::new(),
         Scope::Some(keep) => keep
             .get(&kind)
             .into_iter()
