@@ -22,9 +22,7 @@ use crate::agent::{SyncReport, read_state};
 use crate::apply::message;
 use crate::config::Config;
 use crate::desired::{NodeBindings, ServicePortState};
-use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::model::{Model, Node};
-use crate::plan::Step;
 use crate::shards::{Change, Shards};
 
 /// How many times a stale-conntrack flush is sent. A flush that names only part of a tuple
@@ -54,42 +52,49 @@ pub const FULL_SYNC_BUNDLE: usize = 1_000;
 /// 20,000 endpoints, say, or a thousand services of ten) stays one bundle.
 pub const BUNDLE_BUCKETS_MAX: usize = 20_000;
 
-/// The next bundle's items from `items`: at most `max`, holding at most
-/// [`BUNDLE_BUCKETS_MAX`] group buckets (as `buckets` counts them) unless the first alone
-/// holds more.
-fn next_bundle<T>(
-    items: &mut std::iter::Peekable<impl Iterator<Item = T>>,
+/// A bundle being filled: at most `max` messages, holding at most [`BUNDLE_BUCKETS_MAX`]
+/// group buckets unless its first message alone holds more.
+struct Filling {
     max: usize,
-    buckets: impl Fn(&T) -> usize,
-) -> Vec<T> {
-    let mut chunk = Vec::new();
-    let mut held = 0;
-    while chunk.len() < max {
-        let Some(next) = items.peek() else {
-            break;
-        };
-        let more = buckets(next);
-        if !chunk.is_empty() && held + more > BUNDLE_BUCKETS_MAX {
-            break;
+    bodies: Vec<Body>,
+    buckets: usize,
+}
+
+impl Filling {
+    fn new(max: usize) -> Self {
+        Filling {
+            max,
+            bodies: Vec::new(),
+            buckets: 0,
         }
-        held += more;
-        chunk.extend(items.next());
     }
-    chunk
+
+    /// Adds `body`; returns the bundle filled so far if `body` did not fit in it (`body`
+    /// then starts the next one).
+    fn push(&mut self, body: Body) -> Option<Vec<Body>> {
+        let more = body_buckets(&body);
+        let full = self.bodies.len() == self.max
+            || (!self.bodies.is_empty() && self.buckets + more > BUNDLE_BUCKETS_MAX);
+        let done = full.then(|| {
+            self.buckets = 0;
+            std::mem::take(&mut self.bodies)
+        });
+        self.buckets += more;
+        self.bodies.push(body);
+        done
+    }
+
+    /// The bundle filled so far, if any.
+    fn rest(&mut self) -> Option<Vec<Body>> {
+        self.buckets = 0;
+        Some(std::mem::take(&mut self.bodies)).filter(|b| !b.is_empty())
+    }
 }
 
 /// The buckets a message carries.
 fn body_buckets(body: &Body) -> usize {
     match body {
         Body::GroupMod(g) => g.buckets.len(),
-        _ => 0,
-    }
-}
-
-/// The buckets a step's message carries.
-fn step_buckets(step: &Step<&FlowKey, &FlowEntry, &GroupEntry>) -> usize {
-    match step {
-        Step::AddGroup(_, g) | Step::ModifyGroup(_, g) => g.buckets.len(),
         _ => 0,
     }
 }
@@ -112,14 +117,26 @@ struct Pipeline<'a> {
     switch: &'a SwitchHandle,
     counts: &'a mut BundleCounts,
     in_flight: Option<QueuedBundle>,
+    filling: Filling,
 }
 
 impl<'a> Pipeline<'a> {
-    fn new(switch: &'a SwitchHandle, counts: &'a mut BundleCounts) -> Self {
+    /// A pipeline of bundles of at most `max` messages.
+    fn new(switch: &'a SwitchHandle, counts: &'a mut BundleCounts, max: usize) -> Self {
         Pipeline {
             switch,
             counts,
             in_flight: None,
+            filling: Filling::new(max),
+        }
+    }
+
+    /// Adds `body` to the bundle being filled, sending that bundle first if `body` does not
+    /// fit in it.
+    async fn push(&mut self, body: Body) -> Result<(), Error> {
+        match self.filling.push(body) {
+            Some(full) => self.send(full).await,
+            None => Ok(()),
         }
     }
 
@@ -136,8 +153,11 @@ impl<'a> Pipeline<'a> {
         self.wait(before).await
     }
 
-    /// Waits for the last bundle.
+    /// Sends the bundle being filled, then waits for the last bundle.
     async fn finish(mut self) -> Result<(), Error> {
+        if let Some(rest) = self.filling.rest() {
+            self.send(rest).await?;
+        }
         let last = self.in_flight.take();
         self.wait(last).await
     }
@@ -233,31 +253,18 @@ impl Engine {
             // every service never holds a copy of the whole state. A change that fits one
             // bundle is still one bundle.
             let (mut update, first) = self.shards.begin_update(node, model, config, bindings);
-            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles);
-            let mut bundle: Vec<Body> = Vec::new();
-            let mut buckets = 0;
+            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles, BUNDLE_MAX);
             let mut part = Some(first);
             while let Some(pending) = part.take() {
                 for step in self.shards.steps(&pending) {
-                    let more = step_buckets(&step);
-                    if bundle.len() == BUNDLE_MAX
-                        || (!bundle.is_empty() && buckets + more > BUNDLE_BUCKETS_MAX)
-                    {
-                        pipeline.send(std::mem::take(&mut bundle)).await?;
-                        buckets = 0;
-                    }
-                    buckets += more;
                     report.count(&step);
-                    bundle.push(message(&step));
+                    pipeline.push(message(&step)).await?;
                 }
                 drop(pending);
                 // No await between parts but the sends: a bundle half filled is never held
                 // while other switches' engines run (ten of them holding one each took a
                 // central controller's peak from 144 to 200 MiB).
                 part = self.shards.continue_update(&mut update, RENDER_PART);
-            }
-            if !bundle.is_empty() {
-                pipeline.send(bundle).await?;
             }
             pipeline.finish().await?;
             report.conntrack_flushed = self.flush(config.service_zone).await?;
@@ -277,28 +284,17 @@ impl Engine {
                 crate::meter::outdate_flows_naming(&mut actual, refuse.meter_id);
             }
             let mut report = SyncReport::default();
-            let mut plan = self.shards.full_plan(&actual).peekable();
-            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles);
-            loop {
-                let mut chunk: Vec<Body> = Vec::new();
-                for (change, body) in
-                    next_bundle(&mut plan, FULL_SYNC_BUNDLE, |(_, b)| body_buckets(b))
-                {
-                    match change {
-                        Change::AddFlow => report.flows_added += 1,
-                        Change::ModifyFlow => report.flows_modified += 1,
-                        Change::DeleteFlow => report.flows_deleted += 1,
-                        Change::Group => report.groups_changed += 1,
-                    }
-                    chunk.push(body);
+            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles, FULL_SYNC_BUNDLE);
+            for (change, body) in self.shards.full_plan(&actual) {
+                match change {
+                    Change::AddFlow => report.flows_added += 1,
+                    Change::ModifyFlow => report.flows_modified += 1,
+                    Change::DeleteFlow => report.flows_deleted += 1,
+                    Change::Group => report.groups_changed += 1,
                 }
-                if chunk.is_empty() {
-                    break;
-                }
-                pipeline.send(chunk).await?;
+                pipeline.push(body).await?;
             }
             pipeline.finish().await?;
-            drop(plan);
             report.conntrack_flushed = self.flush(config.service_zone).await?;
             report
         };
@@ -363,16 +359,14 @@ mod tests {
     }
 
     fn sizes(bodies: Vec<Body>, max: usize) -> Vec<(usize, usize)> {
-        let mut it = bodies.into_iter().peekable();
-        let mut out = Vec::new();
-        loop {
-            let chunk = next_bundle(&mut it, max, body_buckets);
-            if chunk.is_empty() {
-                return out;
-            }
-            let buckets = chunk.iter().map(body_buckets).sum();
-            out.push((chunk.len(), buckets));
-        }
+        let mut filling = Filling::new(max);
+        let mut bundles: Vec<Vec<Body>> =
+            bodies.into_iter().filter_map(|b| filling.push(b)).collect();
+        bundles.extend(filling.rest());
+        bundles
+            .iter()
+            .map(|b| (b.len(), b.iter().map(body_buckets).sum()))
+            .collect()
     }
 
     #[test]

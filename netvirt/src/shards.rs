@@ -391,9 +391,6 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
 /// What an update touched, to send as steps ([`Shards::steps`]).
 pub struct Pending(Before);
 
-/// A changed service's group names and, when an update keeps them, its plans.
-type Dirty = (Vec<String>, Option<Vec<PortPlan>>);
-
 /// The most changed services whose plans an update keeps from its start to their render
 /// (unless [`Shards::keep_plans_up_to`] says otherwise).
 pub const PLANS_KEPT_MAX: usize = 256;
@@ -405,7 +402,7 @@ pub struct Update<'a> {
     model: &'a Model,
     config: &'a Config,
     bindings: &'a NodeBindings,
-    dirty: std::vec::IntoIter<(ServiceKey, Option<Vec<PortPlan>>)>,
+    dirty: std::collections::btree_map::IntoIter<ServiceKey, Option<Vec<PortPlan>>>,
     /// The model, to remember once every service is rendered; `None` after.
     seen: Option<Seen>,
 }
@@ -735,41 +732,38 @@ impl Shards {
                 .collect(),
         };
         // The changed services' plans, kept for their render when they are few; when many,
-        // only their group names are kept here and each is planned again as it renders, so
+        // only their group names are taken from them here and each is planned again as it
+        // renders, so
         // that an update sending its bundles as it renders never holds every plan meanwhile
         // (ten engines of a central controller, each holding 10,000 plans while waiting on
         // its switch, took its peak from 144 to 200 MiB).
         let keep = changed.len() <= self.plans_kept_max;
-        let mut dirty: BTreeMap<ServiceKey, Dirty> = BTreeMap::new();
+        let mut dirty: BTreeMap<ServiceKey, Option<Vec<PortPlan>>> = BTreeMap::new();
         let mut removed: Vec<ServiceKey> = Vec::new();
-        for key in changed {
-            match model.services.get(key) {
-                Some(service) => {
-                    let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
-                    let plans = service_plans(service, endpoints, node, config);
-                    let names = plan_names(&plans);
-                    dirty.insert(key.clone(), (names, keep.then_some(plans)));
-                }
-                None => removed.push(key.clone()),
-            }
-        }
         // Group ids: names leave with their services and come with new plans; a name whose
         // id moved (a collision resolved anew) re-renders its service.
         let mut gone: Vec<String> = Vec::new();
         let mut new: Vec<String> = Vec::new();
-        for key in &removed {
-            if let Some(shard) = self.services.get(key) {
-                gone.extend(shard.names.iter().cloned());
-            }
-        }
-        for (key, (now, _)) in &dirty {
+        for key in changed {
             let was = self
                 .services
                 .get(key)
                 .map(|s| &s.names[..])
                 .unwrap_or_default();
-            gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
-            new.extend(now.iter().filter(|n| !was.contains(n)).cloned());
+            match model.services.get(key) {
+                Some(service) => {
+                    let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
+                    let plans = service_plans(service, endpoints, node, config);
+                    let now = plan_names(&plans);
+                    gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
+                    new.extend(now.into_iter().filter(|n| !was.contains(n)));
+                    dirty.insert(key.clone(), keep.then_some(plans));
+                }
+                None => {
+                    gone.extend(was.iter().cloned());
+                    removed.push(key.clone());
+                }
+            }
         }
         for name in &gone {
             self.name_owner.remove(name.as_str());
@@ -789,7 +783,7 @@ impl Shards {
             }
             if model.services.contains_key(&**key) {
                 // Planned as it renders.
-                dirty.insert(ServiceKey::clone(key), (Vec::new(), None));
+                dirty.insert(ServiceKey::clone(key), None);
             }
         }
         for key in removed {
@@ -813,12 +807,7 @@ impl Shards {
             model,
             config,
             bindings,
-            // The names are settled: keep just what the render needs.
-            dirty: dirty
-                .into_iter()
-                .map(|(key, (_, plans))| (key, plans))
-                .collect::<Vec<_>>()
-                .into_iter(),
+            dirty: dirty.into_iter(),
             seen: Some(seen),
         }
     }

@@ -445,9 +445,8 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         std::thread::sleep(Duration::from_millis(500));
         child
     });
-    let vswitchd = std::fs::read_to_string(sb.dir().join("run/ovs-vswitchd.pid"))
-        .ok()
-        .and_then(|p| p.trim().parse::<u32>().ok())
+    let vswitchd = sb
+        .vswitchd_pid()
         .expect("the sandbox's ovs-vswitchd pidfile");
     let cpu_before = (cpu_time(pid), cpu_time(vswitchd));
     let start = Instant::now();

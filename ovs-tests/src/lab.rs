@@ -57,6 +57,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::host::netns_argv;
+use crate::sandbox::read_pid;
 use crate::svcflow::Daemon;
 use crate::{Host, HostSpec, Process, Sandbox, SandboxError, cmd, netns, wait_for};
 
@@ -1009,8 +1010,8 @@ impl Lab {
 
     /// The process id of node `node`'s `ovs-vswitchd`, from its pidfile.
     pub fn vswitchd_pid(&self, node: &str) -> Result<u32, SandboxError> {
-        let dir = self.node(node)?.dir().to_path_buf();
-        read_pid(&dir.join("run/ovs-vswitchd.pid"))
+        self.node(node)?
+            .vswitchd_pid()
             .ok_or_else(|| invalid(format!("node {node}: ovs-vswitchd has no pidfile")))
     }
 
@@ -1819,7 +1820,7 @@ impl Lab {
             ours.push(n.sandbox.node_netns().to_string());
             ours.extend(n.pods.iter().map(|h| h.netns.clone()));
             // A frozen switch could not exit when its sandbox asks it to.
-            if let Some(pid) = read_pid(&n.sandbox.dir().join("run/ovs-vswitchd.pid")) {
+            if let Some(pid) = n.sandbox.vswitchd_pid() {
                 let _ = cmd::run(&["kill", "-CONT", &pid.to_string()]);
             }
         }
@@ -1986,10 +1987,6 @@ pub fn parse_group_endpoints(dump: &str) -> Vec<BTreeSet<IpAddr>> {
             ips
         })
         .collect()
-}
-
-fn read_pid(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// Whether a process with this id exists and is not a zombie.

@@ -678,6 +678,12 @@ impl Sandbox {
         .map(|_| ())
     }
 
+    /// The process id of this sandbox's `ovs-vswitchd`, from its pidfile (none if it never
+    /// ran).
+    pub fn vswitchd_pid(&self) -> Option<u32> {
+        read_pid(&self.dir.join("run/ovs-vswitchd.pid"))
+    }
+
     /// The process ids of this sandbox's daemons that are still running.
     pub fn daemon_pids(&self) -> Vec<u32> {
         [&self.ovsdb, &self.vswitchd]
@@ -760,4 +766,9 @@ fn check_ifname(name: &str) -> Result<(), SandboxError> {
 fn free_loopback_port() -> Result<u16, SandboxError> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// The process id a pidfile holds.
+pub(crate) fn read_pid(path: &std::path::Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }

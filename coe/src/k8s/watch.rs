@@ -161,7 +161,7 @@ impl Watchers {
             observer: &observer,
             outage: &outage,
         };
-        let services = kinds.reflect::<core::Service, slim::Service>(
+        let services = kinds.watch::<core::Service, slim::Service>(
             Api::all(client.clone()),
             "services",
             watcher::Config::default().labels(SERVICE_SELECTOR),
@@ -170,7 +170,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let slices = kinds.reflect::<discovery::EndpointSlice, slim::EndpointSlice>(
+        let slices = kinds.watch::<discovery::EndpointSlice, slim::EndpointSlice>(
             Api::all(client.clone()),
             "endpointslices",
             watcher::Config::default().labels(ENDPOINT_SLICE_SELECTOR),
@@ -179,7 +179,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let nodes = kinds.reflect::<core::Node, slim::Node>(
+        let nodes = kinds.watch::<core::Node, slim::Node>(
             Api::all(client.clone()),
             "nodes",
             watcher::Config::default(),
@@ -188,7 +188,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let pods = kinds.reflect::<core::Pod, slim::Pod>(
+        let pods = kinds.watch::<core::Pod, slim::Pod>(
             Api::all(client.clone()),
             "pods",
             watcher::Config::default(),
@@ -197,7 +197,7 @@ impl Watchers {
             },
             &mut tasks,
         );
-        let namespaces = kinds.reflect::<core::Namespace, slim::Namespace>(
+        let namespaces = kinds.watch::<core::Namespace, slim::Namespace>(
             Api::all(client),
             "namespaces",
             watcher::Config::default(),
@@ -361,7 +361,7 @@ impl Kinds<'_> {
     /// Starts a watcher for one kind, keeping the projection `T` of its objects; every event
     /// records the key it touched with `record` (a relist records everything) and pokes the
     /// publisher.
-    fn reflect<K, T>(
+    fn watch<K, T>(
         &self,
         api: Api<K>,
         what: &'static str,
