@@ -396,7 +396,7 @@ pub struct Pending(Before);
 pub const PLANS_KEPT_MAX: usize = 256;
 
 /// An update under way ([`Shards::begin_update`]): the changed services it has still to
-/// render, with their plans, in key order.
+/// render, in key order, with their plans when it keeps them.
 pub struct Update<'a> {
     node: &'a Node,
     model: &'a Model,
