@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -192,20 +193,24 @@ impl std::str::FromStr for MacAddr {
 }
 
 /// A service's identity: namespace and name.
+///
+/// Shared strings: the key is copied into many maps (the model's two, the translator's
+/// indexes, each node's shards and plans), and a copy is two reference counts, not two
+/// allocations. Ordered and hashed as the strings are.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServiceKey {
     /// Namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Name.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl ServiceKey {
     /// `namespace/name`.
     pub fn new(namespace: &str, name: &str) -> Self {
         Self {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
+            namespace: Arc::from(namespace),
+            name: Arc::from(name),
         }
     }
 }

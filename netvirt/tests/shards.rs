@@ -423,7 +423,7 @@ fn recent_conflicts_are_those_of_the_last_update() {
     // Service 2 is neither the copied service nor its copy.
     let (copied, unrelated) = (nth_key(&s, 0).unwrap(), nth_key(&s, 2).unwrap());
     assert!(
-        !unrelated.name.starts_with(&copied.name),
+        !unrelated.name.starts_with(&*copied.name),
         "{copied} {unrelated}"
     );
     perform(&mut s, &Edit::AddEndpoint(2, 77));

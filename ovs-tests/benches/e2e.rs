@@ -60,7 +60,8 @@
 //! (default 200), `SVCFLOW_E2E_GAP_MS` the pause before each measured write (default 100),
 //! `SVCFLOW_E2E_PERF=FILE` records the daemon with `perf record` during the full load (call
 //! graphs by frame pointers; `SVCFLOW_E2E_PERF_CALLGRAPH=dwarf` for perf's DWARF unwinding, which
-//! also sees through libc).
+//! also sees through libc; `SVCFLOW_E2E_PERF_ALL=1` records every process on the machine instead,
+//! to see `ovs-vswitchd` beside the daemon).
 //! Every (S, E) pair runs; S = 30,000 takes one to two minutes per E.
 //!
 //! The pause: the daemon sends a switch at most one bundle per 50 ms (`MIN_INTERVAL` in
@@ -435,9 +436,12 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
                 "999",
                 "-o",
                 &file,
-                "-p",
-                &pid.to_string(),
             ])
+            .args(if std::env::var_os("SVCFLOW_E2E_PERF_ALL").is_some() {
+                vec!["-a".to_string()]
+            } else {
+                vec!["-p".to_string(), pid.to_string()]
+            })
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

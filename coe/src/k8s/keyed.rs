@@ -208,7 +208,7 @@ impl Keyed {
         }
         let slice = |key: &ObjKey| objects.slice(key);
         for key in services {
-            let service = objects.service(&(key.namespace.clone(), key.name.clone()));
+            let service = objects.service(&(key.namespace.to_string(), key.name.to_string()));
             self.service(&slice, &key, service.as_deref());
         }
     }
@@ -262,7 +262,7 @@ impl Keyed {
         self.t.model.services.remove(key);
         self.t.model.endpoints.remove(key);
         self.with_topology.remove(key);
-        let object = object_name(&(key.namespace.clone(), key.name.clone()));
+        let object = object_name(&(key.namespace.to_string(), key.name.to_string()));
         self.t.warnings.remove(&("Service", object));
         let slices: Vec<ObjKey> = self
             .slices_of

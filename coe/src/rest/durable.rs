@@ -277,6 +277,11 @@ impl DurableStore {
         Ok(&self.store)
     }
 
+    /// Builds the store's validation index if it is unbuilt ([`Store::build_index`]).
+    pub fn build_index(&mut self) {
+        self.store.build_index();
+    }
+
     /// What accepted changes touched since the last call (everything, the first time).
     pub fn take_changed(&mut self) -> Changed {
         std::mem::take(&mut self.changed)

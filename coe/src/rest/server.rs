@@ -397,7 +397,7 @@ impl Publisher {
         while self.wake.recv().is_ok() {
             while self.wake.try_recv().is_ok() {}
             let published = self.tx.borrow().revision;
-            let next = match &self.source {
+            match &self.source {
                 Source::Local(durable) => {
                     let Some(durable) = durable.upgrade() else {
                         return;
@@ -407,13 +407,17 @@ impl Publisher {
                         continue;
                     }
                     let changed = d.take_changed();
-                    publish(
+                    let next = publish(
                         changed,
                         d.store(),
                         d.seq(),
                         &mut self.translator,
                         &self.overrides,
-                    )
+                    );
+                    self.tx.send_replace(Arc::new(next));
+                    // After a container PUT, while the engines render what was published
+                    // and before the next write needs it.
+                    d.build_index();
                 }
                 Source::Replicated(mirror) => {
                     let Some(mirror) = mirror.upgrade() else {
@@ -424,16 +428,18 @@ impl Publisher {
                         continue;
                     }
                     let changed = m.take_changed();
-                    publish(
+                    let next = publish(
                         changed,
                         &m.store,
                         m.revision,
                         &mut self.translator,
                         &self.overrides,
-                    )
+                    );
+                    self.tx.send_replace(Arc::new(next));
+                    // As above: a write validates against the mirror's index.
+                    m.store.build_index();
                 }
-            };
-            self.tx.send_replace(Arc::new(next));
+            }
         }
     }
 }

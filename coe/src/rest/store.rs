@@ -264,17 +264,30 @@ enum UndoStep {
 impl Store {
     /// Applies `change` and validates the result; on error the store is unchanged.
     pub fn apply(&mut self, change: Change, rules: &Rules) -> Result<Applied, RequestError> {
-        if !self.index.built {
-            self.index = Index::build(self);
-        }
         let (effects, touched) = self.plan(change)?;
         let undo = self.apply_effects_undoable(&effects);
+        // Only a small write's check reads the index; built now, it describes the store with
+        // the change, as keeping it up to date would have. A container PUT neither reads it
+        // nor keeps it (its list is replaced): see [`Store::build_index`].
+        if touched.len() <= SCOPED_CHECK_LIMIT {
+            self.build_index();
+        }
         let scope = self.scope(&touched);
         if let Err(e) = self.check_in(rules, &touched, &scope) {
             self.revert(undo);
             return Err(e);
         }
         Ok(Applied { effects, undo })
+    }
+
+    /// Builds the index of what each item holds if a whole-list change or a load left it
+    /// unbuilt (a no-op otherwise). The next small write builds it anyway; the northbound's
+    /// publisher calls this once it has published a container PUT, so that the first write
+    /// after a bulk load does not wait for it (25 ms at 30,000 services).
+    pub fn build_index(&mut self) {
+        if !self.index.built {
+            self.index = Index::build(self);
+        }
     }
 
     /// Takes back an applied change.
