@@ -116,6 +116,17 @@ impl Tally {
         }
     }
 
+    /// Applies `change`, a write of `item` alone, to `store`, and holds its verdict and
+    /// result to [`Tally::agree`] against `item` upserted unchecked.
+    fn write(&mut self, what: &str, store: &mut Store, rules: &Rules, item: &Item, change: Change) {
+        let mut reference = store.clone();
+        reference.apply_effects(&[Effect::Upsert(item.clone())]);
+        let full = reference.check(rules, &Touched::default());
+        let before = store.clone();
+        let scoped = store.apply(change, rules);
+        self.agree(what, scoped.map(drop), full, [store, &reference, &before]);
+    }
+
     /// Both verdicts came more than `n` times.
     fn mixed(&self, n: usize) {
         assert!(
@@ -137,21 +148,12 @@ fn scoped_checks_agree_with_full_checks() {
     let mut tally = Tally::default();
     for _ in 0..5000 {
         let item = random_item(&mut rng);
-        let mut reference = store.clone();
-        reference.apply_effects(&[Effect::Upsert(item.clone())]);
-        let full = reference.check(&rules, &Touched::default());
-        let before = store.clone();
-        let scoped = if rng.pick(2) == 0 || store.contains(item.kind(), item.uid()) {
-            store.apply(Change::Upsert(item.clone()), &rules)
+        let change = if rng.pick(2) == 0 || store.contains(item.kind(), item.uid()) {
+            Change::Upsert(item.clone())
         } else {
-            store.apply(Change::Create(item.kind(), vec![item.clone()]), &rules)
+            Change::Create(item.kind(), vec![item.clone()])
         };
-        tally.agree(
-            &format!("{item:?}"),
-            scoped.map(drop),
-            full,
-            [&store, &reference, &before],
-        );
+        tally.write(&format!("{item:?}"), &mut store, &rules, &item, change);
         if rng.pick(10) == 0 {
             let kind = Kind::ALL[rng.pick(4) as usize];
             let uid = format!("u{}", rng.pick(12));
@@ -182,16 +184,13 @@ fn container_checks_agree_with_full_checks() {
                 store.build_index();
             }
             let item = random_item(&mut rng);
-            let mut reference = store.clone();
-            reference.apply_effects(&[Effect::Upsert(item.clone())]);
-            let full = reference.check(&rules, &Touched::default());
-            let before = store.clone();
-            let scoped = store.apply(Change::Upsert(item.clone()), &rules);
-            tally.agree(
+            let change = Change::Upsert(item.clone());
+            tally.write(
                 &format!("round {round}, {item:?}"),
-                scoped.map(drop),
-                full,
-                [&store, &reference, &before],
+                &mut store,
+                &rules,
+                &item,
+                change,
             );
         }
         let kind = Kind::ALL[rng.pick(4) as usize];

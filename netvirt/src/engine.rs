@@ -124,7 +124,7 @@ pub struct BundleCounts {
 /// the next is made: the switch applies bundles N and N + 1 while svcflow renders and
 /// encodes bundle N + 2, so a long plan costs about the longer of the two, not their sum.
 /// Bundles are applied in the order they are sent. When one is refused the plan stops there
-/// (the engine reads the switch again on its next sync); the bundle sent behind it may still
+/// (the engine reads the switch again on its next sync); the bundles sent behind it may still
 /// be applied, which that read finds.
 struct Pipeline<'a> {
     switch: &'a SwitchHandle,
@@ -171,8 +171,10 @@ impl<'a> Pipeline<'a> {
         // the other engines that run meanwhile see no half-filled bundle held.
         tokio::task::yield_now().await;
         while self.in_flight.len() > PIPELINE_DEPTH {
-            let before = self.in_flight.pop_front();
-            self.wait(before).await?;
+            let Some(oldest) = self.in_flight.pop_front() else {
+                break;
+            };
+            self.wait(oldest).await?;
         }
         Ok(())
     }
@@ -183,15 +185,13 @@ impl<'a> Pipeline<'a> {
             self.send(rest).await?;
         }
         while let Some(bundle) = self.in_flight.pop_front() {
-            self.wait(Some(bundle)).await?;
+            self.wait(bundle).await?;
         }
         Ok(())
     }
 
-    async fn wait(&mut self, bundle: Option<QueuedBundle>) -> Result<(), Error> {
-        let Some(bundle) = bundle else {
-            return Ok(());
-        };
+    /// Waits for `bundle`'s answer and counts it.
+    async fn wait(&mut self, bundle: QueuedBundle) -> Result<(), Error> {
         let result = bundle.applied().await;
         match &result {
             Ok(()) => self.counts.committed += 1,

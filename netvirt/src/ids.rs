@@ -17,29 +17,18 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 /// Assigns each name an id in `1..=max` from its hash. Names are placed in sorted order and a
 /// collision probes to the next free id, so an id depends only on the set of names, and only
 /// a colliding name can move when another is added.
-///
-/// The reference the allocator's tests compare with: kept apart from the allocator's own
-/// one-pass placement (`place_sorted`), which does the same with other structures.
 pub fn allocate<'a>(names: impl IntoIterator<Item = &'a str>, max: u32) -> BTreeMap<String, u32> {
-    let sorted: BTreeSet<&str> = names.into_iter().collect();
-    let mut taken = BTreeSet::new();
-    let mut ids = BTreeMap::new();
-    if max == 0 {
-        return ids;
-    }
-    for name in sorted {
-        // `max` is at least 1, so the modulo is defined; ids run 1..=max.
-        if taken.len() as u64 >= u64::from(max) {
-            break;
-        }
-        let mut id = (fnv1a(name.as_bytes()) % u64::from(max)) as u32 + 1;
-        while taken.contains(&id) {
-            id = if id == max { 1 } else { id + 1 };
-        }
-        taken.insert(id);
-        ids.insert(name.to_string(), id);
-    }
-    ids
+    let sorted: Vec<&str> = names
+        .into_iter()
+        .collect::<BTreeSet<&str>>()
+        .into_iter()
+        .collect();
+    let ids = place_sorted(&sorted, max);
+    sorted
+        .into_iter()
+        .zip(ids)
+        .filter_map(|(name, id)| Some((name.to_string(), id?)))
+        .collect()
 }
 
 /// [`allocate`], kept up to date name by name: adding or removing names costs time in the
@@ -263,9 +252,10 @@ impl Allocator {
     }
 }
 
-/// [`allocate`]'s placement of `names` (sorted, distinct): each name's id, `None` past the
-/// last free id.
-fn place_sorted(names: &[Arc<str>], max: u32) -> Vec<Option<u32>> {
+/// The placement of [`allocate`] (and of [`Allocator`] when it places every name again):
+/// each of `names` (sorted, distinct) gets its home id or the next free one after it, in
+/// order; `None` once the ids run out.
+fn place_sorted<S: AsRef<str>>(names: &[S], max: u32) -> Vec<Option<u32>> {
     let mut taken: std::collections::HashSet<u32> =
         std::collections::HashSet::with_capacity(names.len().min(max as usize));
     names
@@ -275,7 +265,7 @@ fn place_sorted(names: &[Arc<str>], max: u32) -> Vec<Option<u32>> {
                 return None;
             }
             // `max` is at least 1 here (else `taken` is full), so the modulo is defined.
-            let mut id = (fnv1a(name.as_bytes()) % u64::from(max)) as u32 + 1;
+            let mut id = (fnv1a(name.as_ref().as_bytes()) % u64::from(max)) as u32 + 1;
             while taken.contains(&id) {
                 id = if id == max { 1 } else { id + 1 };
             }

@@ -733,10 +733,9 @@ impl Shards {
         };
         // The changed services' plans, kept for their render when they are few; when many,
         // only their group names are taken from them here and each is planned again as it
-        // renders, so
-        // that an update sending its bundles as it renders never holds every plan meanwhile
-        // (ten engines of a central controller, each holding 10,000 plans while waiting on
-        // its switch, took its peak from 144 to 200 MiB).
+        // renders, so that an update sending its bundles as it renders never holds every
+        // plan meanwhile (ten engines of a central controller, each holding 10,000 plans
+        // while waiting on its switch, took its peak from 144 to 200 MiB).
         let keep = changed.len() <= self.plans_kept_max;
         let mut dirty: BTreeMap<ServiceKey, Option<Vec<PortPlan>>> = BTreeMap::new();
         let mut removed: Vec<ServiceKey> = Vec::new();

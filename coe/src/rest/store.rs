@@ -266,12 +266,6 @@ impl Store {
     pub fn apply(&mut self, change: Change, rules: &Rules) -> Result<Applied, RequestError> {
         let (effects, touched) = self.plan(change)?;
         let undo = self.apply_effects_undoable(&effects);
-        // Only a small write's check reads the index; built now, it describes the store with
-        // the change, as keeping it up to date would have. A container PUT neither reads it
-        // nor keeps it (its list is replaced): see [`Store::build_index`].
-        if touched.len() <= SCOPED_CHECK_LIMIT {
-            self.build_index();
-        }
         let scope = self.scope(&touched);
         if let Err(e) = self.check_in(rules, &touched, &scope) {
             self.revert(undo);
@@ -506,13 +500,15 @@ impl Store {
     ///
     /// No rule relates items of two kinds, so a change of many items (a container PUT) checks
     /// every item of the kinds it writes, and none of the others.
-    fn scope(&self, touched: &Touched) -> Scope {
+    ///
+    /// Only a small change reads the index, so only it builds the index when a whole-list
+    /// change left it unbuilt; built after the change's effects, it describes the store with
+    /// the change, as keeping it up to date would have (see [`Store::build_index`]).
+    fn scope(&mut self, touched: &Touched) -> Scope {
         if touched.len() > SCOPED_CHECK_LIMIT {
             return Scope::Kinds(touched.0.keys().copied().collect());
         }
-        if !self.index.built {
-            return Scope::All;
-        }
+        self.build_index();
         // The touched items themselves, whatever they share.
         let mut keep: BTreeMap<Kind, BTreeSet<String>> = touched.0.clone();
         let uids = |kind: Kind| touched.0.get(&kind).into_iter().flatten();
