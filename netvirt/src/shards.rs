@@ -264,6 +264,8 @@ pub struct Shards {
     no_local: NoLocal,
     /// See [`Shards::keep_plans_up_to`].
     plans_kept_max: usize,
+    /// See [`Shards::settle_up_to`].
+    settle_max: usize,
 }
 
 impl Default for Shards {
@@ -285,6 +287,7 @@ impl Default for Shards {
             stale: Vec::new(),
             no_local: NoLocal::default(),
             plans_kept_max: PLANS_KEPT_MAX,
+            settle_max: SETTLE_PART,
         }
     }
 }
@@ -391,9 +394,17 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
 /// What an update touched, to send as steps ([`Shards::steps`]).
 pub struct Pending(Before);
 
-/// The most changed services whose plans an update keeps from its start to their render
-/// (unless [`Shards::keep_plans_up_to`] says otherwise).
+/// The most changed services settled at once whose plans an update keeps to their render
+/// (unless [`Shards::keep_plans_up_to`] says otherwise): at least [`SETTLE_PART`], so by
+/// default every plan is kept, at most a part's at a time (ten engines of a central
+/// controller each holding 10,000 plans while waiting on its switch took its peak from 144
+/// to 200 MiB).
 pub const PLANS_KEPT_MAX: usize = 256;
+
+/// How many changed services an update settles at a time (unless [`Shards::settle_up_to`]
+/// says otherwise): planned, and their group names given ids. Settling the 30,000 services of
+/// a first load at once took 0.09 s before the first step could go out (`docs/performance.md`).
+pub const SETTLE_PART: usize = PLANS_KEPT_MAX;
 
 /// An update under way ([`Shards::begin_update`]): the changed services it has still to
 /// render, in key order, with their plans when it keeps them.
@@ -402,6 +413,11 @@ pub struct Update<'a> {
     model: &'a Model,
     config: &'a Config,
     bindings: &'a NodeBindings,
+    /// The changed services still in the model, in key order; those from `settled` on are
+    /// not planned yet.
+    unsettled: Vec<ServiceKey>,
+    settled: usize,
+    /// The settled services to render.
     dirty: std::collections::btree_map::IntoIter<ServiceKey, Option<Vec<PortPlan>>>,
     /// The model, to remember once every service is rendered; `None` after.
     seen: Option<Seen>,
@@ -498,11 +514,19 @@ impl Shards {
         }
     }
 
-    /// How many changed services' plans an update keeps from its start, where their group
-    /// names are settled, to their render; an update of more plans each service again as it
-    /// renders ([`PLANS_KEPT_MAX`] by default). Either way the result is the same.
+    /// How many changed services' plans an update keeps from where their group names are
+    /// settled ([`Shards::settle_up_to`] at a time) to their render; when it settles more at
+    /// once it plans each again as it renders ([`PLANS_KEPT_MAX`] by default). Either way the
+    /// result is the same.
     pub fn keep_plans_up_to(&mut self, max: usize) {
         self.plans_kept_max = max;
+    }
+
+    /// How many changed services an update plans and gives group ids at a time
+    /// ([`SETTLE_PART`] by default): an update settles the first ones at its start and the
+    /// next ones once it has rendered those. Either way the result is the same.
+    pub fn settle_up_to(&mut self, max: usize) {
+        self.settle_max = max;
     }
 
     /// Brings the shards to `model`'s state for `node` and returns the steps from the
@@ -679,7 +703,8 @@ impl Shards {
     }
 
     /// The first part of an update: what changed, the node's own part, the services that
-    /// left, and the group ids; the changed services are left in the returned update.
+    /// left, and the first changed services' plans and group ids ([`Shards::settle_up_to`]);
+    /// the changed services are left in the returned update.
     fn begin<'a>(
         &mut self,
         node: &'a Node,
@@ -731,60 +756,24 @@ impl Shards {
                 .chain(self.services.keys().map(|k| &**k))
                 .collect(),
         };
-        // The changed services' plans, kept for their render when they are few; when many,
-        // only their group names are taken from them here and each is planned again as it
-        // renders, so that an update sending its bundles as it renders never holds every
-        // plan meanwhile (ten engines of a central controller, each holding 10,000 plans
-        // while waiting on its switch, took its peak from 144 to 200 MiB).
-        let keep = changed.len() <= self.plans_kept_max;
-        let mut dirty: BTreeMap<ServiceKey, Option<Vec<PortPlan>>> = BTreeMap::new();
+        // Services that left go at once, with their group names; the changed services that
+        // remain are settled (planned, their group names given ids) a part at a time as they
+        // render, so that the first part's steps go to the switch before the rest is planned.
+        let mut unsettled: Vec<ServiceKey> = Vec::new();
         let mut removed: Vec<ServiceKey> = Vec::new();
-        // Group ids: names leave with their services and come with new plans; a name whose
-        // id moved (a collision resolved anew) re-renders its service.
         let mut gone: Vec<String> = Vec::new();
-        let mut new: Vec<String> = Vec::new();
         for key in changed {
-            let was = self
-                .services
-                .get(key)
-                .map(|s| &s.names[..])
-                .unwrap_or_default();
-            match model.services.get(key) {
-                Some(service) => {
-                    let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
-                    let plans = service_plans(service, endpoints, node, config);
-                    let now = plan_names(&plans);
-                    gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
-                    new.extend(now.into_iter().filter(|n| !was.contains(n)));
-                    dirty.insert(key.clone(), keep.then_some(plans));
+            if model.services.contains_key(key) {
+                unsettled.push(key.clone());
+            } else {
+                if let Some(s) = self.services.get(key) {
+                    gone.extend(s.names.iter().cloned());
                 }
-                None => {
-                    gone.extend(was.iter().cloned());
-                    removed.push(key.clone());
-                }
+                removed.push(key.clone());
             }
         }
-        for name in &gone {
-            self.name_owner.remove(name.as_str());
-        }
-        let moved = self.ids.update(
-            gone.iter().map(String::as_str),
-            new.iter().map(String::as_str),
-        );
-        // A moved name is an old one: its entry still names its service (the dirty services'
-        // entries are brought up to date once they are rendered).
-        for name in moved {
-            let Some(key) = self.name_owner.get(&name) else {
-                continue;
-            };
-            if dirty.contains_key(&**key) {
-                continue;
-            }
-            if model.services.contains_key(&**key) {
-                // Planned as it renders.
-                dirty.insert(ServiceKey::clone(key), None);
-            }
-        }
+        let mut dirty = BTreeMap::new();
+        self.give_ids(&gone, &[], model, &mut dirty, &[]);
         for key in removed {
             let owner = Owner::Service(Arc::new(key));
             self.replace(owner.clone(), None, before);
@@ -801,22 +790,122 @@ impl Shards {
             endpoints: model.endpoints.clone(),
             pod_namespaces,
         };
-        Update {
+        let mut update = Update {
             node,
             model,
             config,
             bindings,
+            unsettled,
+            settled: 0,
             dirty: dirty.into_iter(),
             seen: Some(seen),
+        };
+        self.settle(&mut update);
+        update
+    }
+
+    /// Plans the next [`Shards::settle_up_to`] of `update`'s unsettled services and gives
+    /// their group names ids, adding them to the services it has to render (with their plans
+    /// when [`Shards::keep_plans_up_to`] allows), after those left from before.
+    fn settle(&mut self, update: &mut Update<'_>) {
+        let (node, model, config) = (update.node, update.model, update.config);
+        let from = update.settled;
+        let to = from
+            .saturating_add(self.settle_max.max(1))
+            .min(update.unsettled.len());
+        update.settled = to;
+        let part = &update.unsettled[from..to];
+        let keep = part.len() <= self.plans_kept_max;
+        let mut dirty: BTreeMap<ServiceKey, Option<Vec<PortPlan>>> =
+            update.dirty.by_ref().collect();
+        let mut gone: Vec<String> = Vec::new();
+        let mut new: Vec<String> = Vec::new();
+        for key in part {
+            let Some(service) = model.services.get(key) else {
+                continue;
+            };
+            let was = self
+                .services
+                .get(key)
+                .map(|s| &s.names[..])
+                .unwrap_or_default();
+            let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
+            let plans = service_plans(service, endpoints, node, config);
+            let now = plan_names(&plans);
+            gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
+            new.extend(now.into_iter().filter(|n| !was.contains(n)));
+            dirty.insert(key.clone(), keep.then_some(plans));
+        }
+        let later = &update.unsettled[to..];
+        self.give_ids(&gone, &new, model, &mut dirty, later);
+        update.dirty = dirty.into_iter();
+    }
+
+    /// Takes `gone` group names from the allocator and gives `new` ones ids; the services of
+    /// names whose id moved (a collision resolved anew) join `dirty`, unless they are still
+    /// to settle (`later`, sorted).
+    fn give_ids(
+        &mut self,
+        gone: &[String],
+        new: &[String],
+        model: &Model,
+        dirty: &mut BTreeMap<ServiceKey, Option<Vec<PortPlan>>>,
+        later: &[ServiceKey],
+    ) {
+        if gone.is_empty() && new.is_empty() {
+            return;
+        }
+        for name in gone {
+            self.name_owner.remove(name.as_str());
+        }
+        let moved = self.ids.update(
+            gone.iter().map(String::as_str),
+            new.iter().map(String::as_str),
+        );
+        // A moved name is an old one: its entry still names its service (the dirty services'
+        // entries are brought up to date once they are rendered).
+        for name in moved {
+            let Some(key) = self.name_owner.get(&name) else {
+                continue;
+            };
+            if dirty.contains_key(&**key) || later.binary_search(&**key).is_ok() {
+                continue;
+            }
+            if model.services.contains_key(&**key) {
+                // Planned as it renders.
+                dirty.insert(ServiceKey::clone(key), None);
+            }
         }
     }
 
     /// Renders up to `max` of `update`'s changed services; once none is left the shards
     /// remember the update's model.
     fn render_dirty(&mut self, update: &mut Update<'_>, max: usize, before: &mut Option<Before>) {
+        let mut left = max;
+        loop {
+            left -= self.render_settled(update, left, before);
+            if left == 0 || update.settled == update.unsettled.len() {
+                break;
+            }
+            self.settle(update);
+        }
+        if update.dirty.len() == 0 && update.settled == update.unsettled.len() {
+            self.seen = update.seen.take();
+        }
+    }
+
+    /// Renders up to `max` of `update`'s settled services; returns how many it took.
+    fn render_settled(
+        &mut self,
+        update: &mut Update<'_>,
+        max: usize,
+        before: &mut Option<Before>,
+    ) -> usize {
         let (node, model, config, bindings) =
             (update.node, update.model, update.config, update.bindings);
+        let mut taken = 0;
         for (key, plans) in update.dirty.by_ref().take(max) {
+            taken += 1;
             let Some(service) = model.services.get(&key) else {
                 continue;
             };
@@ -840,9 +929,7 @@ impl Shards {
             }
             self.replace(Owner::Service(key), Some(shard), before);
         }
-        if update.dirty.len() == 0 {
-            self.seen = update.seen.take();
-        }
+        taken
     }
 
     /// The whole desired state, as one render of the model would give it.

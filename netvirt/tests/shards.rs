@@ -252,11 +252,14 @@ proptest! {
     fn an_update_in_parts_equals_one_update(
         edits in proptest::collection::vec((edit(), 1..4usize, proptest::bool::weighted(0.2)), 1..12),
         keep in 0..3usize,
+        settle in 1..4usize,
     ) {
         let mut s = base();
         let mut shards = Shards::default();
         // Plans kept from an update's start to its render, or made again there.
         shards.keep_plans_up_to(keep);
+        // Services settled (planned, given group ids) a few at a time as they render.
+        shards.settle_up_to(settle);
         let mut state = netvirt::plan::State::default();
         update_in_parts(&mut shards, &s, &mut state, 2, false).unwrap();
         for (e, part, give_up) in &edits {
