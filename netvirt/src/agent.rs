@@ -72,6 +72,15 @@ pub struct SyncReport {
 }
 
 impl SyncReport {
+    /// Adds `other`'s counts to these.
+    pub fn absorb(&mut self, other: &SyncReport) {
+        self.flows_added += other.flows_added;
+        self.flows_modified += other.flows_modified;
+        self.flows_deleted += other.flows_deleted;
+        self.groups_changed += other.groups_changed;
+        self.conntrack_flushed += other.conntrack_flushed;
+    }
+
     /// The counts of a plan.
     pub fn of(steps: &[Step<FlowKey, FlowEntry, GroupEntry>]) -> Self {
         let mut r = Self::default();

@@ -2,9 +2,12 @@
 //!
 //! After a connect (or a failed sync) the engine reads the switch and sends the full
 //! difference; from then on each model change is re-rendered only where it changed
-//! ([`Shards`]) and just the steps it causes are sent. The changed services render
-//! [`RENDER_PART`] at a time and their steps fill bundles as they come, so the switch applies
-//! one bundle while the next services render. A change of at most [`BUNDLE_MAX`] steps
+//! ([`Shards`]) and just the steps it causes are sent. The changed services are planned
+//! ([`crate::shards::SETTLE_PART`] at a time) and render [`RENDER_PART`] at a time, and their
+//! steps fill bundles as they come, so the switch applies one bundle while the next services
+//! plan and render. A model that a next one soon continues (part of a long change being
+//! translated) is sent without waiting for its last bundles ([`Then::Continue`]):
+//! the next sync waits for them behind its own. A change of at most [`BUNDLE_MAX`] steps
 //! holding at most [`BUNDLE_BUCKETS_MAX`] group buckets is one atomic bundle. A longer one (a
 //! change to thousands of services at once) goes as several bundles in order, and a full
 //! sync as bundles of [`FULL_SYNC_BUNDLE`] messages, each atomic, none leaving a flow pointing
@@ -111,6 +114,15 @@ fn body_buckets(body: &Body) -> usize {
     }
 }
 
+/// What a sync does once it has sent everything ([`Engine::sync_then`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// Waits for the switch to confirm every bundle, then flushes the stale conntrack.
+    Confirm,
+    /// Leaves the last bundles to the next sync, which comes soon.
+    Continue,
+}
+
 /// Bundles an engine has sent its switch since it was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BundleCounts {
@@ -135,12 +147,18 @@ struct Pipeline<'a> {
 }
 
 impl<'a> Pipeline<'a> {
-    /// A pipeline of bundles of at most `max` messages.
-    fn new(switch: &'a SwitchHandle, counts: &'a mut BundleCounts, max: usize) -> Self {
+    /// A pipeline of bundles of at most `max` messages, behind `in_flight` (bundles an
+    /// earlier sync left unconfirmed).
+    fn new(
+        switch: &'a SwitchHandle,
+        counts: &'a mut BundleCounts,
+        max: usize,
+        in_flight: VecDeque<QueuedBundle>,
+    ) -> Self {
         Pipeline {
             switch,
             counts,
-            in_flight: VecDeque::new(),
+            in_flight,
             filling: Filling::new(max),
         }
     }
@@ -190,6 +208,22 @@ impl<'a> Pipeline<'a> {
         Ok(())
     }
 
+    /// Sends the bundle being filled and returns the bundles not yet confirmed.
+    async fn leave(mut self) -> Result<VecDeque<QueuedBundle>, Error> {
+        if let Some(rest) = self.filling.rest() {
+            self.send(rest).await?;
+        }
+        Ok(self.in_flight)
+    }
+
+    /// Waits for every bundle sent, counting each answer, and ignores refusals: for a sync
+    /// that reads the switch anyway.
+    async fn drain(&mut self) {
+        while let Some(bundle) = self.in_flight.pop_front() {
+            let _ = self.wait(bundle).await;
+        }
+    }
+
     /// Waits for `bundle`'s answer and counts it.
     async fn wait(&mut self, bundle: QueuedBundle) -> Result<(), Error> {
         let result = bundle.applied().await;
@@ -208,6 +242,9 @@ pub struct Engine {
     /// Whether the switch holds exactly what `shards` held before the next update.
     in_sync: bool,
     bundles: BundleCounts,
+    /// Bundles the last sync sent and left unconfirmed ([`Then::Continue`]); the
+    /// next sync waits for them behind its own.
+    unconfirmed: VecDeque<QueuedBundle>,
 }
 
 impl Engine {
@@ -218,6 +255,7 @@ impl Engine {
             shards: Shards::default(),
             in_sync: false,
             bundles: BundleCounts::default(),
+            unconfirmed: VecDeque::new(),
         }
     }
 
@@ -229,6 +267,7 @@ impl Engine {
             shards: Shards::sharing(renders),
             in_sync: false,
             bundles: BundleCounts::default(),
+            unconfirmed: VecDeque::new(),
         }
     }
 
@@ -271,7 +310,25 @@ impl Engine {
         config: &Config,
         bindings: &NodeBindings,
     ) -> Result<SyncReport, Error> {
+        self.sync_then(node, model, config, bindings, Then::Confirm)
+            .await
+    }
+
+    /// [`Self::sync`], and then what `then` says: with [`Then::Continue`] (a model that a
+    /// next one soon continues, part of a long change) everything is sent but the last
+    /// bundles are left unconfirmed and the stale conntrack unflushed, so that the switch
+    /// applies them while the next sync renders; the next sync waits for them behind its own
+    /// bundles, and fails (so the engine reads the switch again) if the switch refused one.
+    pub async fn sync_then(
+        &mut self,
+        node: &Node,
+        model: &Model,
+        config: &Config,
+        bindings: &NodeBindings,
+        then: Then,
+    ) -> Result<SyncReport, Error> {
         let was_in_sync = std::mem::replace(&mut self.in_sync, false);
+        let unconfirmed = std::mem::take(&mut self.unconfirmed);
         let report = if was_in_sync {
             let mut report = SyncReport::default();
             // The services render a part at a time and their steps are sent as bundles fill:
@@ -279,7 +336,8 @@ impl Engine {
             // every service never holds a copy of the whole state. A change that fits one
             // bundle is still one bundle.
             let (mut update, first) = self.shards.begin_update(node, model, config, bindings);
-            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles, BUNDLE_MAX);
+            let mut pipeline =
+                Pipeline::new(&self.switch, &mut self.bundles, BUNDLE_MAX, unconfirmed);
             let mut part = Some(first);
             while let Some(pending) = part.take() {
                 for step in self.shards.steps(&pending) {
@@ -292,10 +350,20 @@ impl Engine {
                 // central controller's peak from 144 to 200 MiB).
                 part = self.shards.continue_update(&mut update, RENDER_PART);
             }
+            if then == Then::Continue {
+                self.unconfirmed = pipeline.leave().await?;
+                self.in_sync = true;
+                return Ok(report);
+            }
             pipeline.finish().await?;
             report.conntrack_flushed = self.flush(config.service_zone).await?;
             report
         } else {
+            // What an earlier sync left unconfirmed is applied or refused before the switch
+            // is read.
+            Pipeline::new(&self.switch, &mut self.bundles, 0, unconfirmed)
+                .drain()
+                .await;
             // Before any flow that names it. A switch restart (which loses meters) always
             // comes back through here, as a reconnect.
             let refuse = crate::meter::refuse_meter(config);
@@ -310,7 +378,12 @@ impl Engine {
                 crate::meter::outdate_flows_naming(&mut actual, refuse.meter_id);
             }
             let mut report = SyncReport::default();
-            let mut pipeline = Pipeline::new(&self.switch, &mut self.bundles, FULL_SYNC_BUNDLE);
+            let mut pipeline = Pipeline::new(
+                &self.switch,
+                &mut self.bundles,
+                FULL_SYNC_BUNDLE,
+                VecDeque::new(),
+            );
             for (change, body) in self.shards.full_plan(&actual) {
                 match change {
                     Change::AddFlow => report.flows_added += 1,

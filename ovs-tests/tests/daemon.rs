@@ -389,3 +389,125 @@ fn the_design_documents_minimal_form_forwards_every_port() {
     // No pods: every port refused at once by svcflow.
     refused("10.96.0.41:8080");
 }
+
+/// A REST write of more services than the publisher translates at once
+/// (`coe::rest::PUBLISH_PART`) is published in parts as it is translated: the node's task
+/// sends each part as it comes (a debug line each) and logs the revision once, with the
+/// counts of the whole write, once all of it is on the switch.
+#[test]
+fn a_write_of_thousands_of_services_is_sent_in_parts_and_reported_once() {
+    use ovs_tests::http::Http;
+    use ovs_tests::svcflow::REST;
+    const S: usize = 12_000;
+    const _: () = assert!(
+        S > 2 * coe::rest::PUBLISH_PART,
+        "enough services for two parts"
+    );
+    let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let daemon = Daemon::start(&sb, 1, "debug").unwrap();
+    let mut http = Http::new(sb.node_netns(), REST);
+    let mut put = |path: &str, body: &str| {
+        let reply = wait_for(&format!("PUT {path}"), Duration::from_secs(30), || {
+            http.request("PUT", &format!("/restconf/config/{path}"), body.as_bytes())
+                .ok()
+        })
+        .unwrap_or_else(|e| panic!("{e}\ndaemon log:\n{}", daemon.log()));
+        assert!(
+            matches!(reply.status, 200 | 201 | 204),
+            "PUT {path}: HTTP {}: {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        );
+    };
+    put(
+        "k8s-node:k8s-nodes-info/k8s-nodes/node-1",
+        &format!(
+            r#"{{"k8s-node:k8s-nodes":[{{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+            "k8s-node:internal-ip-address":"{NODE_IP}","k8s-node:pod-cidr":"10.244.0.0/16"}}]}}"#
+        ),
+    );
+    // The node's first syncs (its gateway port is bound a little later) come before the
+    // write, so that its line counts the write alone.
+    let syncs = || {
+        daemon
+            .log()
+            .matches("node n1: synced model revision")
+            .count()
+    };
+    wait_for("node n1's first sync", Duration::from_secs(30), || {
+        (syncs() > 0).then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\ndaemon log:\n{}", daemon.log()));
+    loop {
+        let seen = syncs();
+        std::thread::sleep(Duration::from_millis(700));
+        if syncs() == seen {
+            break;
+        }
+    }
+    let ip = |base: u32, i: usize| std::net::Ipv4Addr::from(base + i as u32).to_string();
+    let endpoints: Vec<String> = (0..S)
+        .map(|i| {
+            format!(
+                r#"{{"uid":"ep-{i}","name":"svc-{i}","network-NS":"bulk","endpoint-addresses":[{{"ip-address":"{}","node-name":"n2"}}],"endpoint-ports":[{{"name":"http","port":8080}}]}}"#,
+                ip(0x0a80_0000, i)
+            )
+        })
+        .collect();
+    let services: Vec<String> = (0..S)
+        .map(|i| {
+            format!(
+                r#"{{"uid":"svc-{i}","name":"svc-{i}","network-NS":"bulk","cluster-ip-address":"{}","service-ports":[{{"name":"http","port":80,"target-port":"8080"}}]}}"#,
+                ip(0x0a60_0001, i)
+            )
+        })
+        .collect();
+    put(
+        "service:endpoints-info",
+        &format!(
+            r#"{{"service:endpoints-info":{{"endpoints":[{}]}}}}"#,
+            endpoints.join(",")
+        ),
+    );
+    put(
+        "service:service-information",
+        &format!(
+            r#"{{"service:service-information":{{"services":[{}]}}}}"#,
+            services.join(",")
+        ),
+    );
+    let desired = format!("{S} groups desired)");
+    let line = wait_for("the write's sync line", Duration::from_secs(60), || {
+        daemon
+            .log()
+            .lines()
+            .find(|l| l.contains("node n1: synced model revision") && l.contains(&desired))
+            .map(str::to_string)
+    })
+    .unwrap_or_else(|e| panic!("{e}\ndaemon log:\n{}", daemon.log()));
+    let log = daemon.log();
+    // Each service: its group, its address's flow and its endpoint's DNAT flow.
+    assert!(
+        line.contains(&format!(
+            ": {} flows added, 0 modified, 0 deleted, {S} groups changed",
+            2 * S
+        )),
+        "one line for the whole write: {line}\n{log}"
+    );
+    let parts = log
+        .lines()
+        .filter(|l| l.contains("node n1: sent part of model revision"))
+        .count();
+    assert!(
+        parts >= 1,
+        "no part was sent before the whole write:\n{log}"
+    );
+    let groups = sb.ofctl("dump-groups", BR, &["--no-names"]).unwrap();
+    assert_eq!(
+        groups
+            .lines()
+            .filter(|l| l.trim().starts_with("group_id="))
+            .count(),
+        S
+    );
+}

@@ -37,4 +37,4 @@ pub mod types;
 pub mod wal;
 
 pub use config::{RestConfig, StoreKind};
-pub use server::{Northbound, Published, StartError};
+pub use server::{Northbound, PUBLISH_PART, Published, StartError};

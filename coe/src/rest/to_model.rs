@@ -109,6 +109,22 @@ impl Translator {
 
     /// Brings the model to `store`'s state after the writes that `changed` lists.
     pub fn apply(&mut self, store: &Store, changed: &Changed) {
+        self.apply_in_parts(store, changed, usize::MAX, |_| {});
+    }
+
+    /// [`Self::apply`], handing the model to `early` after every `part` services it
+    /// translates (that the model had or has) when more are left: a consumer can start on a long translation's first
+    /// services while the rest translate. Each service is translated once, so an early model
+    /// holds every service either as it was or as it will be; the pods, endpoints objects,
+    /// nodes and namespaces are already translated. A change of nodes translates everything
+    /// at once, with no early model.
+    pub fn apply_in_parts(
+        &mut self,
+        store: &Store,
+        changed: &Changed,
+        part: usize,
+        mut early: impl FnMut(&Model),
+    ) {
         // Nodes decide every pod's and many endpoints' node: translate everything again.
         if changed.all
             || changed.cleared.contains(&Kind::Node)
@@ -167,8 +183,18 @@ impl Translator {
                 Kind::Node => {}
             }
         }
+        // Counted: the services translated that were or are in the model (an endpoints object
+        // of no service changes nothing to publish).
+        let mut left = services.len();
+        let mut done = 0;
         for key in services {
-            self.service(store, &key);
+            left -= 1;
+            if self.service(store, &key) {
+                done += 1;
+                if done % part.max(1) == 0 && left > 0 {
+                    early(&self.model);
+                }
+            }
         }
     }
 
@@ -297,8 +323,9 @@ impl Translator {
         Some(key)
     }
 
-    /// Translates the service with `key` and its endpoints again.
-    fn service(&mut self, store: &Store, key: &ServiceKey) {
+    /// Translates the service with `key` and its endpoints again; returns whether the model
+    /// had or has it.
+    fn service(&mut self, store: &Store, key: &ServiceKey) -> bool {
         if let Some((pods, ips)) = self.reads.remove(key) {
             for pod in pods {
                 link(&mut self.by_pod, pod, key, false);
@@ -312,9 +339,8 @@ impl Translator {
             .get(key)
             .and_then(|uid| store.services.get(uid))
         else {
-            self.model.services.remove(key);
-            self.model.endpoints.remove(key);
-            return;
+            let had = self.model.services.remove(key).is_some();
+            return self.model.endpoints.remove(key).is_some() || had;
         };
         let (endpoints, reads) = self.endpoints_of(store, s, key);
         for pod in &reads.0 {
@@ -330,6 +356,7 @@ impl Translator {
         self.model
             .services
             .insert(key.clone(), service(s, key.clone()));
+        true
     }
 
     /// A service's endpoints, with the pods and addresses it read to find them.

@@ -9,6 +9,12 @@
 //! when that interval has passed, with every change that came meanwhile. An isolated change
 //! waits for nothing, and a burst reaches the switch at most once per interval. A sync that
 //! sends nothing does not count.
+//!
+//! A long change may be published in parts ([`Published::part_of`]): the task sends each
+//! part as it comes, with no pause between them and without waiting for the switch to
+//! confirm a part's last bundles before rendering the next ([`Then::Continue`]),
+//! and reports the change once, when its whole revision is on the switch and confirmed (one
+//! sync line, status and metrics entry with the sum of the parts, timed from the first).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +23,7 @@ use coe::rest::Published;
 use netvirt::agent::serve_rejects;
 use netvirt::config::Config;
 use netvirt::desired::NodeBindings;
-use netvirt::engine::Engine;
+use netvirt::engine::{Engine, Then};
 use netvirt::node_setup::{NodeSetup, host_gateway_commands};
 use openflow::driver::SwitchHandle;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -127,12 +133,16 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let mut retry_at: Option<Instant> = None;
     let mut dirty = true;
     let mut synced: Option<Arc<Published>> = None;
+    let mut parts: Option<Parts> = None;
     let mut macs = MacWatch::default();
     loop {
         if dirty {
-            // Rate: at most one bundle per MIN_INTERVAL; changes meanwhile join the sync.
+            // Rate: at most one bundle per MIN_INTERVAL; changes meanwhile join the sync. The
+            // parts of a change published in parts follow each other at once.
+            let continuing = parts.is_some() || p.models.borrow().part_of.is_some();
             if let Some(at) = last_bundle.map(|t| t + MIN_INTERVAL)
                 && at > Instant::now()
+                && !continuing
             {
                 tokio::select! {
                     _ = stopped(shutdown.clone()) => break,
@@ -146,6 +156,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 &p,
                 &mut engine,
                 &mut host_applied,
+                &mut parts,
                 &model,
                 bindings.as_ref(),
             )
@@ -186,7 +197,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 Err(Skip::NotReady) => {}
                 Err(Skip::Failed(e)) => {
                     p.metrics.sync_failed(&node);
-                    p.status.failed(&node, model.revision, &e);
+                    p.status.failed(&node, model.target(), &e);
                     if p.epoch.is_some() && !still_master(&p.switch).await {
                         tracing::warn!(
                             "node {node}: sync failed: {e}; the switch has another master, \
@@ -360,10 +371,19 @@ enum Skip {
 
 /// One sync: the host side if this is the host's node, then the switch. Returns whether a
 /// bundle went to the switch.
+/// The parts of a change published in parts that are on the switch so far.
+struct Parts {
+    /// When the first part's sync began.
+    started: Instant,
+    /// What the parts' syncs did, summed.
+    report: netvirt::agent::SyncReport,
+}
+
 async fn sync(
     p: &AgentParams,
     engine: &mut Engine,
     host_applied: &mut Option<Vec<Vec<String>>>,
+    parts: &mut Option<Parts>,
     model: &Arc<Published>,
     bindings: Option<&NodeBindings>,
 ) -> Result<bool, Skip> {
@@ -400,12 +420,41 @@ async fn sync(
         }
     }
     let started = Instant::now();
-    let sync = engine.sync(node, &model.model, &p.config, bindings);
-    let report = match tokio::time::timeout(SYNC_TIMEOUT, sync).await {
+    // The rest of a change published in parts follows at once: the switch applies this
+    // part's last bundles while the next part renders.
+    let then = match model.part_of {
+        Some(_) => Then::Continue,
+        None => Then::Confirm,
+    };
+    let sync = engine.sync_then(node, &model.model, &p.config, bindings, then);
+    let mut report = match tokio::time::timeout(SYNC_TIMEOUT, sync).await {
         Ok(Ok(report)) => report,
         Ok(Err(e)) => return Err(Skip::Failed(e.to_string())),
         Err(_) => return Err(Skip::Failed(format!("no answer within {SYNC_TIMEOUT:?}"))),
     };
+    let sent = !report.is_empty();
+    if let Some(whole) = model.part_of {
+        let so_far = parts.get_or_insert_with(|| Parts {
+            started,
+            report: Default::default(),
+        });
+        so_far.report.absorb(&report);
+        tracing::debug!(
+            "node {name}: sent part of model revision {whole} ({} services in the model so far): {} flows \
+             added, {} modified, {} deleted, {} groups changed",
+            model.model.services.len(),
+            report.flows_added,
+            report.flows_modified,
+            report.flows_deleted,
+            report.groups_changed,
+        );
+        return Ok(sent);
+    }
+    let mut started = started;
+    if let Some(before) = parts.take() {
+        started = before.started;
+        report.absorb(&before.report);
+    }
     let (flows, groups) = engine.shards().len();
     p.metrics
         .no_local(name, engine.shards().no_local_endpoints());
@@ -435,7 +484,7 @@ async fn sync(
             report.conntrack_flushed
         );
     }
-    Ok(!report.is_empty())
+    Ok(sent)
 }
 
 /// Runs `ip` commands on this host, stopping at the first that fails; off the runtime's

@@ -196,6 +196,7 @@ mod tests {
             model,
             ovsdb_remotes: BTreeMap::new(),
             revision: 1,
+            part_of: None,
         })
     }
 

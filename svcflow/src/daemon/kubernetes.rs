@@ -63,6 +63,7 @@ pub(crate) fn combine(
         model: merged.model,
         ovsdb_remotes: merged.ovsdb_remotes,
         revision: rest.revision.saturating_add(kube.generation),
+        part_of: rest.part_of.map(|r| r.saturating_add(kube.generation)),
     };
     (published, merged.conflicts)
 }
@@ -84,10 +85,13 @@ async fn run(
         let r = rest.borrow_and_update().clone();
         let k = kube.borrow_and_update().clone();
         let (published, now) = combine(&mut merger, &r, k.as_deref());
-        for c in now.iter().filter(|c| !conflicts.contains(*c)) {
-            tracing::warn!("{c}");
+        // A REST change published in parts is judged once it is whole.
+        if published.part_of.is_none() {
+            for c in now.iter().filter(|c| !conflicts.contains(*c)) {
+                tracing::warn!("{c}");
+            }
+            conflicts = now;
         }
-        conflicts = now;
         if let Some(k) = &k {
             tracing::debug!(
                 generation = k.generation,

@@ -163,6 +163,7 @@ pub(crate) async fn run(
             model,
             ovsdb_remotes: published.ovsdb_remotes.clone(),
             revision: published.revision,
+            part_of: published.part_of,
         };
         output.send_if_modified(|current| {
             if **current == out {

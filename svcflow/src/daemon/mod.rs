@@ -533,6 +533,10 @@ async fn count_changes(
     let mut last = models.borrow_and_update().clone();
     while models.changed().await.is_ok() {
         let now = models.borrow_and_update().clone();
+        if now.part_of.is_some() {
+            // Counted once whole.
+            continue;
+        }
         let services = last.model.services.diff(&now.model.services).count() as u64;
         let endpoints = last.model.endpoints.diff(&now.model.endpoints).count() as u64;
         metrics.published(now.revision, services, endpoints);
