@@ -101,3 +101,38 @@ fn a_dual_stack_pod_cidr_is_a_pair_of_families() {
         );
     }
 }
+
+/// A long list is converted in two halves at once: the same items in the same order as entry
+/// by entry, and the error of the first bad entry by position, whichever half it is in.
+#[test]
+fn a_long_list_reads_as_its_entries_one_by_one_and_fails_at_its_first_bad_entry() {
+    let n = 5_000;
+    let entry = |i: usize| {
+        format!(
+            r#"{{"uid":"u{i}","name":"s{i}","cluster-ip-address":"10.96.{}.{}","service-ports":[{{"port":80}}]}}"#,
+            i / 250,
+            i % 250 + 1
+        )
+    };
+    let body = |entries: &[String]| format!(r#"{{"services":[{}]}}"#, entries.join(","));
+    let entries: Vec<String> = (0..n).map(entry).collect();
+    let all = parse::container_body(Kind::Service, body(&entries).as_bytes()).unwrap();
+    let one_by_one: Vec<Item> = entries
+        .iter()
+        .map(|e| {
+            let mut items =
+                parse::container_body(Kind::Service, body(std::slice::from_ref(e)).as_bytes())
+                    .unwrap();
+            items.remove(0)
+        })
+        .collect();
+    assert_eq!(all, one_by_one);
+    // A bad address at 4,000 (second half), then also at 100 (first half).
+    let mut bad = entries.clone();
+    bad[4_000] = bad[4_000].replace("10.96.16.1", "10.96.16.x");
+    let err = parse::container_body(Kind::Service, body(&bad).as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("services[u4000]"), "{err}");
+    bad[100] = bad[100].replace("10.96.0.101", "not an address");
+    let err = parse::container_body(Kind::Service, body(&bad).as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("services[u100]"), "{err}");
+}

@@ -773,7 +773,7 @@ impl Shards {
             }
         }
         let mut dirty = BTreeMap::new();
-        self.give_ids(&gone, &[], model, &mut dirty, &[]);
+        self.give_ids(&gone, &[], model, &mut dirty, &unsettled);
         for key in removed {
             let owner = Owner::Service(Arc::new(key));
             self.replace(owner.clone(), None, before);
