@@ -536,3 +536,75 @@ fn a_failed_append_is_a_500_and_changes_nothing() {
     assert_eq!(d.store().services.len(), acked);
     assert!(d.store().services.contains_key(&format!("s{acked}")));
 }
+
+/// A container PUT of at least `BESIDE_FROM` items has its log record encoded while it is
+/// applied and checked: accepted, its record replays to the same state; refused (two services
+/// on one cluster IP, the clash between its last item and its first), nothing is logged and
+/// the state is as before.
+#[test]
+fn a_large_write_is_logged_as_one_record_or_not_at_all() {
+    use coe::rest::store::BESIDE_FROM;
+    let n = u32::try_from(BESIDE_FROM).unwrap() + 10;
+    let services = |clash: bool| {
+        let items: Vec<_> = (0..n)
+            .map(|i| {
+                let vip = if clash && i == n - 1 {
+                    "10.96.0.1".to_string()
+                } else {
+                    format!("10.96.{}.{}", i / 250, i % 250 + 1)
+                };
+                watcher_service(&format!("s{i}"), &format!("svc{i}"), &vip, 80)
+            })
+            .collect();
+        let body = container_body(Kind::Service, items).to_string();
+        Change::Replace(
+            Kind::Service,
+            parse::container_body(Kind::Service, body.as_bytes()).unwrap(),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = open_store(dir.path(), Rules::default()).unwrap();
+    d.apply(service_change(7)).unwrap();
+    let len = std::fs::metadata(wal_path(dir.path())).unwrap().len();
+    let before = serde_json::to_value(d.store()).unwrap();
+    assert!(d.apply(services(true)).is_err());
+    assert_eq!(std::fs::metadata(wal_path(dir.path())).unwrap().len(), len);
+    assert_eq!(serde_json::to_value(d.store()).unwrap(), before);
+
+    d.apply(services(false)).unwrap();
+    assert_eq!(d.store().services.len(), n as usize);
+    let after = serde_json::to_value(d.store()).unwrap();
+    drop(d);
+    let raw = Wal::open(&wal_path(dir.path())).unwrap();
+    assert_eq!(raw.records.len(), 2, "one record per accepted write");
+    drop(raw);
+    let d = open_store(dir.path(), Rules::default()).unwrap();
+    assert_eq!(serde_json::to_value(d.store()).unwrap(), after);
+}
+
+/// A record framed where it is encoded is byte for byte the one `frame` makes of its payload.
+#[test]
+fn a_record_framed_in_place_is_the_framed_payload() {
+    use coe::rest::wal::Framed;
+    for payload in [&b"x"[..], b"{\"seq\":1}", &[7u8; 100_000]] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let mut wa = Wal::open(&a).unwrap().wal;
+        wa.append(payload).unwrap();
+        let framed = Framed::encode(3, |buf| {
+            buf.extend_from_slice(payload);
+            Ok::<_, ()>(())
+        })
+        .unwrap()
+        .unwrap();
+        let mut wb = Wal::open(&b).unwrap().wal;
+        wb.append_framed(&framed).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        let mut expected = std::fs::read(&a).unwrap();
+        expected.truncate(expected.len() - payload.len() - 8);
+        expected.extend_from_slice(&frame(payload).unwrap());
+        assert_eq!(std::fs::read(&a).unwrap(), expected);
+    }
+    let empty = Framed::encode(0, |_| Ok::<_, ()>(())).unwrap();
+    assert!(matches!(empty, Err(WalError::TooLarge(0))));
+}

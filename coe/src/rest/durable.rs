@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::error::RequestError;
 use super::store::{Change, Effect, Rules, Store, Touched};
 use super::types::Kind;
-use super::wal::{Torn, Wal, WalError};
+use super::wal::{Framed, Torn, Wal, WalError};
 
 /// The log's file name in the state directory.
 pub const WAL_FILE: &str = "rest.wal";
@@ -39,6 +39,10 @@ enum RecordOut<'a> {
     Effects { seq: u64, effects: &'a [Effect] },
     Snapshot { seq: u64, store: &'a Store },
 }
+
+/// Room reserved for a log record, per effect: an endpoints object with two addresses is about
+/// 220 bytes of JSON, a service about 160 (the buffer grows past it when needed).
+const RECORD_BYTES_PER_EFFECT: usize = 256;
 
 /// Why the durable state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -244,21 +248,25 @@ impl DurableStore {
 
     /// Validates, logs and applies `change`. On `Ok` the change is on disk.
     pub fn apply(&mut self, change: Change) -> Result<&Store, ApplyError> {
-        let applied = self.store.apply(change, &self.rules)?;
         let seq = self.seq + 1;
+        // The log record is encoded while the change is applied and checked (beside it, for
+        // a large change: a container PUT of 30,000 items takes tens of milliseconds for
+        // each), and thrown away if the change is refused.
+        let (applied, encoded) = self.store.apply_beside(change, &self.rules, |effects| {
+            Framed::encode(effects.len().saturating_mul(RECORD_BYTES_PER_EFFECT), |buf| {
+                serde_json::to_writer(buf, &RecordOut::Effects { seq, effects })
+            })
+        })?;
         let mut changed = std::mem::take(&mut self.changed);
         changed.record(&applied.effects);
-        let record = RecordOut::Effects {
-            seq,
-            effects: &applied.effects,
-        };
-        let logged = serde_json::to_vec(&record)
+        let logged = encoded
             .map_err(|e| WalError::Io {
                 path: self.wal.path().to_path_buf(),
                 op: "encode record",
                 source: e.into(),
             })
-            .and_then(|payload| self.wal.append(&payload));
+            .and_then(|framed| framed)
+            .and_then(|framed| self.wal.append_framed(&framed));
         if let Err(e) = logged {
             // Not durable, so not applied either. What it touched is recorded anyway: a
             // consumer that looks again at an unchanged item finds nothing to do.

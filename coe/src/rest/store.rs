@@ -186,6 +186,11 @@ impl Index {
     }
 }
 
+/// A change of at least this many effects has [`Store::apply_beside`]'s work done on a thread of
+/// its own (a thread costs tens of microseconds; 30,000 effects take tens of milliseconds to
+/// apply, check, or encode).
+pub const BESIDE_FROM: usize = 2_048;
+
 /// A requested change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 // One per request, moved and never stored: boxing the item would buy nothing.
@@ -264,14 +269,46 @@ enum UndoStep {
 impl Store {
     /// Applies `change` and validates the result; on error the store is unchanged.
     pub fn apply(&mut self, change: Change, rules: &Rules) -> Result<Applied, RequestError> {
+        self.apply_beside(change, rules, |_| ()).map(|(applied, ())| applied)
+    }
+
+    /// [`Store::apply`], with `beside` given the change's effects while they are applied and
+    /// checked: on another thread when there are at least [`BESIDE_FROM`] of them (the
+    /// durable store encodes its log record there), here otherwise. `beside` runs only if
+    /// the change is well formed, and its result is returned only if the change is accepted.
+    pub fn apply_beside<T: Send>(
+        &mut self,
+        change: Change,
+        rules: &Rules,
+        beside: impl FnOnce(&[Effect]) -> T + Send,
+    ) -> Result<(Applied, T), RequestError> {
         let (effects, touched) = self.plan(change)?;
-        let undo = self.apply_effects_undoable(&effects);
-        let scope = self.scope(&touched);
-        if let Err(e) = self.check_in(rules, &touched, &scope) {
-            self.revert(undo);
-            return Err(e);
-        }
-        Ok(Applied { effects, undo })
+        let apply_and_check = |store: &mut Store| {
+            let undo = store.apply_effects_undoable(&effects);
+            let scope = store.scope(&touched);
+            match store.check_in(rules, &touched, &scope) {
+                Ok(()) => Ok(undo),
+                Err(e) => {
+                    store.revert(undo);
+                    Err(e)
+                }
+            }
+        };
+        let (checked, side) = if effects.len() >= BESIDE_FROM {
+            std::thread::scope(|scope| {
+                let side = scope.spawn(|| beside(&effects));
+                let checked = apply_and_check(self);
+                match side.join() {
+                    Ok(side) => (checked, side),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            })
+        } else {
+            let checked = apply_and_check(self);
+            (checked, beside(&effects))
+        };
+        let undo = checked?;
+        Ok((Applied { effects, undo }, side))
     }
 
     /// Builds the index of what each item holds if a whole-list change or a load left it

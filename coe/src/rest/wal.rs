@@ -106,15 +106,47 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Wa
 
 /// Frames a payload.
 pub fn frame(payload: &[u8]) -> Result<Vec<u8>, WalError> {
-    let len = u32::try_from(payload.len())
-        .ok()
-        .filter(|l| (1..=MAX_RECORD).contains(l))
-        .ok_or(WalError::TooLarge(payload.len()))?;
     let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(&[0; HEADER]);
     out.extend_from_slice(payload);
-    Ok(out)
+    Ok(Framed::seal(out)?.0)
+}
+
+/// A record framed for [`Wal::append_framed`]: its header, then its payload, in one buffer,
+/// so that a large record (a container PUT's, megabytes) is written where it is encoded
+/// instead of being copied behind its header.
+#[derive(Debug)]
+pub struct Framed(Vec<u8>);
+
+impl Framed {
+    /// Frames the payload that `encode` appends to the buffer it is given (empty, with
+    /// room for about `hint` bytes).
+    pub fn encode<E>(
+        hint: usize,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<Result<Framed, WalError>, E> {
+        let mut payload = Vec::with_capacity(hint.saturating_add(HEADER).min(MAX_RECORD as usize));
+        payload.extend_from_slice(&[0; HEADER]);
+        encode(&mut payload)?;
+        Ok(Framed::seal(payload))
+    }
+
+    /// Fills in the header of `buf`, whose first [`HEADER`] bytes are room for it.
+    fn seal(mut buf: Vec<u8>) -> Result<Framed, WalError> {
+        let payload = buf.get(HEADER..).unwrap_or_default();
+        let len = u32::try_from(payload.len())
+            .ok()
+            .filter(|l| (1..=MAX_RECORD).contains(l))
+            .ok_or(WalError::TooLarge(payload.len()))?;
+        let crc = crc32fast::hash(payload);
+        let mut header = [0; HEADER];
+        header[..4].copy_from_slice(&len.to_le_bytes());
+        header[4..].copy_from_slice(&crc.to_le_bytes());
+        if let Some(room) = buf.get_mut(..HEADER) {
+            room.copy_from_slice(&header);
+        }
+        Ok(Framed(buf))
+    }
 }
 
 impl Wal {
@@ -182,13 +214,19 @@ impl Wal {
     /// Appends one record and syncs it to disk. When this returns `Ok`, the record survives
     /// a crash.
     pub fn append(&mut self, payload: &[u8]) -> Result<(), WalError> {
+        self.append_framed(&Framed(frame(payload)?))
+    }
+
+    /// Appends one framed record ([`Framed::encode`]) and syncs it to disk, as
+    /// [`Wal::append`].
+    pub fn append_framed(&mut self, framed: &Framed) -> Result<(), WalError> {
         if self.poisoned {
             return Err(WalError::Poisoned(self.path.clone()));
         }
-        let framed = frame(payload)?;
+        let framed = &framed.0;
         let result = self
             .file
-            .write_all(&framed)
+            .write_all(framed)
             .map_err(io(&self.path, "append"))
             .and_then(|()| self.file.sync_data().map_err(io(&self.path, "fdatasync")));
         match result {
