@@ -26,11 +26,12 @@
 //! process per write would cost milliseconds), whose socket is opened inside the lab's
 //! controller namespace, where svcflow's REST northbound listens.
 //!
-//! Spacing: the daemon sends a switch at most one bundle per 50 ms, counted from the previous
-//! bundle's confirmation, and holds a change that comes sooner (an isolated change waits for
-//! nothing). Each measured write is therefore sent `SVCFLOW_CLUSTER_GAP_MS` (default and
-//! minimum 60) after the last node confirmed the previous one, so it measures one isolated
-//! change, not that hold.
+//! Spacing: the daemon paces the bundles to each switch (`svcflow/src/daemon/pace.rs`: three
+//! at once after an idle spell, then one per 50 ms counted from the confirmations) and holds a
+//! change that comes when the allowance is used up (an isolated change waits for nothing).
+//! Each measured write is sent `SVCFLOW_CLUSTER_GAP_MS` (default and minimum 60) after the
+//! last node confirmed the previous one, so that it measures one isolated change, never that
+//! hold.
 //!
 //! The table: N, S, flows and groups per node (desired, from the sync lines: the services'
 //! groups and the pods' flood group), the load (both
@@ -509,8 +510,8 @@ fn main() {
     let gap_ms = env_list("SVCFLOW_CLUSTER_GAP_MS", &[MIN_GAP_MS as usize])[0] as u64;
     assert!(
         gap_ms >= MIN_GAP_MS,
-        "SVCFLOW_CLUSTER_GAP_MS={gap_ms}: at least {MIN_GAP_MS}, or the daemon's 50 ms between \
-         bundles is measured"
+        "SVCFLOW_CLUSTER_GAP_MS={gap_ms}: at least {MIN_GAP_MS}, or the daemon's pace of one \
+         bundle per 50 ms may be measured"
     );
     let gap = Duration::from_millis(gap_ms);
     let date = command_output(&["date", "-u", "+%Y-%m-%d %H:%M:%S UTC"]);

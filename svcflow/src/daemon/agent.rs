@@ -5,10 +5,11 @@
 //! sync hands the model to the node's [`Engine`], which finds what changed by diffing it with
 //! the model it last rendered, so a change costs its own size, not the cluster's.
 //!
-//! When to sync: at once, unless the switch got a bundle less than [`MIN_INTERVAL`] ago; then
-//! when that interval has passed, with every change that came meanwhile. An isolated change
-//! waits for nothing, and a burst reaches the switch at most once per interval. A sync that
-//! sends nothing does not count.
+//! When to sync: at once, unless the switch used up its allowance of bundles ([`super::pace`]:
+//! three at once after an idle spell, then one per 50 ms); then when the next is allowed, with
+//! every change that came meanwhile. An isolated change, even one that comes in two halves,
+//! waits for nothing, and a long burst reaches the switch at most once per interval. A sync
+//! that sends nothing does not count.
 //!
 //! A long change may be published in parts ([`Published::part_of`]): the task sends each
 //! part as it comes, with no pause between them and without waiting for the switch to
@@ -30,6 +31,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::operational::{Installed, NodeView, Snapshot};
+use super::pace::Pace;
 use super::{Shutdown, stopped};
 
 /// After a failed sync, try again this much later (unless something else changes first).
@@ -39,9 +41,6 @@ const RETRY: Duration = Duration::from_secs(2);
 /// (its engine reads the switch afresh next time); a full sync of 110,000 flows takes
 /// about 1.3 s.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The least time between two bundles to one switch.
-pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(50);
 
 /// What the operational view asks a node's task.
 pub(crate) enum Query {
@@ -129,7 +128,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let mut bundles_told = netvirt::engine::BundleCounts::default();
     p.metrics.switch(&node, true);
     let mut host_applied: Option<Vec<Vec<String>>> = None;
-    let mut last_bundle: Option<Instant> = None;
+    let mut pace = Pace::default();
     let mut retry_at: Option<Instant> = None;
     let mut dirty = true;
     let mut synced: Option<Arc<Published>> = None;
@@ -137,11 +136,10 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     let mut macs = MacWatch::default();
     loop {
         if dirty {
-            // Rate: at most one bundle per MIN_INTERVAL; changes meanwhile join the sync. The
-            // parts of a change published in parts follow each other at once.
+            // Paced ([`Pace`]); changes that come meanwhile join the sync. The parts of a
+            // change published in parts follow each other at once.
             let continuing = parts.is_some() || p.models.borrow().part_of.is_some();
-            if let Some(at) = last_bundle.map(|t| t + MIN_INTERVAL)
-                && at > Instant::now()
+            if let Some(at) = pace.next_at(Instant::now())
                 && !continuing
             {
                 tokio::select! {
@@ -172,7 +170,7 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 Ok(sent) => {
                     retry_at = None;
                     if sent {
-                        last_bundle = Some(Instant::now());
+                        pace.sent(Instant::now());
                     }
                     engine.synced = true;
                     engine.bindings.clone_from(&bindings);

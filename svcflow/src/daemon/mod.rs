@@ -31,6 +31,7 @@ mod liveness;
 mod metrics;
 mod node;
 mod operational;
+mod pace;
 mod reconcile;
 mod role;
 mod status;
