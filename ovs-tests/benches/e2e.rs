@@ -64,11 +64,12 @@
 //! to see `ovs-vswitchd` beside the daemon).
 //! Every (S, E) pair runs; S = 30,000 takes one to two minutes per E.
 //!
-//! The pause: the daemon sends a switch at most one bundle per 50 ms (`MIN_INTERVAL` in
-//! `svcflow/src/daemon/agent.rs`), counted from the previous bundle's confirmation, and holds a
-//! change that comes sooner. Writes sent right after the previous confirmation would measure
-//! that hold (about 50 ms each), not the latency of one change; each measured write therefore
-//! comes `SVCFLOW_E2E_GAP_MS` after the previous confirmation, as an isolated change would.
+//! The pause: the daemon paces the bundles to a switch (`svcflow/src/daemon/pace.rs`: three at
+//! once after an idle spell, then one per 50 ms counted from the confirmations) and holds a
+//! change that comes when that allowance is used up. Writes sent back to back would measure
+//! that hold (about 50 ms each) once the allowance is gone, not the latency of one change;
+//! each measured write therefore comes `SVCFLOW_E2E_GAP_MS` after the previous confirmation,
+//! as an isolated change would.
 
 #![allow(clippy::unwrap_used)] // a benchmark that cannot run should stop loudly
 
@@ -79,7 +80,7 @@ use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
 use ovs_tests::bench::{
-    children_cpu_time, command_output, cpu_time, env_list, ms, peak_rss_kib, percentiles,
+    Anchor, AnchorFiles, command_output, cpu_time, env_list, ms, peak_rss_kib, percentiles,
     release_daemon, rss_kib,
 };
 use ovs_tests::http::Http;
@@ -317,24 +318,6 @@ fn put(http: &mut Http, log: &LogWatch, path: &str, body: &[u8]) -> Duration {
     start.elapsed()
 }
 
-fn count_flows(sb: &Sandbox, bridge: &str) -> (String, u64) {
-    let text = sb
-        .ofctl("dump-flows", bridge, &["--no-stats", "--no-names"])
-        .unwrap();
-    let n = text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
-    (text, n)
-}
-
-fn group_lines(sb: &Sandbox, bridge: &str) -> Vec<String> {
-    sb.ofctl("dump-groups", bridge, &["--no-names"])
-        .unwrap()
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("group_id="))
-        .map(str::to_string)
-        .collect()
-}
-
 fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     assert!(e >= 1, "SVCFLOW_E2E_E must be at least 1");
     let layout = Layout {
@@ -494,17 +477,12 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     );
 
     // What svcflow installed, for the anchor.
-    let (flow_text, dumped_flows) = count_flows(&sb, BR);
-    let group_text = group_lines(&sb, BR);
+    let anchor_files = AnchorFiles::dump(&sb, BR);
     assert_eq!(
-        (dumped_flows, group_text.len() as u64),
+        anchor_files.counts,
         (flows, groups),
         "the switch holds what the daemon reported"
     );
-    let flow_file = sb.dir().join("anchor-flows.txt");
-    let group_file = sb.dir().join("anchor-groups.txt");
-    std::fs::write(&flow_file, flow_text).unwrap();
-    std::fs::write(&group_file, group_text.join("\n") + "\n").unwrap();
 
     // 3. One endpoint change at a time.
     let mut swapped = vec![false; s as usize];
@@ -567,32 +545,10 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     // 2. The anchor, on an empty bridge of the same ovs-vswitchd.
     sb.vsctl(&["del-br", BR]).unwrap();
     sb.add_bridge(ANCHOR_BR).unwrap();
-    let anchor_cpu_before = (children_cpu_time(), cpu_time(vswitchd));
-    let start = Instant::now();
-    sb.ofctl(
-        "add-groups",
-        ANCHOR_BR,
-        &["--bundle", &group_file.to_string_lossy()],
-    )
-    .unwrap();
-    sb.ofctl(
-        "add-flows",
-        ANCHOR_BR,
-        &["--bundle", &flow_file.to_string_lossy()],
-    )
-    .unwrap();
-    let anchor = start.elapsed();
-    let anchor_cpu = (
-        children_cpu_time() - anchor_cpu_before.0,
-        cpu_time(vswitchd) - anchor_cpu_before.1,
-    );
-    let anchor_flows = count_flows(&sb, ANCHOR_BR).1;
-    let anchor_groups = group_lines(&sb, ANCHOR_BR).len() as u64;
-    assert_eq!(
-        (anchor_flows, anchor_groups),
-        (full.flows, full.groups),
-        "ovs-ofctl installed everything"
-    );
+    let Anchor {
+        time: anchor,
+        cpu: anchor_cpu,
+    } = anchor_files.load(&sb, ANCHOR_BR);
 
     let row = Row {
         services: s,

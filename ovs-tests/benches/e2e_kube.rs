@@ -10,10 +10,13 @@
 //! 2. One endpoint change: `SVCFLOW_E2E_UPDATES` EndpointSlice updates (one endpoint's address
 //!    changes), each timed from the API server's write to the daemon's next sync line, each
 //!    `SVCFLOW_E2E_GAP_MS` after the previous one was confirmed.
-//! 3. The daemon's RSS: its peak (`VmHWM`), right after the full load, and after the changes.
-//!
-//! The `ovs-ofctl --bundle` anchor for the same flows and groups is in the REST bench
-//! (`benches/e2e.rs`), whose state at equal S and E is the same.
+//! 3. One added service: as many times, a new EndpointSlice and then its Service written to
+//!    the API server, timed from the first write to the sync line that holds the new group.
+//! 4. The daemon's RSS: its peak (`VmHWM`), right after the full load, and after the changes.
+//! 5. The anchor, in the same run: the flows and groups the daemon installed by the full load,
+//!    dumped then and loaded with `ovs-ofctl --bundle` onto an empty bridge of the same
+//!    `ovs-vswitchd` once the daemon is gone (as in `benches/e2e.rs`), and the ratio of the
+//!    full load (the daemon's own start included) to it.
 //!
 //! ```sh
 //! cargo build --release -p svcflow
@@ -30,11 +33,15 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use ovs_tests::Sandbox;
 use ovs_tests::bench::{
-    command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon, rss_kib,
+    Anchor, AnchorFiles, command_output, env_list, ms, peak_rss_kib, percentiles,
+    release_daemon, rss_kib,
 };
 use ovs_tests::kube::{from, in_netns};
 use ovs_tests::svcflow::{Daemon, LogLines, SyncLine};
 use serde_json::json;
+
+const BR: &str = "br-int";
+const ANCHOR_BR: &str = "br-anchor";
 
 fn vip(i: usize) -> Ipv4Addr {
     Ipv4Addr::from(0x0a60_0001 + i as u32)
@@ -128,7 +135,9 @@ struct Row {
     flows: u64,
     empty_start: Duration,
     full_load: Duration,
+    anchor: Anchor,
     change: (Duration, Duration),
+    added: (Duration, Duration),
     rss_mib: u64,
     rss_loaded_mib: u64,
     rss_after_mib: u64,
@@ -182,6 +191,12 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
         full_load.as_secs_f64()
     );
     let rss_loaded_mib = rss_kib(daemon.pid().unwrap()) / 1024;
+    let anchor_files = AnchorFiles::dump(&sb, BR);
+    assert_eq!(
+        anchor_files.counts,
+        (flows, s as u64),
+        "the switch holds what the daemon reported"
+    );
     let mut times = Vec::with_capacity(updates);
     let mut flipped = vec![false; s];
     for k in 0..updates {
@@ -198,10 +213,37 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
         });
         times.push(at - t);
     }
+    let mut added = Vec::with_capacity(updates);
+    for n in 0..updates {
+        std::thread::sleep(gap);
+        let k = s + n;
+        let after = syncs.seen.len();
+        syncs.poll();
+        let after = after.max(syncs.seen.len());
+        let t = Instant::now();
+        api.apply(&slice(k, e, None)).unwrap();
+        api.apply(&service(k)).unwrap();
+        let groups = (k + 1) as u64;
+        let (_, at) = syncs.wait(after, Duration::from_secs(30), &daemon, |l| {
+            l.groups == groups
+        });
+        added.push(at - t);
+    }
     let rss_after_mib = rss_kib(daemon.pid().unwrap()) / 1024;
     let rss_mib = peak_rss_kib(daemon.pid().unwrap()) / 1024;
     drop(daemon);
     drop(api);
+    sb.vsctl(&["del-br", BR]).unwrap();
+    sb.add_bridge(ANCHOR_BR).unwrap();
+    let anchor = anchor_files.load(&sb, ANCHOR_BR);
+    println!(
+        "S={s} E={e}: anchor {:.3} s (ratio {:.2}); CPU in the anchor: ovs-ofctl {:.3} s, \
+         ovs-vswitchd {:.3} s",
+        anchor.time.as_secs_f64(),
+        full_load.as_secs_f64() / anchor.time.as_secs_f64(),
+        anchor.cpu.0.as_secs_f64(),
+        anchor.cpu.1.as_secs_f64(),
+    );
     drop(sb);
     Row {
         services: s,
@@ -209,7 +251,9 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
         flows,
         empty_start,
         full_load,
+        anchor,
         change: percentiles(&mut times),
+        added: percentiles(&mut added),
         rss_mib,
         rss_loaded_mib,
         rss_after_mib,
@@ -244,25 +288,30 @@ fn main() {
     println!();
     println!(
         "svcflow e2e through the fake API server, {date}, nproc {nproc}, {updates} EndpointSlice \
-         updates, {} ms before each",
+         updates and {updates} added services, {} ms before each",
         gap.as_millis()
     );
     println!();
     println!(
         "| S | E | flows | start with 1 service (s) | full load from the initial list (s) | \
-         endpoint change p50 / p99 (ms) | RSS peak / after the load / at the end (MiB) |"
+         ovs-ofctl --bundle (s) | ratio | endpoint change p50 / p99 (ms) | \
+         added service p50 / p99 (ms) | RSS peak / after the load / at the end (MiB) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {:.3} | {:.3} | {:.2} / {:.2} | {} / {} / {} |",
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} / {} |",
             r.services,
             r.endpoints,
             r.flows,
             r.empty_start.as_secs_f64(),
             r.full_load.as_secs_f64(),
+            r.anchor.time.as_secs_f64(),
+            r.full_load.as_secs_f64() / r.anchor.time.as_secs_f64(),
             ms(r.change.0),
             ms(r.change.1),
+            ms(r.added.0),
+            ms(r.added.1),
             r.rss_mib,
             r.rss_loaded_mib,
             r.rss_after_mib

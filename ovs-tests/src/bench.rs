@@ -1,10 +1,99 @@
 //! What the benches that drive the real daemon share: their sizes from the environment, the
-//! optimized daemon binary, percentiles, and reading a process's peak memory.
+//! optimized daemon binary, percentiles, reading a process's peak memory and CPU time, and
+//! the `ovs-ofctl --bundle` anchor ([`AnchorFiles`]).
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::Sandbox;
 use crate::svcflow::svcflow_binary;
+
+/// What the daemon installed on a bridge, dumped for the anchor: `ovs-ofctl --no-names` text,
+/// one flow and one group a line, in files of the sandbox's directory.
+pub struct AnchorFiles {
+    flows: PathBuf,
+    groups: PathBuf,
+    /// How many flows and groups were dumped.
+    pub counts: (u64, u64),
+}
+
+/// The anchor's run: `ovs-ofctl --bundle add-groups` and `--bundle add-flows` of the dumped
+/// state onto an empty bridge.
+pub struct Anchor {
+    /// From the first `ovs-ofctl` start to the second's end.
+    pub time: Duration,
+    /// CPU time meanwhile: `ovs-ofctl`'s (both runs), `ovs-vswitchd`'s.
+    pub cpu: (Duration, Duration),
+}
+
+/// `bridge`'s flows (`ovs-ofctl dump-flows --no-stats --no-names`) and group lines
+/// (`dump-groups --no-names`).
+fn dumped(sb: &Sandbox, bridge: &str) -> (String, Vec<String>) {
+    let flows = sb
+        .ofctl("dump-flows", bridge, &["--no-stats", "--no-names"])
+        .unwrap_or_else(|e| panic!("dumping {bridge}'s flows: {e}"));
+    let groups = sb
+        .ofctl("dump-groups", bridge, &["--no-names"])
+        .unwrap_or_else(|e| panic!("dumping {bridge}'s groups: {e}"))
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("group_id="))
+        .map(str::to_string)
+        .collect();
+    (flows, groups)
+}
+
+/// How many flows and groups `bridge` holds.
+pub fn count_state(sb: &Sandbox, bridge: &str) -> (u64, u64) {
+    let (flows, groups) = dumped(sb, bridge);
+    let flows = flows.lines().filter(|l| !l.trim().is_empty()).count();
+    (flows as u64, groups.len() as u64)
+}
+
+impl AnchorFiles {
+    /// Dumps `bridge`'s flows and groups.
+    pub fn dump(sb: &Sandbox, bridge: &str) -> Self {
+        let (flows, groups) = dumped(sb, bridge);
+        let counts = (
+            flows.lines().filter(|l| !l.trim().is_empty()).count() as u64,
+            groups.len() as u64,
+        );
+        let files = AnchorFiles {
+            flows: sb.dir().join("anchor-flows.txt"),
+            groups: sb.dir().join("anchor-groups.txt"),
+            counts,
+        };
+        std::fs::write(&files.flows, flows).unwrap_or_else(|e| panic!("writing the flows: {e}"));
+        std::fs::write(&files.groups, groups.join("\n") + "\n")
+            .unwrap_or_else(|e| panic!("writing the groups: {e}"));
+        files
+    }
+
+    /// Loads the dumped state onto `bridge`, which the caller made empty (the daemon gone, so
+    /// that only `ovs-ofctl` and `ovs-vswitchd` run), and checks that it holds all of it.
+    pub fn load(&self, sb: &Sandbox, bridge: &str) -> Anchor {
+        let vswitchd = sb
+            .vswitchd_pid()
+            .expect("the sandbox's ovs-vswitchd pidfile");
+        let before = (children_cpu_time(), cpu_time(vswitchd));
+        let start = Instant::now();
+        for (command, file) in [("add-groups", &self.groups), ("add-flows", &self.flows)] {
+            sb.ofctl(command, bridge, &["--bundle", &file.to_string_lossy()])
+                .unwrap_or_else(|e| panic!("ovs-ofctl {command}: {e}"));
+        }
+        let time = start.elapsed();
+        let cpu = (
+            children_cpu_time() - before.0,
+            cpu_time(vswitchd) - before.1,
+        );
+        assert_eq!(
+            count_state(sb, bridge),
+            self.counts,
+            "ovs-ofctl installed everything"
+        );
+        Anchor { time, cpu }
+    }
+}
 
 /// A comma-separated list of numbers from environment variable `name`, else `default`.
 /// Panics on a list that names none (a bench that cannot run should stop loudly).
