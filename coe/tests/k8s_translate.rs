@@ -892,3 +892,54 @@ fn topology_keys_carry_the_endpoint_nodes_labels() {
         ])
     );
 }
+
+/// Slices that list hundreds of endpoints merge as a few do: each address once, with the
+/// ports of every slice that lists it (a long list is merged through an index of where each
+/// address is, not by searching it).
+#[test]
+fn long_slices_merge_each_address_once_with_every_port() {
+    let service = svc(json!({"clusterIP": "10.96.0.10", "ports": [
+        {"name": "http", "port": 80, "targetPort": "web"},
+        {"name": "dns", "protocol": "UDP", "port": 53}]}));
+    let addresses = |from: usize, to: usize| -> Value {
+        (from..to)
+            .map(|i| json!({"addresses": [format!("10.1.{}.{}", i / 250, i % 250 + 1)]}))
+            .collect()
+    };
+    for (a, b) in [(10, 20), (30, 40), (300, 400)] {
+        // web-a: 0..b over http; web-b: a..2b over dns, so a..b are in both.
+        let slices = vec![
+            slice("web-a", json!([{"name": "http", "port": 8080}]), addresses(0, b)),
+            slice(
+                "web-b",
+                json!([{"name": "dns", "protocol": "UDP", "port": 5353}]),
+                addresses(a, 2 * b),
+            ),
+        ];
+        let t = translate(&Snapshot {
+            services: vec![obj(service.clone())],
+            endpoint_slices: slices.into_iter().map(obj).collect(),
+            ..Snapshot::default()
+        });
+        let list = &t.model.endpoints[&ServiceKey::new("default", "web")];
+        let mut seen: Vec<IpAddr> = list.iter().map(|e| e.address).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!((list.len(), seen.len()), (2 * b, 2 * b), "each address once");
+        for e in list {
+            let [.., n2, n3] = match e.address {
+                IpAddr::V4(v4) => v4.octets(),
+                IpAddr::V6(_) => unreachable!(),
+            };
+            let i = usize::from(n2) * 250 + usize::from(n3) - 1;
+            let names: Vec<&str> = e.ports.iter().map(|p| p.name.as_str()).collect();
+            let want: &[&str] = match (i < b, i >= a) {
+                (true, true) => &["http", "dns"],
+                (true, false) => &["http"],
+                _ => &["dns"],
+            };
+            assert_eq!(names, want, "{} in slices {a}..{b}", e.address);
+        }
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    }
+}

@@ -351,3 +351,48 @@ fn load_balancer_source_ranges_reach_the_model_and_bad_ranges_are_refused() {
         );
     }
 }
+
+/// A service's endpoints hold each address once, as first listed, however long the list (a
+/// long one is checked through a set instead of by searching the list).
+#[test]
+fn a_repeated_endpoint_address_is_served_once_in_short_and_long_lists() {
+    for n in [3usize, 31, 32, 33, 200] {
+        let addr = |i: usize| format!("10.128.{}.{}", i / 250, i % 250 + 1);
+        let mut listed: Vec<String> = (0..n).map(addr).collect();
+        // Again after the first, in the middle and at the end.
+        listed.insert(1, addr(0));
+        listed.insert(n / 2, addr(n - 1));
+        listed.push(addr(n / 3));
+        let addresses: Vec<Value> = listed
+            .iter()
+            .map(|a| json!({ "ip-address": a, "node-name": "n1" }))
+            .collect();
+        let s = store(&[
+            (
+                Kind::Service,
+                json!([{ "uid": "s1", "name": "web", "network-NS": "default",
+                         "cluster-ip-address": "10.96.0.10",
+                         "service-ports": [{ "name": "http", "port": 80, "target-port": "8080" }] }]),
+            ),
+            (
+                Kind::Endpoints,
+                json!([{ "uid": "e1", "name": "web", "network-NS": "default",
+                         "endpoint-addresses": addresses,
+                         "endpoint-ports": [{ "name": "http", "port": 8080 }] }]),
+            ),
+        ]);
+        let m = to_model(&s);
+        let got: Vec<IpAddr> = m.endpoints[&ServiceKey::new("default", "web")]
+            .iter()
+            .map(|e| e.address)
+            .collect();
+        let mut want: Vec<IpAddr> = Vec::new();
+        for a in &listed {
+            if !want.contains(&ip(a)) {
+                want.push(ip(a));
+            }
+        }
+        assert_eq!(want.len(), n);
+        assert_eq!(got, want, "{n} addresses");
+    }
+}

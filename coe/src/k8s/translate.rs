@@ -886,8 +886,21 @@ impl Translator {
         let Some(list) = self.model.endpoints.get_mut(&key) else {
             return;
         };
+        // Where each address already is: searched in a short list, looked up in a long one
+        // (a service of 20,000 endpoints in 20 slices searched 200 million times).
+        let mut at: Option<std::collections::HashMap<IpAddr, usize>> =
+            (list.len() + found.len() > 32).then(|| {
+                list.iter()
+                    .enumerate()
+                    .map(|(k, x)| (x.address, k))
+                    .collect()
+            });
         for e in found {
-            match list.iter_mut().find(|x| x.address == e.address) {
+            let position = match &at {
+                Some(at) => at.get(&e.address).copied(),
+                None => list.iter().position(|x| x.address == e.address),
+            };
+            match position.and_then(|k| list.get_mut(k)) {
                 Some(existing) => {
                     for p in e.ports {
                         if !existing.ports.contains(&p) {
@@ -898,7 +911,12 @@ impl Translator {
                         existing.conditions = e.conditions;
                     }
                 }
-                None => list.push(e),
+                None => {
+                    if let Some(at) = &mut at {
+                        at.insert(e.address, list.len());
+                    }
+                    list.push(e);
+                }
             }
         }
         // The model keeps the list until the service's slices change: at its length, not

@@ -253,9 +253,10 @@ impl DurableStore {
         // a large change: a container PUT of 30,000 items takes tens of milliseconds for
         // each), and thrown away if the change is refused.
         let (applied, encoded) = self.store.apply_beside(change, &self.rules, |effects| {
-            Framed::encode(effects.len().saturating_mul(RECORD_BYTES_PER_EFFECT), |buf| {
-                serde_json::to_writer(buf, &RecordOut::Effects { seq, effects })
-            })
+            Framed::encode(
+                effects.len().saturating_mul(RECORD_BYTES_PER_EFFECT),
+                |buf| serde_json::to_writer(buf, &RecordOut::Effects { seq, effects }),
+            )
         })?;
         let mut changed = std::mem::take(&mut self.changed);
         changed.record(&applied.effects);

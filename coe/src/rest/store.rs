@@ -269,7 +269,8 @@ enum UndoStep {
 impl Store {
     /// Applies `change` and validates the result; on error the store is unchanged.
     pub fn apply(&mut self, change: Change, rules: &Rules) -> Result<Applied, RequestError> {
-        self.apply_beside(change, rules, |_| ()).map(|(applied, ())| applied)
+        self.apply_beside(change, rules, |_| ())
+            .map(|(applied, ())| applied)
     }
 
     /// [`Store::apply`], with `beside` given the change's effects while they are applied and

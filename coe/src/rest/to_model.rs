@@ -367,6 +367,8 @@ impl Translator {
         key: &ServiceKey,
     ) -> (Vec<Endpoint>, (Vec<String>, Vec<IpAddr>)) {
         let mut out: Vec<Endpoint> = Vec::new();
+        // An address listed again (or by two pods) is served once, as first listed.
+        let mut seen = Seen::default();
         let mut read_pods = Vec::new();
         let mut read_ips = Vec::new();
         let object = self
@@ -394,7 +396,7 @@ impl Translator {
                 })
                 .collect();
             for a in &e.endpoint_addresses {
-                if out.iter().any(|x| x.address == a.ip_address) {
+                if !seen.insert(&out, a.ip_address) {
                     continue;
                 }
                 let node = if a.node_name.is_empty() {
@@ -435,7 +437,7 @@ impl Translator {
             };
             let node = Some(self.node_of(pod)).filter(|n| !n.is_empty());
             for ip in pod.interface.iter().filter_map(|i| i.ip_address) {
-                if out.iter().any(|x| x.address == ip) {
+                if !seen.insert(&out, ip) {
                     continue;
                 }
                 out.push(Endpoint {
@@ -454,6 +456,34 @@ impl Translator {
         // ~150-byte `Endpoint`s for two, sixteen for ten; issue 19).
         out.shrink_to_fit();
         (out, (read_pods, read_ips))
+    }
+}
+
+/// The addresses of a service's endpoints so far, to serve each once. A short list is searched
+/// (most services have a few endpoints); past [`Seen::SEARCHED`] the addresses go into a set,
+/// since searching made a service of 20,000 endpoints cost 0.27 s to translate
+/// (`docs/performance.md`).
+#[derive(Default)]
+struct Seen(Option<std::collections::HashSet<IpAddr>>);
+
+impl Seen {
+    const SEARCHED: usize = 32;
+
+    /// Whether `ip` is new to `out` (the endpoints so far); remembers it if so.
+    fn insert(&mut self, out: &[Endpoint], ip: IpAddr) -> bool {
+        if let Some(set) = &mut self.0 {
+            return set.insert(ip);
+        }
+        if out.iter().any(|x| x.address == ip) {
+            return false;
+        }
+        if out.len() >= Self::SEARCHED {
+            let mut set: std::collections::HashSet<IpAddr> =
+                out.iter().map(|x| x.address).collect();
+            set.insert(ip);
+            self.0 = Some(set);
+        }
+        true
     }
 }
 
