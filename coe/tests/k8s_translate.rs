@@ -909,7 +909,11 @@ fn long_slices_merge_each_address_once_with_every_port() {
     for (a, b) in [(10, 20), (30, 40), (300, 400)] {
         // web-a: 0..b over http; web-b: a..2b over dns, so a..b are in both.
         let slices = vec![
-            slice("web-a", json!([{"name": "http", "port": 8080}]), addresses(0, b)),
+            slice(
+                "web-a",
+                json!([{"name": "http", "port": 8080}]),
+                addresses(0, b),
+            ),
             slice(
                 "web-b",
                 json!([{"name": "dns", "protocol": "UDP", "port": 5353}]),
@@ -925,7 +929,11 @@ fn long_slices_merge_each_address_once_with_every_port() {
         let mut seen: Vec<IpAddr> = list.iter().map(|e| e.address).collect();
         seen.sort();
         seen.dedup();
-        assert_eq!((list.len(), seen.len()), (2 * b, 2 * b), "each address once");
+        assert_eq!(
+            (list.len(), seen.len()),
+            (2 * b, 2 * b),
+            "each address once"
+        );
         for e in list {
             let [.., n2, n3] = match e.address {
                 IpAddr::V4(v4) => v4.octets(),

@@ -33,8 +33,8 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use ovs_tests::Sandbox;
 use ovs_tests::bench::{
-    Anchor, AnchorFiles, command_output, env_list, ms, peak_rss_kib, percentiles,
-    release_daemon, rss_kib,
+    Anchor, AnchorFiles, command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon,
+    rss_kib,
 };
 use ovs_tests::kube::{from, in_netns};
 use ovs_tests::svcflow::{Daemon, LogLines, SyncLine};

@@ -70,7 +70,10 @@ mod tests {
         let sent = flood(start, Duration::from_secs(1));
         let offsets: Vec<Duration> = sent.iter().map(|t| *t - start).collect();
         // Three at once, then one per interval.
-        assert_eq!(&offsets[..BURST as usize], &[Duration::ZERO; BURST as usize]);
+        assert_eq!(
+            &offsets[..BURST as usize],
+            &[Duration::ZERO; BURST as usize]
+        );
         for (k, d) in offsets.iter().enumerate().skip(BURST as usize) {
             assert_eq!(*d, INTERVAL * (k as u32 + 1 - BURST), "bundle {k}");
         }
