@@ -5,6 +5,11 @@
 //!
 //! [`rest`] is the RESTCONF northbound that OpenDaylight's COE watcher drives: parsing,
 //! validation, durable storage and the translation into [`netvirt::model::Model`].
+//!
+//! Shared by both, pure: [`par`] (two pieces of CPU work at once, for bulk writes) and
+//! `addresses` (where each address is in a service's endpoints).
 
+mod addresses;
 pub mod k8s;
+pub mod par;
 pub mod rest;

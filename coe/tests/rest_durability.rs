@@ -537,14 +537,14 @@ fn a_failed_append_is_a_500_and_changes_nothing() {
     assert!(d.store().services.contains_key(&format!("s{acked}")));
 }
 
-/// A container PUT of at least `BESIDE_FROM` items has its log record encoded while it is
+/// A container PUT of at least `WORTH_A_THREAD` items has its log record encoded while it is
 /// applied and checked: accepted, its record replays to the same state; refused (two services
 /// on one cluster IP, the clash between its last item and its first), nothing is logged and
 /// the state is as before.
 #[test]
 fn a_large_write_is_logged_as_one_record_or_not_at_all() {
-    use coe::rest::store::BESIDE_FROM;
-    let n = u32::try_from(BESIDE_FROM).unwrap() + 10;
+    use coe::par::WORTH_A_THREAD;
+    let n = u32::try_from(WORTH_A_THREAD).unwrap() + 10;
     let services = |clash: bool| {
         let items: Vec<_> = (0..n)
             .map(|i| {
@@ -591,12 +591,9 @@ fn a_record_framed_in_place_is_the_framed_payload() {
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         let mut wa = Wal::open(&a).unwrap().wal;
         wa.append(payload).unwrap();
-        let framed = Framed::encode(3, |buf| {
-            buf.extend_from_slice(payload);
-            Ok::<_, ()>(())
-        })
-        .unwrap()
-        .unwrap();
+        let mut buf = Framed::buffer(3);
+        buf.extend_from_slice(payload);
+        let framed = Framed::seal(buf).unwrap();
         let mut wb = Wal::open(&b).unwrap().wal;
         wb.append_framed(&framed).unwrap();
         assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
@@ -605,6 +602,6 @@ fn a_record_framed_in_place_is_the_framed_payload() {
         expected.extend_from_slice(&frame(payload).unwrap());
         assert_eq!(std::fs::read(&a).unwrap(), expected);
     }
-    let empty = Framed::encode(0, |_| Ok::<_, ()>(())).unwrap();
+    let empty = Framed::seal(Framed::buffer(0));
     assert!(matches!(empty, Err(WalError::TooLarge(0))));
 }

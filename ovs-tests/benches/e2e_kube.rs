@@ -93,6 +93,12 @@ impl Syncs {
         }
     }
 
+    /// How many sync lines have come so far: a wait from here sees only later ones.
+    fn mark(&mut self) -> usize {
+        self.poll();
+        self.seen.len()
+    }
+
     /// Waits for a sync line after the first `after` that satisfies `ok`.
     fn wait(
         &mut self,
@@ -203,9 +209,7 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
         std::thread::sleep(gap);
         let i = k * 7919 % s;
         flipped[i] = !flipped[i];
-        let after = syncs.seen.len();
-        syncs.poll();
-        let after = after.max(syncs.seen.len());
+        let after = syncs.mark();
         let t = Instant::now();
         api.apply(&slice(i, e, flipped[i].then_some(0))).unwrap();
         let (_, at) = syncs.wait(after, Duration::from_secs(30), &daemon, |l| {
@@ -217,9 +221,7 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
     for n in 0..updates {
         std::thread::sleep(gap);
         let k = s + n;
-        let after = syncs.seen.len();
-        syncs.poll();
-        let after = after.max(syncs.seen.len());
+        let after = syncs.mark();
         let t = Instant::now();
         api.apply(&slice(k, e, None)).unwrap();
         api.apply(&service(k)).unwrap();

@@ -27,8 +27,8 @@ pub struct Anchor {
 }
 
 /// `bridge`'s flows (`ovs-ofctl dump-flows --no-stats --no-names`) and group lines
-/// (`dump-groups --no-names`).
-fn dumped(sb: &Sandbox, bridge: &str) -> (String, Vec<String>) {
+/// (`dump-groups --no-names`), and how many of each.
+fn dumped(sb: &Sandbox, bridge: &str) -> (String, Vec<String>, (u64, u64)) {
     let flows = sb
         .ofctl("dump-flows", bridge, &["--no-stats", "--no-names"])
         .unwrap_or_else(|e| panic!("dumping {bridge}'s flows: {e}"));
@@ -39,25 +39,23 @@ fn dumped(sb: &Sandbox, bridge: &str) -> (String, Vec<String>) {
         .map(str::trim)
         .filter(|l| l.starts_with("group_id="))
         .map(str::to_string)
-        .collect();
-    (flows, groups)
+        .collect::<Vec<_>>();
+    let counts = (
+        flows.lines().filter(|l| !l.trim().is_empty()).count() as u64,
+        groups.len() as u64,
+    );
+    (flows, groups, counts)
 }
 
 /// How many flows and groups `bridge` holds.
-pub fn count_state(sb: &Sandbox, bridge: &str) -> (u64, u64) {
-    let (flows, groups) = dumped(sb, bridge);
-    let flows = flows.lines().filter(|l| !l.trim().is_empty()).count();
-    (flows as u64, groups.len() as u64)
+fn count_state(sb: &Sandbox, bridge: &str) -> (u64, u64) {
+    dumped(sb, bridge).2
 }
 
 impl AnchorFiles {
     /// Dumps `bridge`'s flows and groups.
     pub fn dump(sb: &Sandbox, bridge: &str) -> Self {
-        let (flows, groups) = dumped(sb, bridge);
-        let counts = (
-            flows.lines().filter(|l| !l.trim().is_empty()).count() as u64,
-            groups.len() as u64,
-        );
+        let (flows, groups, counts) = dumped(sb, bridge);
         let files = AnchorFiles {
             flows: sb.dir().join("anchor-flows.txt"),
             groups: sb.dir().join("anchor-groups.txt"),

@@ -253,10 +253,8 @@ impl DurableStore {
         // a large change: a container PUT of 30,000 items takes tens of milliseconds for
         // each), and thrown away if the change is refused.
         let (applied, encoded) = self.store.apply_beside(change, &self.rules, |effects| {
-            Framed::encode(
-                effects.len().saturating_mul(RECORD_BYTES_PER_EFFECT),
-                |buf| serde_json::to_writer(buf, &RecordOut::Effects { seq, effects }),
-            )
+            let mut buf = Framed::buffer(effects.len().saturating_mul(RECORD_BYTES_PER_EFFECT));
+            serde_json::to_writer(&mut buf, &RecordOut::Effects { seq, effects }).map(|()| buf)
         })?;
         let mut changed = std::mem::take(&mut self.changed);
         changed.record(&applied.effects);
@@ -266,7 +264,7 @@ impl DurableStore {
                 op: "encode record",
                 source: e.into(),
             })
-            .and_then(|framed| framed)
+            .and_then(Framed::seal)
             .and_then(|framed| self.wal.append_framed(&framed));
         if let Err(e) = logged {
             // Not durable, so not applied either. What it touched is recorded anyway: a

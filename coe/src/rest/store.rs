@@ -186,11 +186,6 @@ impl Index {
     }
 }
 
-/// A change of at least this many effects has [`Store::apply_beside`]'s work done on a thread of
-/// its own (a thread costs tens of microseconds; 30,000 effects take tens of milliseconds to
-/// apply, check, or encode).
-pub const BESIDE_FROM: usize = 2_048;
-
 /// A requested change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 // One per request, moved and never stored: boxing the item would buy nothing.
@@ -274,7 +269,7 @@ impl Store {
     }
 
     /// [`Store::apply`], with `beside` given the change's effects while they are applied and
-    /// checked: on another thread when there are at least [`BESIDE_FROM`] of them (the
+    /// checked: on another thread when there are at least [`crate::par::WORTH_A_THREAD`] of them (the
     /// durable store encodes its log record there), here otherwise. `beside` runs only if
     /// the change is well formed, and its result is returned only if the change is accepted.
     pub fn apply_beside<T: Send>(
@@ -295,15 +290,8 @@ impl Store {
                 }
             }
         };
-        let (checked, side) = if effects.len() >= BESIDE_FROM {
-            std::thread::scope(|scope| {
-                let side = scope.spawn(|| beside(&effects));
-                let checked = apply_and_check(self);
-                match side.join() {
-                    Ok(side) => (checked, side),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            })
+        let (checked, side) = if effects.len() >= crate::par::WORTH_A_THREAD {
+            crate::par::join(|| apply_and_check(self), || beside(&effects))
         } else {
             let checked = apply_and_check(self);
             (checked, beside(&effects))

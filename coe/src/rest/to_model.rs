@@ -27,6 +27,7 @@ use netvirt::model::{
 use super::durable::Changed;
 use super::store::{Store, link};
 use super::types::{self, Kind, namespace_name};
+use crate::addresses::AddressIndex;
 
 /// The model the store describes.
 pub fn to_model(store: &Store) -> Model {
@@ -368,7 +369,7 @@ impl Translator {
     ) -> (Vec<Endpoint>, (Vec<String>, Vec<IpAddr>)) {
         let mut out: Vec<Endpoint> = Vec::new();
         // An address listed again (or by two pods) is served once, as first listed.
-        let mut seen = Seen::default();
+        let mut seen = AddressIndex::default();
         let mut read_pods = Vec::new();
         let mut read_ips = Vec::new();
         let object = self
@@ -396,7 +397,7 @@ impl Translator {
                 })
                 .collect();
             for a in &e.endpoint_addresses {
-                if !seen.insert(&out, a.ip_address) {
+                if seen.find(&out, a.ip_address).is_some() {
                     continue;
                 }
                 let node = if a.node_name.is_empty() {
@@ -405,16 +406,19 @@ impl Translator {
                 } else {
                     Some(a.node_name.clone())
                 };
-                out.push(Endpoint {
-                    address: a.ip_address,
-                    ports: ports.clone(),
-                    node,
-                    conditions: EndpointConditions::default(),
-                    zone: None,
-                    zone_hints: Vec::new(),
-                    node_hints: Vec::new(),
-                    weight: a.weight,
-                });
+                seen.push(
+                    &mut out,
+                    Endpoint {
+                        address: a.ip_address,
+                        ports: ports.clone(),
+                        node,
+                        conditions: EndpointConditions::default(),
+                        zone: None,
+                        zone_hints: Vec::new(),
+                        node_hints: Vec::new(),
+                        weight: a.weight,
+                    },
+                );
             }
         }
         // Minimal form: pods by uid; each serves the target port of every service port.
@@ -437,53 +441,28 @@ impl Translator {
             };
             let node = Some(self.node_of(pod)).filter(|n| !n.is_empty());
             for ip in pod.interface.iter().filter_map(|i| i.ip_address) {
-                if !seen.insert(&out, ip) {
+                if seen.find(&out, ip).is_some() {
                     continue;
                 }
-                out.push(Endpoint {
-                    address: ip,
-                    ports: ports.clone(),
-                    node: node.clone(),
-                    conditions: EndpointConditions::default(),
-                    zone: None,
-                    zone_hints: Vec::new(),
-                    node_hints: Vec::new(),
-                    weight: None,
-                });
+                seen.push(
+                    &mut out,
+                    Endpoint {
+                        address: ip,
+                        ports: ports.clone(),
+                        node: node.clone(),
+                        conditions: EndpointConditions::default(),
+                        zone: None,
+                        zone_hints: Vec::new(),
+                        node_hints: Vec::new(),
+                        weight: None,
+                    },
+                );
             }
         }
         // The model keeps the list: at its length, not with the room pushing left (four
         // ~150-byte `Endpoint`s for two, sixteen for ten; issue 19).
         out.shrink_to_fit();
         (out, (read_pods, read_ips))
-    }
-}
-
-/// The addresses of a service's endpoints so far, to serve each once. A short list is searched
-/// (most services have a few endpoints); past [`Seen::SEARCHED`] the addresses go into a set,
-/// since searching made a service of 20,000 endpoints cost 0.27 s to translate
-/// (`docs/performance.md`).
-#[derive(Default)]
-struct Seen(Option<std::collections::HashSet<IpAddr>>);
-
-impl Seen {
-    const SEARCHED: usize = 32;
-
-    /// Whether `ip` is new to `out` (the endpoints so far); remembers it if so.
-    fn insert(&mut self, out: &[Endpoint], ip: IpAddr) -> bool {
-        if let Some(set) = &mut self.0 {
-            return set.insert(ip);
-        }
-        if out.iter().any(|x| x.address == ip) {
-            return false;
-        }
-        if out.len() >= Self::SEARCHED {
-            let mut set: std::collections::HashSet<IpAddr> =
-                out.iter().map(|x| x.address).collect();
-            set.insert(ip);
-            self.0 = Some(set);
-        }
-        true
     }
 }
 

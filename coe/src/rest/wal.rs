@@ -106,8 +106,7 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Wa
 
 /// Frames a payload.
 pub fn frame(payload: &[u8]) -> Result<Vec<u8>, WalError> {
-    let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(&[0; HEADER]);
+    let mut out = Framed::buffer(payload.len());
     out.extend_from_slice(payload);
     Ok(Framed::seal(out)?.0)
 }
@@ -119,20 +118,16 @@ pub fn frame(payload: &[u8]) -> Result<Vec<u8>, WalError> {
 pub struct Framed(Vec<u8>);
 
 impl Framed {
-    /// Frames the payload that `encode` appends to the buffer it is given (empty, with
-    /// room for about `hint` bytes).
-    pub fn encode<E>(
-        hint: usize,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
-    ) -> Result<Result<Framed, WalError>, E> {
-        let mut payload = Vec::with_capacity(hint.saturating_add(HEADER).min(MAX_RECORD as usize));
-        payload.extend_from_slice(&[0; HEADER]);
-        encode(&mut payload)?;
-        Ok(Framed::seal(payload))
+    /// A buffer to encode a payload into, after room for its header, with room for about
+    /// `hint` bytes of payload; [`Framed::seal`] frames what was appended.
+    pub fn buffer(hint: usize) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(hint.saturating_add(HEADER).min(MAX_RECORD as usize));
+        buf.extend_from_slice(&[0; HEADER]);
+        buf
     }
 
-    /// Fills in the header of `buf`, whose first [`HEADER`] bytes are room for it.
-    fn seal(mut buf: Vec<u8>) -> Result<Framed, WalError> {
+    /// Frames the payload appended to a [`Framed::buffer`].
+    pub fn seal(mut buf: Vec<u8>) -> Result<Framed, WalError> {
         let payload = buf.get(HEADER..).unwrap_or_default();
         let len = u32::try_from(payload.len())
             .ok()
@@ -217,7 +212,7 @@ impl Wal {
         self.append_framed(&Framed(frame(payload)?))
     }
 
-    /// Appends one framed record ([`Framed::encode`]) and syncs it to disk, as
+    /// Appends one framed record ([`Framed::seal`]) and syncs it to disk, as
     /// [`Wal::append`].
     pub fn append_framed(&mut self, framed: &Framed) -> Result<(), WalError> {
         if self.poisoned {

@@ -253,9 +253,6 @@ impl<'de> Visitor<'de> for List<'_> {
     }
 }
 
-/// A list this long is converted on two threads.
-const PARALLEL_FROM: usize = 2_048;
-
 /// The items of a list's `entries` (JSON already checked), in order; the error is the first
 /// entry's by position, as reading them one by one finds it. A long list is converted in two
 /// halves at once (30,000 services: 64–67 ms on one thread, 44–45 ms on two; the bulk bench in
@@ -271,19 +268,13 @@ fn items(kind: Kind, path: &str, entries: &[&RawValue]) -> Result<Vec<Item>, Req
         }
         Ok::<_, RequestError>(items)
     };
-    if entries.len() < PARALLEL_FROM {
+    if entries.len() < crate::par::WORTH_A_THREAD {
         return convert(0, entries);
     }
-    let half = entries.len() / 2;
-    let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| convert(half, &entries[half..]));
-        (convert(0, &entries[..half]), second.join())
-    });
+    let (first, second) = entries.split_at(entries.len() / 2);
+    let (first, second) = crate::par::join(|| convert(0, first), || convert(first.len(), second));
     let mut items = first?;
-    match second {
-        Ok(rest) => items.extend(rest?),
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    items.extend(second?);
     Ok(items)
 }
 
