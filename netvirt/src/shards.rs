@@ -15,7 +15,7 @@
 //! what every shard depends on (the node, the configuration, the port bindings) re-renders
 //! everything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hash};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -232,6 +232,13 @@ struct Seen {
 /// A flow's owners; nearly every flow has one, held inline.
 type Owners = smallvec::SmallVec<[Owner; 1]>;
 
+/// A hash map keyed by flow keys. A B-tree over 90,000 packed matches spent a third of a
+/// service's render comparing their bytes (every lookup about 17 `memcmp`s); where the order
+/// matters (a plan, a dump) the keys are sorted when asked for. Seeded at random per process,
+/// since the keys come from the inputs.
+type KeyMap<V> = HashMap<Arc<FlowKey>, V, foldhash::fast::RandomState>;
+type KeySet = HashSet<Arc<FlowKey>, foldhash::fast::RandomState>;
+
 /// The desired state of one node, by shard.
 pub struct Shards {
     /// Hash of what every shard depends on besides its own inputs.
@@ -245,9 +252,10 @@ pub struct Shards {
     /// so the cache forgets them at the next render.
     released: Vec<Arc<ServiceKey>>,
     /// Every desired flow's owners, in order; the first one's entry is the desired one.
-    flow_owners: BTreeMap<Arc<FlowKey>, Owners>,
+    /// Unordered: [`Shards::sorted_flows`] gives them in table order.
+    flow_owners: KeyMap<Owners>,
     /// The keys with more than one owner, where collisions can be.
-    shared: BTreeSet<Arc<FlowKey>>,
+    shared: KeySet,
     group_owners: BTreeMap<u32, Owner>,
     ids: ids::Allocator,
     /// The service that needs each group name.
@@ -277,8 +285,8 @@ impl Default for Shards {
             services: BTreeMap::new(),
             renders: Renders::default(),
             released: Vec::new(),
-            flow_owners: BTreeMap::new(),
-            shared: BTreeSet::new(),
+            flow_owners: KeyMap::default(),
+            shared: KeySet::default(),
             group_owners: BTreeMap::new(),
             ids: ids::Allocator::new(group::SERVICE_MAX),
             name_owner: BTreeMap::new(),
@@ -391,8 +399,12 @@ fn stale_conntrack(old: &Shard, new: Option<&Shard>) -> Vec<StaleConntrack> {
     out
 }
 
-/// What an update touched, to send as steps ([`Shards::steps`]).
-pub struct Pending(Before);
+/// What an update touched, to send as steps ([`Shards::steps`]): the previous entries of the
+/// flows it touched in table order, and of the groups.
+pub struct Pending {
+    flows: Vec<(Arc<FlowKey>, Held)>,
+    groups: BTreeMap<u32, Held>,
+}
 
 /// The most changed services settled at once whose plans an update keeps to their render
 /// (unless [`Shards::keep_plans_up_to`] says otherwise): at least [`SETTLE_PART`], so by
@@ -427,7 +439,7 @@ pub struct Update<'a> {
 /// rendered.
 #[derive(Default)]
 struct Before {
-    flows: BTreeMap<Arc<FlowKey>, Held>,
+    flows: KeyMap<Held>,
     groups: BTreeMap<u32, Held>,
     rendered: Vec<Owner>,
 }
@@ -599,16 +611,17 @@ impl Shards {
             .collect();
         self.recent.extend(recent);
         let rendered: BTreeSet<&Owner> = before.rendered.iter().collect();
+        let mut flows: Vec<(Arc<FlowKey>, Held)> = before.flows.into_iter().collect();
+        flows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut collisions = Vec::new();
-        for (key, was) in before
-            .flows
-            .iter()
-            .filter(|(k, _)| self.shared.contains(*k))
-        {
+        for (key, was) in flows.iter().filter(|(k, _)| self.shared.contains(k)) {
             collisions.extend(self.collision_since(key, held_flow(was, key), &rendered));
         }
         self.recent.extend(collisions);
-        Pending(before)
+        Pending {
+            flows,
+            groups: before.groups,
+        }
     }
 
     /// The steps from the state before `pending`'s update to the current one, in the order
@@ -619,7 +632,7 @@ impl Shards {
         &'a self,
         pending: &'a Pending,
     ) -> impl Iterator<Item = Step<&'a FlowKey, &'a FlowEntry, &'a GroupEntry>> + Send + 'a {
-        let before = &pending.0;
+        let before = pending;
         let groups = move |added: bool| {
             before.groups.iter().filter_map(move |(id, held)| {
                 let now = self.group(*id)?;
@@ -972,8 +985,7 @@ impl Shards {
             };
             Some((Change::Group, group_mod(command, *id, Some(g))))
         });
-        let flows = self.flow_owners.iter().filter_map(move |(key, owners)| {
-            let e = self.entry(owners.first()?, key)?;
+        let flows = self.sorted_flows().into_iter().filter_map(move |(key, e)| {
             let (change, command) = match actual.flows.get(key) {
                 None => (Change::AddFlow, FlowModCommand::Add),
                 Some(a) if a != e => (Change::ModifyFlow, FlowModCommand::ModifyStrict),
@@ -1025,10 +1037,18 @@ impl Shards {
 
     /// Every desired flow, in table order.
     pub fn flows(&self) -> impl Iterator<Item = (&FlowKey, &FlowEntry)> + Clone + '_ {
-        self.flow_owners.iter().filter_map(|(key, owners)| {
-            let entry = self.entry(owners.first()?, key)?;
-            Some((&**key, entry))
-        })
+        self.sorted_flows().into_iter()
+    }
+
+    /// Every desired flow and its entry, sorted into table order (the index is unordered).
+    fn sorted_flows(&self) -> Vec<(&FlowKey, &FlowEntry)> {
+        let mut out: Vec<(&FlowKey, &FlowEntry)> = self
+            .flow_owners
+            .iter()
+            .filter_map(|(key, owners)| Some((&**key, self.entry(owners.first()?, key)?)))
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out
     }
 
     /// The desired entry of one flow.
@@ -1052,7 +1072,9 @@ impl Shards {
 
     /// Flows rendered by two owners with different entries; the first owner's wins.
     fn collisions(&self) -> Vec<String> {
-        self.shared.iter().flat_map(|k| self.collision(k)).collect()
+        let mut keys: Vec<&Arc<FlowKey>> = self.shared.iter().collect();
+        keys.sort_unstable();
+        keys.into_iter().flat_map(|k| self.collision(k)).collect()
     }
 
     /// The collisions on flow `key` that an update rendering `rendered` may have made, given

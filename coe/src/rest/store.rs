@@ -85,9 +85,10 @@ type Holders = Vec<String>;
 /// Adds (`on`) or removes `value` in the sorted, repeat-free list at `key`, which holds
 /// exactly what it needs: nearly every list holds one value, and a vector grown by `push`
 /// reserves room for four.
-pub(crate) fn link<K, V, Q>(map: &mut HashMap<K, Vec<V>>, key: K, value: &Q, on: bool)
+pub(crate) fn link<K, V, Q, S>(map: &mut HashMap<K, Vec<V>, S>, key: K, value: &Q, on: bool)
 where
     K: Eq + std::hash::Hash,
+    S: std::hash::BuildHasher,
     V: std::borrow::Borrow<Q>,
     Q: Ord + ToOwned<Owned = V> + ?Sized,
 {
