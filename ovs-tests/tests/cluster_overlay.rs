@@ -330,6 +330,103 @@ fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sou
     );
 }
 
+/// The node's own host holds its address on `br-int`'s own port (the datapath's tunnel
+/// endpoint), so the uplink also carries the host's traffic: a host on the underlay reaches a
+/// process of the node on a port no service takes (neither sent back out of the uplink nor
+/// dropped as invalid), the node's host reaches the underlay (the replies to its own
+/// connections, which conntrack never saw leave, reach it), and a pod reaches its node's
+/// address (routed to the host, not out of the uplink to loop back). A node port still goes
+/// to its service.
+#[test]
+fn over_geneve_the_node_host_keeps_its_address_for_its_own_traffic() {
+    let o = overlay("geneve");
+    o.wait_answer("n1-a", VIP);
+    let n1 = o.lab.node_spec("n1").unwrap().address.to_string();
+    let netns = o.lab.node("n1").unwrap().node_netns().to_string();
+    let probe = ovs_tests::probe_binary().unwrap();
+    // A process of the node's host, on its address and a port no service takes.
+    let mut server = std::process::Command::new("ip")
+        .args(["netns", "exec", &netns])
+        .arg(&probe)
+        .args(["serve", "n1-host", "tcp:9000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut ready = String::new();
+        let stdout = server.stdout.as_mut().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready");
+    }
+    let outside = o.lab.outside().expect("the lab's outside host");
+    let target = format!("{n1}:9000");
+    let answers = wait_for(
+        &format!("the outside host to reach {target}"),
+        Duration::from_secs(10),
+        || {
+            let a = o.connect("outside", &target, 5);
+            a.iter().all(Result::is_ok).then_some(a)
+        },
+    )
+    .unwrap_or_else(|e| {
+        let _ = server.kill();
+        o.fail(&e)
+    });
+    let outside_ip = outside.ip().to_string();
+    assert!(
+        answers.iter().all(|a| a
+            .as_ref()
+            .is_ok_and(|(name, seen)| name == "n1-host" && seen == &outside_ip)),
+        "{answers:?}"
+    );
+    // From a pod of the node to its node's address: the host sees the pod's own address.
+    let pod_ip = o.ip("n1-a");
+    let from_pod = o.connect("n1-a", &target, 5);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        from_pod.iter().all(|a| a
+            .as_ref()
+            .is_ok_and(|(name, seen)| name == "n1-host" && seen == &pod_ip)),
+        "{from_pod:?}"
+    );
+    // The node's host connects out over the underlay.
+    let _outside_server = outside
+        .serve("outside", &["tcp:9001"])
+        .unwrap_or_else(|e| o.fail(&e));
+    let out = o
+        .lab
+        .exec(
+            "n1",
+            &[
+                probe.to_str().unwrap(),
+                "connect",
+                "tcp",
+                &format!("{outside_ip}:9001"),
+                "--count",
+                "5",
+                "--timeout-ms",
+                "2000",
+            ],
+        )
+        .unwrap_or_else(|e| o.fail(&e));
+    let lines = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        lines.lines().filter(|l| *l == "ok outside").count(),
+        5,
+        "n1's host to {outside_ip}:9001:\n{lines}"
+    );
+    // A node port on the same address still goes to the service's endpoints.
+    let node_port = format!("{n1}:30080");
+    let answers = o.connect("outside", &node_port, 10);
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.as_ref().is_ok_and(|(b, _)| b == "n2-a" || b == "n3-a")),
+        "outside to {node_port}: {answers:?}"
+    );
+}
+
 #[test]
 fn over_geneve_a_namespace_broadcast_reaches_its_pods_on_other_nodes() {
     let o = overlay("geneve");

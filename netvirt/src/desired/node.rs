@@ -157,6 +157,40 @@ impl Builder<'_> {
                 output(OFPP_LOCAL),
             ]),
         );
+        // The node's own host holds its address on LOCAL, so what comes from the uplink for
+        // that address and is for no node port goes to the host, as it would reach a host
+        // without svcflow: a connection to it (new, and no service took it in table 40, which
+        // leaves it uncommitted) and every later packet, including the replies to the host's
+        // own connections (LOCAL's traffic leaves by the uplink untracked, so these are
+        // invalid to conntrack, table 30). Replies to masqueraded connections are not addressed to the node any more
+        // once table 20 has un-SNATed them; a node port's connections are DNATed by table
+        // 21 before either of these matches.
+        let for_host = to_addr(IpAddr::V4(node_ip)).with(reg::FROM_UPLINK, 1u32);
+        let to_host = apply(vec![
+            set(Field::EthDst, mac_value(local_mac)),
+            output(OFPP_LOCAL),
+        ]);
+        self.flow(table::SERVICE, 2, for_host.clone(), c, to_host.clone());
+        // And from anywhere (a pod, or the uplink once a connection is committed), the
+        // node's address is routed to its host, not out of the uplink to come back.
+        self.flow(
+            table::L3,
+            100,
+            to_addr(IpAddr::V4(node_ip)),
+            c,
+            to_host.clone(),
+        );
+        self.flow(
+            table::CT_STATE,
+            210,
+            for_host.with_masked(
+                Field::CtState,
+                ct_state::INV | ct_state::TRK,
+                ct_state::INV | ct_state::TRK,
+            ),
+            c,
+            to_host,
+        );
         let arp_reply = in_port(uplink.ofport)
             .with(Field::EthType, 0x0806u16)
             .with(Field::ArpOp, 2u16);
