@@ -253,6 +253,43 @@ fn a_node_port_answers_the_outside_host_through_a_node_without_endpoints() {
     // Forwarded to another node, the connection is masqueraded to n1's address, as
     // kube-proxy does, so that the reply comes back through n1.
     c.assert_spread("outside", &target, 20, &["n2-a", "n3-a"], &n1);
+    // A port no node port takes on n1's address, which no host holds behind n1's bridge
+    // here: refused at once, not routed back out of the uplink (the router would send it
+    // back, again and again until its TTL ran out, each pass counted by n1's default route).
+    let routed_out = || -> u64 {
+        let flows = c
+            .lab
+            .node("n1")
+            .unwrap()
+            .ofctl("dump-flows", "br-int", &[])
+            .unwrap();
+        flows
+            .lines()
+            .filter(|l| l.contains("table=50") && l.contains("priority=10,ip "))
+            .filter_map(|l| {
+                l.split("n_packets=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    };
+    let before = routed_out();
+    let unserved = format!("{n1}:9000");
+    let answers = c.lab.connect_peer("outside", &unserved, 3).unwrap();
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.as_ref().is_err_and(|e| e == "refused")),
+        "outside to {unserved}: {answers:?}"
+    );
+    assert_eq!(
+        routed_out(),
+        before,
+        "n1 routed traffic for its own address out"
+    );
 }
 
 #[test]

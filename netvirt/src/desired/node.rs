@@ -8,21 +8,26 @@ impl Builder<'_> {
         let gateways = virtual_gateways(node);
         let gw_mac = self.config.gateway_mac;
         let c = cookie::make(cookie::NODE, 0);
+        // The bridge answers for the node's addresses on the uplink (below). One the node's
+        // host holds behind the bridge (the overlay's LOCAL) takes what comes for it and no
+        // node port takes (`tunnel`). The others have no one behind them: what comes from
+        // the uplink for one of them and no node port takes is refused (a new connection) or
+        // dropped, where routing it would send it back out of the uplink, to come back
+        // again until its TTL ran out.
+        let hosted = self.host_address(node, bindings);
+        if bindings.uplink.is_some() {
+            for &ip in node.ips.iter().filter(|ip| Some(**ip) != hosted) {
+                self.refuse_unserved(ip, true);
+                let from_uplink = to_addr(ip).with(reg::FROM_UPLINK, 1u32);
+                self.flow(table::L3, 100, from_uplink, c, vec![]);
+            }
+        }
         // The virtual gateway address carries the node's node ports (for pods, and for the
         // node's own host, whose connections to its own address on a node port its nftables
         // rule sends here: `node_setup::host_gateway_commands`). A new connection to it that no
         // node port takes is refused at once, as in the service CIDR, not routed away.
         for &vgw in &gateways {
-            let family = Family::of(vgw);
-            for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
-                self.flow(
-                    table::SERVICE,
-                    1,
-                    l4_of(family, protocol).with(family.dst(), addr_value(vgw)),
-                    cookie::make(cookie::REFUSE, 0),
-                    apply(vec![reject_action()]),
-                );
-            }
+            self.refuse_unserved(vgw, false);
         }
         if let Some(gw) = bindings.gateway {
             self.flow(
@@ -91,6 +96,35 @@ impl Builder<'_> {
             );
         }
         self.masquerade(node);
+    }
+
+    /// Refuses a new TCP, UDP or SCTP connection to `ip` that no service port takes (table
+    /// 40 below the services), from anywhere or only from the uplink.
+    fn refuse_unserved(&mut self, ip: IpAddr, only_from_uplink: bool) {
+        let family = Family::of(ip);
+        for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
+            let mut m = l4_of(family, protocol).with(family.dst(), addr_value(ip));
+            if only_from_uplink {
+                m = m.with(reg::FROM_UPLINK, 1u32);
+            }
+            self.flow(
+                table::SERVICE,
+                1,
+                m,
+                cookie::make(cookie::REFUSE, 0),
+                apply(vec![reject_action()]),
+            );
+        }
+    }
+
+    /// The node's address its host holds behind the bridge, on its own (LOCAL) port: the
+    /// overlay's tunnel endpoint on the userspace datapath (`svcflow node-setup --address`).
+    fn host_address(&self, node: &Node, bindings: &NodeBindings) -> Option<IpAddr> {
+        let encapsulated = self.config.encap.udp_port().is_some()
+            && bindings.tunnel.is_some()
+            && bindings.uplink.is_some()
+            && bindings.local_mac.is_some();
+        encapsulated.then(|| node.ip4().map(IpAddr::V4)).flatten()
     }
 
     /// Answers "who has `ip`?" from the uplink with the uplink's `mac`: an ARP request for
