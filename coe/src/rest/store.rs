@@ -6,9 +6,20 @@
 //! store is as before; the caller can also [`Store::revert`] an accepted change (when logging
 //! it fails). The effects are what the write-ahead log records.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
+
+/// The store's hash maps and sets: foldhash, seeded at random per process (as hashbrown's own
+/// default is), since their keys come from the writes. A container PUT of 30,000 services
+/// fills several of them from empty; SipHash, the standard library's, was a tenth of it.
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
+/// An empty map with room for `n` entries.
+fn map_for<K, V>(n: usize) -> HashMap<K, V> {
+    HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default())
+}
 
 use serde::{Deserialize, Serialize};
 
@@ -85,8 +96,12 @@ type Holders = Vec<String>;
 /// Adds (`on`) or removes `value` in the sorted, repeat-free list at `key`, which holds
 /// exactly what it needs: nearly every list holds one value, and a vector grown by `push`
 /// reserves room for four.
-pub(crate) fn link<K, V, Q, S>(map: &mut HashMap<K, Vec<V>, S>, key: K, value: &Q, on: bool)
-where
+pub(crate) fn link<K, V, Q, S>(
+    map: &mut std::collections::HashMap<K, Vec<V>, S>,
+    key: K,
+    value: &Q,
+    on: bool,
+) where
     K: Eq + std::hash::Hash,
     S: std::hash::BuildHasher,
     V: std::borrow::Borrow<Q>,
@@ -220,7 +235,7 @@ pub enum Effect {
 
 /// The items a change writes, by kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Touched(BTreeMap<Kind, BTreeSet<String>>);
+pub struct Touched(BTreeMap<Kind, HashSet<String>>);
 
 impl Touched {
     fn insert(&mut self, kind: Kind, uid: &str) {
@@ -232,7 +247,7 @@ impl Touched {
     }
 
     fn len(&self) -> usize {
-        self.0.values().map(BTreeSet::len).sum()
+        self.0.values().map(HashSet::len).sum()
     }
 }
 
@@ -537,7 +552,11 @@ impl Store {
         }
         self.build_index();
         // The touched items themselves, whatever they share.
-        let mut keep: BTreeMap<Kind, BTreeSet<String>> = touched.0.clone();
+        let mut keep: BTreeMap<Kind, BTreeSet<String>> = touched
+            .0
+            .iter()
+            .map(|(kind, uids)| (*kind, uids.iter().cloned().collect()))
+            .collect();
         let uids = |kind: Kind| touched.0.get(&kind).into_iter().flatten();
 
         let index = &self.index;
@@ -591,9 +610,10 @@ impl Store {
         touched: &Touched,
         scope: &Scope,
     ) -> Result<(), RequestError> {
-        let mut vips = VipTable::default();
-        let mut names = HashMap::new();
-        for (uid, s) in ordered(&self.services, Kind::Service, touched, scope) {
+        let services = ordered(&self.services, Kind::Service, touched, scope);
+        let mut vips = VipTable::with_room(services.len());
+        let mut names = map_for(services.len());
+        for (uid, s) in services {
             let at = || Kind::Service.item_name(uid);
             unique(
                 &mut names,
@@ -605,8 +625,9 @@ impl Store {
             vips.add(s, rules, &at)?;
         }
 
-        let mut names = HashMap::new();
-        for (uid, e) in ordered(&self.endpoints, Kind::Endpoints, touched, scope) {
+        let endpoints = ordered(&self.endpoints, Kind::Endpoints, touched, scope);
+        let mut names = map_for(endpoints.len());
+        for (uid, e) in endpoints {
             let at = || format!("{}.name", Kind::Endpoints.item_name(uid));
             if e.name.is_empty() {
                 return Err(RequestError::invalid(
@@ -618,7 +639,7 @@ impl Store {
             unique(&mut names, key, uid, at, "endpoints object")?;
         }
 
-        let mut ifaces: HashMap<&str, &str> = HashMap::new();
+        let mut ifaces: HashMap<&str, &str> = HashMap::default();
         for (uid, p) in ordered(&self.pods, Kind::Pod, touched, scope) {
             for (i, iface) in p.interface.iter().enumerate() {
                 if let Some(other) = ifaces.insert(&iface.uid, uid) {
@@ -632,7 +653,7 @@ impl Store {
             }
         }
 
-        let mut names = HashMap::new();
+        let mut names = HashMap::default();
         for (uid, n) in ordered(&self.nodes, Kind::Node, touched, scope) {
             let at = || format!("{}.host-name", Kind::Node.item_name(uid));
             unique(&mut names, ("", n.model_name()), uid, at, "node")?;
@@ -752,6 +773,16 @@ struct VipTable<'a> {
 }
 
 impl<'a> VipTable<'a> {
+    /// An empty table with room for `services` services of one port and address each.
+    fn with_room(services: usize) -> Self {
+        VipTable {
+            ports: map_for(services),
+            wildcard: HashMap::default(),
+            users: map_for(services),
+            node_ports: HashMap::default(),
+        }
+    }
+
     /// Adds service `s`, named in errors by `at` (made only for an error).
     fn add(
         &mut self,
