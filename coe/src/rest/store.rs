@@ -238,6 +238,11 @@ pub enum Effect {
 pub struct Touched(BTreeMap<Kind, HashSet<String>>);
 
 impl Touched {
+    /// Makes room for `n` items of `kind` at once (a container write's).
+    fn make_room(&mut self, kind: Kind, n: usize) {
+        self.0.entry(kind).or_default().reserve(n);
+    }
+
     fn insert(&mut self, kind: Kind, uid: &str) {
         self.0.entry(kind).or_default().insert(uid.to_string());
     }
@@ -359,7 +364,9 @@ impl Store {
         let effects = match change {
             Change::Replace(kind, items) => {
                 no_repeats(kind, &items)?;
-                let mut effects = vec![Effect::Clear(kind)];
+                touched.make_room(kind, items.len());
+                let mut effects = Vec::with_capacity(items.len() + 1);
+                effects.push(Effect::Clear(kind));
                 for item in items {
                     check_kind(kind, &item)?;
                     touched.insert(kind, item.uid());
@@ -373,7 +380,8 @@ impl Store {
             }
             Change::Create(kind, items) => {
                 no_repeats(kind, &items)?;
-                let mut effects = Vec::new();
+                touched.make_room(kind, items.len());
+                let mut effects = Vec::with_capacity(items.len());
                 for item in items {
                     check_kind(kind, &item)?;
                     if self.contains(kind, item.uid()) {
@@ -735,7 +743,8 @@ fn unique<'a>(
 }
 
 fn no_repeats(kind: Kind, items: &[Item]) -> Result<(), RequestError> {
-    let mut seen = BTreeSet::new();
+    let mut seen: HashSet<&str> =
+        HashSet::with_capacity_and_hasher(items.len(), Default::default());
     for item in items {
         if !seen.insert(item.uid()) {
             return Err(RequestError::invalid(
