@@ -284,6 +284,11 @@ impl DurableStore {
         Ok(&self.store)
     }
 
+    /// Whether the store's validation index is unbuilt ([`Store::needs_index`]).
+    pub fn needs_index(&self) -> bool {
+        self.store.needs_index()
+    }
+
     /// Builds the store's validation index if it is unbuilt ([`Store::build_index`]).
     pub fn build_index(&mut self) {
         self.store.build_index();

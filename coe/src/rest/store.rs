@@ -326,9 +326,14 @@ impl Store {
     /// publisher calls this once it has published a container PUT, so that the first write
     /// after a bulk load does not wait for it (25 ms at 30,000 services).
     pub fn build_index(&mut self) {
-        if !self.index.built {
+        if self.needs_index() {
             self.index = Index::build(self);
         }
+    }
+
+    /// Whether the validation index is unbuilt (after a load or a container write).
+    pub fn needs_index(&self) -> bool {
+        !self.index.built
     }
 
     /// Takes back an applied change.
