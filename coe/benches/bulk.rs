@@ -13,6 +13,13 @@
 //! and the live heap after the two PUTs, after the translation, and after one item write
 //! (which builds the validation index that a container PUT leaves to the next write).
 //!
+//! Then the same two bodies in the order and the way the daemon's full load takes them (the
+//! e2e bench's order), on a fresh state: the endpoints' PUT (parse + apply) and its
+//! publication (the publisher's incremental translation, `Translator::apply_in_parts`), then
+//! the services' PUT and its publication, with the time to its first early part
+//! (`coe::rest::PUBLISH_PART`), when the switches can start. All of this stands before a
+//! full load's first bundle.
+//!
 //! Run: `cargo bench -p coe --bench bulk`. `SVCFLOW_BULK_S=1000,30000` picks the sizes
 //! (default 1000,10000,30000), `SVCFLOW_BULK_E` the endpoints per service (default 2).
 
@@ -31,6 +38,7 @@ fn live_mib() -> f64 {
     ALLOCATOR.allocated() as f64 / (1024.0 * 1024.0)
 }
 
+use coe::rest::PUBLISH_PART;
 use coe::rest::durable::DurableStore;
 use coe::rest::parse;
 use coe::rest::store::{Change, Rules};
@@ -108,6 +116,7 @@ fn main() {
         "| S | body MB | anchor: JSON → Value (ms) | parse (ms) | apply + log + fsync (ms) | parse + apply (ms) | endpoints parse + apply (ms) | translate (ms) | RSS: store (MiB) | RSS: + model (MiB) | live heap: store (MiB) | live heap: + model (MiB) | live heap: + index (MiB) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut in_order = Vec::new();
     for s in sizes {
         let body = services_body(s);
         let ep_body = endpoints_body(s, e);
@@ -167,5 +176,52 @@ fn main() {
             ms(endpoints),
             ms(translated),
         );
+        drop((translator, durable));
+        in_order.push((s, daemon_order(s, e)));
     }
+    println!();
+    println!(
+        "| S | endpoints: parse + apply (ms) | endpoints: publish (ms) | services: parse + apply (ms) | services: to the first part (ms) | services: publish (ms) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (s, [a, b, c, d, e]) in in_order {
+        println!(
+            "| {s} | {} | {} | {} | {} | {} |",
+            ms(a),
+            ms(b),
+            ms(c),
+            ms(d),
+            ms(e)
+        );
+    }
+}
+
+/// The two PUTs in the daemon's order, each followed by its publication as the publisher
+/// makes it: the endpoints' parse + apply, their publication, the services' parse + apply,
+/// the time to the services' first early part, their whole publication.
+fn daemon_order(s: usize, e: usize) -> [Duration; 5] {
+    let dir = tempfile::tempdir().unwrap();
+    let mut durable = DurableStore::open(dir.path(), Rules::default()).unwrap();
+    let mut translator = Translator::new(durable.store());
+    drop(durable.take_changed());
+    // One container PUT and its publication: (parse + apply, to the first early part if
+    // there is one, the whole publication).
+    let mut put = |kind: Kind, body: String| {
+        let t = Instant::now();
+        let items = parse::container_body(kind, body.as_bytes()).unwrap();
+        durable.apply(Change::Replace(kind, items)).unwrap();
+        let put = t.elapsed();
+        let t = Instant::now();
+        let changed = durable.take_changed();
+        let mut first = None;
+        translator.apply_in_parts(durable.store(), &changed, PUBLISH_PART, |_| {
+            first.get_or_insert_with(|| t.elapsed());
+        });
+        let publish = t.elapsed();
+        (put, first.unwrap_or(publish), publish)
+    };
+    let (ep_put, _, ep_publish) = put(Kind::Endpoints, endpoints_body(s, e));
+    let (svc_put, svc_first, svc_publish) = put(Kind::Service, services_body(s));
+    assert_eq!(translator.model().services.len(), s);
+    [ep_put, ep_publish, svc_put, svc_first, svc_publish]
 }
