@@ -43,6 +43,10 @@
 //!
 //! Endpoints are remote (`node-name` `n2`, a node the model does not have, as in the `scale`
 //! bench), one distinct address each in 10.128.0.0/9; node n1 has pod CIDR 10.244.0.0/16.
+//! With more endpoints per service than one group holds (`netvirt::chain::GROUP_BUCKETS_MAX`,
+//! e.g. `SVCFLOW_E2E_S=100 SVCFLOW_E2E_E=1000`) each service is split over chained groups:
+//! the full load's totals must then divide evenly by S, and a change is confirmed by its
+//! revision alone, since the chain's flows move with the endpoints.
 //! Services are ClusterIP (10.96.0.0/12), one TCP port each (80 → 8080).
 //!
 //! Run, with the daemon built optimized first (Cargo does not build another package's binary
@@ -395,9 +399,13 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     }
     log.cursor = log.syncs.len();
     assert_eq!(base.groups, 0, "{base:?}");
-    let per_service = 1 + u64::from(e);
-    let mut flows = base.flows + u64::from(s) * per_service;
-    let mut groups = u64::from(s);
+    // A service of at most `GROUP_BUCKETS_MAX` endpoints renders one flow per address and
+    // endpoint and one group; a bigger one is split over chained groups (more groups, and the
+    // chain's flows in table 42), whose totals the full load gives (below).
+    let chained = e as usize > netvirt::chain::GROUP_BUCKETS_MAX;
+    let mut per_service = (1 + u64::from(e), 1);
+    let mut flows = base.flows + u64::from(s) * per_service.0;
+    let mut groups = u64::from(s) * per_service.1;
 
     // 1. Full load; the pause above isolates it from the node's syncs.
     let endpoints_body = layout.endpoints_container(s);
@@ -451,7 +459,21 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     );
     revision += 2;
     let timeout = Duration::from_secs(60) + Duration::from_millis(u64::from(s) * u64::from(e));
-    let (done, full) = log.wait_sync(revision, Some((flows, groups)), timeout, "the full load");
+    let expected = (!chained).then_some((flows, groups));
+    let (done, full) = log.wait_sync(revision, expected, timeout, "the full load");
+    if chained {
+        // Every service has the same shape, so the totals divide evenly by S. A change then
+        // is known by its revision alone: which chained group an endpoint lands in, and so the
+        // chain's flows, moves with the endpoints (`netvirt::chain`).
+        let (f, g) = (full.flows - base.flows, full.groups);
+        assert!(
+            f % u64::from(s) == 0 && g % u64::from(s) == 0 && g > u64::from(s),
+            "S={s} E={e}: {f} service flows and {g} groups for chained services: {full:?}"
+        );
+        per_service = (f / u64::from(s), g / u64::from(s));
+        (flows, groups) = (full.flows, full.groups);
+    }
+    let totals = |flows: u64, groups: u64| (!chained).then_some((flows, groups));
     let full_load = done - start;
     let load_cpu = (
         cpu_time(pid) - cpu_before.0,
@@ -502,7 +524,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         revision += 1;
         let (done, sync) = log.wait_sync(
             revision,
-            Some((flows, groups)),
+            totals(flows, groups),
             Duration::from_secs(30),
             &format!("endpoint change {n} (service {i})"),
         );
@@ -520,8 +542,8 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         );
         let svc_body = format!(r#"{{"service:services":[{}]}}"#, Layout::service_object(k));
         let (ep_path, svc_path) = (endpoints_item_path(k), service_item_path(k));
-        flows += per_service;
-        groups += 1;
+        flows += per_service.0;
+        groups += per_service.1;
         std::thread::sleep(gap);
         let start = Instant::now();
         replies.push(put(&mut http, &log, &ep_path, ep_body.as_bytes()));
@@ -529,7 +551,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         revision += 2;
         let (done, _) = log.wait_sync(
             revision,
-            Some((flows, groups)),
+            totals(flows, groups),
             Duration::from_secs(30),
             &format!("added service {k}"),
         );
