@@ -10,21 +10,27 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
-/// The store's hash maps and sets: foldhash, seeded at random per process (as hashbrown's own
-/// default is), since their keys come from the writes. A container PUT of 30,000 services
-/// fills several of them from empty; SipHash, the standard library's, was a tenth of it.
+use serde::{Deserialize, Serialize};
+
+use super::error::RequestError;
+use super::types::{Endpoints, Item, K8sNode, Kind, Pod, Protocol, Service, namespace_name};
+
+/// The REST side's hash maps and sets (the store's and the translator's): foldhash, seeded at
+/// random per process (as hashbrown's own default is), since their keys come from the writes.
+/// A container PUT of 30,000 services fills several from empty; SipHash, the standard
+/// library's, was a tenth of that and of its publication.
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 /// An empty map with room for `n` entries.
 fn map_for<K, V>(n: usize) -> HashMap<K, V> {
-    HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default())
+    HashMap::with_capacity_and_hasher(n, Default::default())
 }
 
-use serde::{Deserialize, Serialize};
-
-use super::error::RequestError;
-use super::types::{Endpoints, Item, K8sNode, Kind, Pod, Protocol, Service, namespace_name};
+/// An empty set with room for `n` entries.
+fn set_for<T>(n: usize) -> HashSet<T> {
+    HashSet::with_capacity_and_hasher(n, Default::default())
+}
 
 /// Limits that depend on configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,14 +102,9 @@ type Holders = Vec<String>;
 /// Adds (`on`) or removes `value` in the sorted, repeat-free list at `key`, which holds
 /// exactly what it needs: nearly every list holds one value, and a vector grown by `push`
 /// reserves room for four.
-pub(crate) fn link<K, V, Q, S>(
-    map: &mut std::collections::HashMap<K, Vec<V>, S>,
-    key: K,
-    value: &Q,
-    on: bool,
-) where
+pub(crate) fn link<K, V, Q>(map: &mut HashMap<K, Vec<V>>, key: K, value: &Q, on: bool)
+where
     K: Eq + std::hash::Hash,
-    S: std::hash::BuildHasher,
     V: std::borrow::Borrow<Q>,
     Q: Ord + ToOwned<Owned = V> + ?Sized,
 {
@@ -748,8 +749,7 @@ fn unique<'a>(
 }
 
 fn no_repeats(kind: Kind, items: &[Item]) -> Result<(), RequestError> {
-    let mut seen: HashSet<&str> =
-        HashSet::with_capacity_and_hasher(items.len(), Default::default());
+    let mut seen: HashSet<&str> = set_for(items.len());
     for item in items {
         if !seen.insert(item.uid()) {
             return Err(RequestError::invalid(

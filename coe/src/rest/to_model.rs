@@ -25,14 +25,9 @@ use netvirt::model::{
 };
 
 use super::durable::Changed;
-use super::store::{Store, link};
+use super::store::{HashMap, Store, link};
 use super::types::{self, Kind, namespace_name};
 use crate::addresses::AddressIndex;
-
-/// The translator's indexes: hash maps with foldhash, seeded at random per process (as
-/// hashbrown's own default is), since their keys come from the writes. SipHash, the standard
-/// library's, was a tenth of a 30,000-service publication.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The model the store describes.
 pub fn to_model(store: &Store) -> Model {

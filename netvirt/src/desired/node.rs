@@ -165,7 +165,8 @@ impl Builder<'_> {
         ) else {
             return;
         };
-        let Some(node_ip) = node.ip4() else {
+        // The node's address on LOCAL, as `node_ports` decided which addresses the host holds.
+        let Some(IpAddr::V4(node_ip)) = self.host_address(node, bindings) else {
             return;
         };
         let c = cookie::make(cookie::NODE, 0);
