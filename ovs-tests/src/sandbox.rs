@@ -582,6 +582,52 @@ impl Sandbox {
         Ok(flows)
     }
 
+    /// The packets counted by the flows on `bridge` whose `ovs-ofctl dump-flows` line
+    /// `matches`, once the count has settled: each read first waits for a full revalidation
+    /// round (`revalidator/wait`), since `ovs-vswitchd` moves a datapath flow's packets into
+    /// its OpenFlow rules' counters only then, and the count must hold for a second. Traffic
+    /// still in flight, or counted but not yet pushed, would otherwise land on either side
+    /// of a before/after comparison.
+    pub fn settled_packets(
+        &self,
+        bridge: &str,
+        matches: impl Fn(&str) -> bool,
+    ) -> Result<u64, SandboxError> {
+        let read = || -> Result<u64, SandboxError> {
+            self.appctl(&["revalidator/wait"])?;
+            let text = self.ofctl("dump-flows", bridge, &[])?;
+            let mut sum = 0;
+            for line in text.lines().filter(|l| matches(l)) {
+                let packets = line
+                    .split("n_packets=")
+                    .nth(1)
+                    .and_then(|r| r.split(',').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .ok_or_else(|| SandboxError::Invalid(format!("no packet count in `{line}`")))?;
+                sum += packets;
+            }
+            Ok(sum)
+        };
+        let mut failure = None;
+        let settled = cmd::wait_stable(
+            &format!("the packet count on {bridge} to settle"),
+            Duration::from_secs(15),
+            Duration::from_secs(1),
+            || match read() {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    failure = Some(e);
+                    None
+                }
+            },
+        );
+        match (settled, failure) {
+            (Ok(n), _) => Ok(n),
+            (Err(_), Some(e)) => Err(e),
+            (Err(e), None) => Err(e),
+        }
+    }
+
     /// Waits (up to `timeout`) until a flow on `bridge` contains `text`.
     pub fn wait_for_flow(
         &self,

@@ -257,24 +257,13 @@ fn a_node_port_answers_the_outside_host_through_a_node_without_endpoints() {
     // here: refused at once, not routed back out of the uplink (the router would send it
     // back, again and again until its TTL ran out, each pass counted by n1's default route).
     let routed_out = || -> u64 {
-        let flows = c
-            .lab
+        c.lab
             .node("n1")
             .unwrap()
-            .ofctl("dump-flows", "br-int", &[])
-            .unwrap();
-        flows
-            .lines()
-            .filter(|l| l.contains("table=50") && l.contains("priority=10,ip "))
-            .filter_map(|l| {
-                l.split("n_packets=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
+            .settled_packets("br-int", |l| {
+                l.contains("table=50") && l.contains("priority=10,ip ")
             })
-            .sum()
+            .unwrap_or_else(|e| c.fail(&format!("n1's default route: {e}")))
     };
     let before = routed_out();
     let unserved = format!("{n1}:9000");

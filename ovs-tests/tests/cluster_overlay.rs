@@ -160,29 +160,19 @@ impl Overlay {
 
     /// The packets node `node`'s switch sent into its tunnel (table 50's routes to the other
     /// nodes' pod CIDRs) and took out of it (the tunnel port's classifier flow), from the
-    /// flows' live counters.
+    /// flows' counters once they have settled.
     fn tunnel_packets(&self, node: &str) -> (u64, u64) {
         let sb = self.lab.node(node).unwrap();
-        let flows = sb
-            .ofctl("dump-flows", "br-int", &[])
-            .unwrap_or_else(|e| self.fail(&format!("dump-flows on {node}: {e}")));
-        let packets = |line: &str| -> u64 {
-            line.split("n_packets=")
-                .nth(1)
-                .and_then(|r| r.split(',').next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
+        let count = |what: &str, matches: &dyn Fn(&str) -> bool| {
+            sb.settled_packets("br-int", matches)
+                .unwrap_or_else(|e| self.fail(&format!("{what} on {node}: {e}")))
         };
-        let sent = flows
-            .lines()
-            .filter(|l| l.contains("table=50") && l.contains("->tun_dst"))
-            .map(packets)
-            .sum();
-        let received = flows
-            .lines()
-            .filter(|l| l.contains("move:NXM_NX_TUN_ID[0..23]->NXM_NX_REG6[0..23]"))
-            .map(packets)
-            .sum();
+        let sent = count("packets into the tunnel", &|l| {
+            l.contains("table=50") && l.contains("->tun_dst")
+        });
+        let received = count("packets out of the tunnel", &|l| {
+            l.contains("move:NXM_NX_TUN_ID[0..23]->NXM_NX_REG6[0..23]")
+        });
         (sent, received)
     }
 }
