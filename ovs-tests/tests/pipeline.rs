@@ -692,6 +692,8 @@ async fn a_service_split_over_chained_groups_reaches_every_endpoint() {
 
 /// The packet count of each group, from `ovs-ofctl dump-group-stats`.
 fn group_packets(sb: &Sandbox) -> BTreeMap<u32, u64> {
+    // The datapath's packets reach the groups' counters at a revalidation round.
+    sb.appctl(&["revalidator/wait"]).unwrap();
     let text = sb.ofctl("dump-group-stats", BR, &[]).unwrap();
     let field = |line: &str, name: &str| -> Option<u64> {
         let start = line.find(name)? + name.len();

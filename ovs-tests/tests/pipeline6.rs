@@ -423,6 +423,8 @@ async fn pods_resolve_their_v6_gateway_and_a_pod_without_a_mac_is_learned_from_i
     // solicitations, which would fail every new address: it goes over the namespace's L2
     // segment (the ELAN), where only a real duplicate answers.
     let dad_flow = || {
+        // The datapath's packets reach the rules' counters at a revalidation round.
+        node.sb.appctl(&["revalidator/wait"]).unwrap();
         node.sb
             .flow_stats(BR)
             .unwrap()
