@@ -250,13 +250,7 @@ pub type Attempt = Result<String, String>;
 impl Host {
     /// Starts `svcflow-probe serve NAME LISTEN…` (e.g. `tcp:8080`) and waits until it is ready.
     pub fn serve(&self, name: &str, listens: &[&str]) -> Result<Process, SandboxError> {
-        let probe = probe_binary()?;
-        let probe = probe.to_string_lossy();
-        let mut argv = vec![probe.as_ref(), "serve", name];
-        argv.extend_from_slice(listens);
-        let mut process = self.spawn(&argv)?;
-        process.wait_for_line("ready", Duration::from_secs(10))?;
-        Ok(process)
+        probe_serve(&self.netns, name, listens)
     }
 
     /// Runs `svcflow-probe connect PROTO TARGET --count N EXTRA…` and returns each attempt.
@@ -269,6 +263,21 @@ impl Host {
     ) -> Result<Vec<Attempt>, SandboxError> {
         probe_connect(&self.netns, proto, target, count, extra)
     }
+}
+
+/// Starts `svcflow-probe serve NAME LISTENS…` inside `netns` and waits until it listens.
+pub(crate) fn probe_serve(
+    netns: &str,
+    name: &str,
+    listens: &[&str],
+) -> Result<Process, SandboxError> {
+    let probe = probe_binary()?;
+    let probe = probe.to_string_lossy();
+    let mut argv = vec![probe.as_ref(), "serve", name];
+    argv.extend_from_slice(listens);
+    let mut process = Process::spawn(&netns_argv(netns, &argv))?;
+    process.wait_for_line("ready", Duration::from_secs(10))?;
+    Ok(process)
 }
 
 /// Runs `svcflow-probe connect` inside `netns` and returns each attempt.

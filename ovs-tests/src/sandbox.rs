@@ -193,6 +193,16 @@ impl Sandbox {
         crate::host::probe_connect(&self.node_netns, proto, target, count, extra)
     }
 
+    /// Starts `svcflow-probe serve NAME LISTENS…` on the node's own host stack (see
+    /// [`Host::serve`]); it is killed when the [`crate::host::Process`] drops.
+    pub fn serve_on_node(
+        &self,
+        name: &str,
+        listens: &[&str],
+    ) -> Result<crate::host::Process, SandboxError> {
+        crate::host::probe_serve(&self.node_netns, name, listens)
+    }
+
     /// Drops every TCP packet to or from `port` on the node namespace's loopback (where the
     /// switch reaches its controllers), or (`cut` false) stops dropping. (This kernel has
     /// neither `gact` nor `prio`: an ingress `tc` filter redirects the packets to an `ifb`

@@ -96,6 +96,55 @@ impl Builder<'_> {
             );
         }
         self.masquerade(node);
+        self.masquerade_egress(node, bindings);
+    }
+
+    /// With an overlay the underlay routes no pod CIDR, so a local pod's connection that
+    /// leaves the cluster (the default route: every in-cluster destination, a pod CIDR, a
+    /// node's own address or the gateway's, has a route above it) is SNATed to the node's
+    /// address in the hairpin zone, as Antrea and OVN-Kubernetes do; its replies, addressed to
+    /// the node from the uplink, are un-SNATed by table 20 like a node port's. Only the
+    /// original direction (`-rpl`): a pod's reply to a client that reached it with its own
+    /// source (a node port with `externalTrafficPolicy: Local`) keeps its source. A routed
+    /// underlay (`--encap none`) routes the pod CIDRs back, so pods keep their source there,
+    /// and so does a node whose tunnel port is not (yet) on its bridge.
+    fn masquerade_egress(&mut self, node: &Node, bindings: &NodeBindings) {
+        if self.config.encap.udp_port().is_none() || bindings.tunnel.is_none() {
+            return;
+        }
+        let c = cookie::make(cookie::NODE, 0);
+        for family in Family::BOTH {
+            let (node_ip, pods) = match family {
+                Family::V4 => (
+                    node.ip4().map(IpAddr::V4),
+                    node.pod_cidr4().map(ipnet::IpNet::V4),
+                ),
+                Family::V6 => (
+                    node.ip6().map(IpAddr::V6),
+                    node.pod_cidr6().map(ipnet::IpNet::V6),
+                ),
+            };
+            let (Some(node_ip), Some(pods)) = (node_ip, pods) else {
+                continue;
+            };
+            let leaving = with_net(ip_of(family), family.src(), pods).with_masked(
+                Field::CtState,
+                ct_state::TRK,
+                ct_state::RPL | ct_state::TRK,
+            );
+            self.flow(
+                table::L3,
+                11,
+                leaving,
+                c,
+                apply(vec![ct(
+                    self.config.hairpin_zone,
+                    table::L3,
+                    true,
+                    Some(Nat::snat(node_ip)),
+                )]),
+            );
+        }
     }
 
     /// Refuses a new TCP, UDP or SCTP connection to `ip` that no service port takes (table
@@ -170,9 +219,38 @@ impl Builder<'_> {
             return;
         };
         let c = cookie::make(cookie::NODE, 0);
+        // LOCAL's own output leaves by the uplink. The host's IPv4 connections are committed
+        // in the hairpin zone on the way, so a pod's connection masqueraded to the same
+        // address (`masquerade_egress`) never takes the address and port of one of them:
+        // conntrack gives it another port. The datapath's encapsulated packets need no
+        // tracking.
+        self.flow(
+            table::CLASSIFIER,
+            121,
+            in_port(OFPP_LOCAL)
+                .with(Field::EthType, 0x0800u16)
+                .with(Field::IpProto, 17u8)
+                .with(Field::UdpDst, udp),
+            c,
+            apply(vec![output(uplink.ofport)]),
+        );
         self.flow(
             table::CLASSIFIER,
             120,
+            in_port(OFPP_LOCAL).with(Field::EthType, 0x0800u16),
+            c,
+            apply(vec![
+                Action::Ct(Ct {
+                    commit: true,
+                    zone: CtZone::Imm(cfg.hairpin_zone),
+                    ..Ct::default()
+                }),
+                output(uplink.ofport),
+            ]),
+        );
+        self.flow(
+            table::CLASSIFIER,
+            119,
             in_port(OFPP_LOCAL),
             c,
             apply(vec![output(uplink.ofport)]),
