@@ -992,6 +992,22 @@ impl Lab {
         cmd::output_env(&netns_argv(netns, argv), &[])
     }
 
+    /// Starts `svcflow-probe serve NAME LISTENS…` in the namespace of `host` (as
+    /// [`Lab::exec`] names them: a pod, a node's host, the outside host, `router`…) and waits
+    /// until it listens; it is killed when the [`crate::Process`] drops.
+    pub fn serve(
+        &self,
+        host: &str,
+        name: &str,
+        listens: &[&str],
+    ) -> Result<crate::Process, SandboxError> {
+        let state = self.state();
+        let netns = state
+            .netns_of(host)
+            .ok_or_else(|| invalid(format!("no pod, node or host `{host}` in the lab")))?;
+        crate::host::probe_serve(netns, name, listens)
+    }
+
     /// Runs `svcflow ARGS…` (the binary the lab's daemon runs) in the controller's namespace,
     /// where its REST is `http://127.0.0.1:8181`, and returns its output whatever its status.
     pub fn svcflow(&self, args: &[&str]) -> Result<Output, SandboxError> {
@@ -1545,6 +1561,18 @@ impl Lab {
                 run(&["ip", "link", "set", "dev", &peer, "address", &next_hop])?;
                 run(&["ip", "link", "set", "dev", &peer, "up"])?;
                 run(&["ip", "route", "add", &format!("{node_ip}/32"), "dev", &peer])?;
+                if let Some(node_ip6) = spec.address6 {
+                    // Its switch answers neighbour solicitations for it on the uplink.
+                    run(&[
+                        "ip",
+                        "-6",
+                        "route",
+                        "add",
+                        &node_ip6.to_string(),
+                        "dev",
+                        &peer,
+                    ])?;
+                }
                 if encapsulated {
                     // The nodes' addresses are on-link for each other through the router.
                     run(&[
@@ -1568,7 +1596,6 @@ impl Lab {
                     // Via the node's IPv6 address, for which its switch answers neighbour
                     // solicitations on the uplink (never for its pods' addresses).
                     let (cidr6, node_ip6) = (cidr6.to_string(), node_ip6.to_string());
-                    run(&["ip", "-6", "route", "add", &node_ip6, "dev", &peer])?;
                     run(&[
                         "ip", "-6", "route", "add", &cidr6, "via", &node_ip6, "dev", &peer,
                     ])?;

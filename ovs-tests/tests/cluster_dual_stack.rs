@@ -12,6 +12,9 @@
 //! n2 is reached from n1 (the endpoint sees the client pod's address), next to an IPv4
 //! ClusterIP on the same endpoint.
 //!
+//! Over the overlay, a pod's IPv6 and IPv4 connections to the router (outside the cluster,
+//! routing no pod CIDR) are masqueraded to its node's address of each family.
+//!
 //! Each also traces (`svcflow trace`) a TCP probe from n1-a to the IPv6 cluster IP: seen by
 //! n1's classifier and the service's flow, sent on towards n2 (by the tunnel, or the uplink
 //! towards n2's IPv6 pod CIDR), taken in by n2 and output to n2-a, with the IPv6 NAT and the
@@ -312,6 +315,23 @@ fn ipv6_pods_and_an_ipv6_cluster_ip_work_across_nodes_over_the_geneve_overlay() 
     );
     c.check();
     c.check_trace("(tunnel) to 192.168.50.12 (node n2)");
+    // A pod's connections out of the cluster, to the router (a host outside the cluster
+    // that routes no pod CIDR), are masqueraded to its node's address of their family.
+    let router6 = "fd00:50::1";
+    c.lab
+        .exec("router", &["ip", "-6", "addr", "add", router6, "dev", "lo"])
+        .unwrap_or_else(|e| c.fail(&e));
+    let _server = c
+        .lab
+        .serve("router", "router", &["tcp:9003"])
+        .unwrap_or_else(|e| c.fail(&e));
+    c.expect(
+        "n1-a",
+        &format!("[{router6}]:9003"),
+        "router",
+        "fd00:50::11",
+    );
+    c.expect("n1-a", "192.168.50.1:9003", "router", "192.168.50.11");
 }
 
 #[test]
