@@ -124,8 +124,17 @@ impl Builder<'_> {
                     node.pod_cidr6().map(ipnet::IpNet::V6),
                 ),
             };
-            let (Some(node_ip), Some(pods)) = (node_ip, pods) else {
-                continue;
+            let (node_ip, pods) = match (node_ip, pods) {
+                (Some(ip), Some(pods)) => (ip, pods),
+                (None, Some(pods)) => {
+                    self.out.conflicts.push(format!(
+                        "pod CIDR {pods} but no {family} node address to masquerade its \
+                         pods' connections out of the cluster to: they leave with their own \
+                         source, which the overlay's underlay does not route back"
+                    ));
+                    continue;
+                }
+                (_, None) => continue,
             };
             let leaving = with_net(ip_of(family), family.src(), pods).with_masked(
                 Field::CtState,

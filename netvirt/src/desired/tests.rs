@@ -140,3 +140,41 @@ fn an_address_of_a_family_the_service_has_no_cluster_ip_of_is_reported_not_dropp
         )]
     );
 }
+
+/// With the overlay, a pod CIDR of a family the node has no address of cannot be masqueraded:
+/// reported, and masqueraded once the node has such an address.
+#[test]
+fn an_overlay_pod_cidr_without_a_node_address_of_its_family_is_reported() {
+    let text = include_str!("../../tests/scenarios/overlay/input.toml");
+    let mut s = Scenario::parse(text).unwrap();
+    let cidr6: ipnet::IpNet = "fd00:10:244:1::/64".parse().unwrap();
+    s.node.pod_cidrs.push(cidr6);
+    s.node.ips.retain(IpAddr::is_ipv4);
+    let out = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(
+        out.conflicts,
+        [format!(
+            "pod CIDR {cidr6} but no IPv6 node address to masquerade its pods' connections out \
+             of the cluster to: they leave with their own source, which the overlay's underlay \
+             does not route back"
+        )]
+    );
+    let masquerade6 = |out: &DesiredState| {
+        flows(out)
+            .into_iter()
+            .filter(|f| f.contains("ipv6_src=fd00:10:244:1::/64") && f.contains("nat(src="))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(masquerade6(&out), Vec::<String>::new());
+    s.node.ips.push("fd00:50::11".parse().unwrap());
+    let out = desired(&s.node, &s.model, &s.config, &s.bindings);
+    assert!(out.conflicts.is_empty(), "{:?}", out.conflicts);
+    assert_eq!(
+        masquerade6(&out),
+        [
+            " cookie=0x5356050000000000, table=50, priority=11,ct_state=-rpl+trk,ipv6,\
+          ipv6_src=fd00:10:244:1::/64 actions=ct(commit,table=50,zone=65001,\
+          nat(src=fd00:50::11))"
+        ]
+    );
+}
