@@ -129,6 +129,22 @@ impl Node {
             IpAddr::V4(_) => None,
         })
     }
+
+    /// The node's first address of `family`.
+    pub fn ip_of(&self, family: crate::family::Family) -> Option<IpAddr> {
+        self.ips
+            .iter()
+            .copied()
+            .find(|ip| crate::family::Family::of(ip) == family)
+    }
+
+    /// The node's pod CIDR of `family`.
+    pub fn pod_cidr_of(&self, family: crate::family::Family) -> Option<IpNet> {
+        self.pod_cidrs
+            .iter()
+            .copied()
+            .find(|c| crate::family::Family::of_net(c) == family)
+    }
 }
 
 /// A namespace and the ELAN (L2 broadcast domain) it maps to.

@@ -721,6 +721,19 @@ fn check_name(name: &str, what: &str) -> Result<(), SandboxError> {
 /// it saw, or why it failed.
 pub type PeerAnswer = Result<(String, String), String>;
 
+/// `svcflow-probe connect --peer` attempts as [`PeerAnswer`]s: `NAME@IP` split in two.
+pub fn peer_answers(attempts: Vec<crate::Attempt>) -> Vec<PeerAnswer> {
+    attempts
+        .into_iter()
+        .map(|a| {
+            a.map(|answer| match answer.split_once('@') {
+                Some((name, ip)) => (name.to_string(), ip.to_string()),
+                None => (answer, String::new()),
+            })
+        })
+        .collect()
+}
+
 /// Choices made when a lab comes up.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
@@ -944,15 +957,7 @@ impl Lab {
             _ => self.pod(from)?,
         };
         let attempts = host.connect("tcp", target, count, &["--peer", "--timeout-ms", "2000"])?;
-        Ok(attempts
-            .into_iter()
-            .map(|a| {
-                a.map(|answer| match answer.split_once('@') {
-                    Some((name, ip)) => (name.to_string(), ip.to_string()),
-                    None => (answer, String::new()),
-                })
-            })
-            .collect())
+        Ok(peer_answers(attempts))
     }
 
     /// svcflow's log file.

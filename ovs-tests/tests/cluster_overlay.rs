@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use ovs_tests::lab::{Lab, LabOptions, Topology};
+use ovs_tests::lab::{Lab, LabOptions, Topology, peer_answers};
 use ovs_tests::wait_for;
 
 static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -88,31 +88,14 @@ fn probe_from_host(
     count: u32,
     extra: &[&str],
 ) -> Vec<Result<(String, String), String>> {
-    let probe = env!("CARGO_BIN_EXE_svcflow-probe");
-    let count = count.to_string();
-    let mut argv = vec![
-        probe,
-        "connect",
-        proto,
-        target,
-        "--count",
-        &count,
-        "--peer",
-        "--timeout-ms",
-        "2000",
-    ];
-    argv.extend_from_slice(extra);
-    let out = c.lab.exec(node, &argv).unwrap_or_else(|e| c.fail(&e));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| match line.split_once(' ') {
-            Some(("ok", peer)) => {
-                let (name, ip) = peer.split_once('@').unwrap_or((peer, ""));
-                Ok((name.to_string(), ip.to_string()))
-            }
-            _ => Err(line.to_string()),
-        })
-        .collect()
+    let mut options = vec!["--peer", "--timeout-ms", "2000"];
+    options.extend_from_slice(extra);
+    let attempts = c
+        .lab
+        .node(node)
+        .and_then(|n| n.connect_from_node(proto, target, count, &options))
+        .unwrap_or_else(|e| c.fail(&e));
+    peer_answers(attempts)
 }
 
 impl Overlay {
@@ -345,7 +328,7 @@ fn over_geneve_pods_services_and_node_ports_work_across_nodes_with_the_right_sou
 /// endpoint), so the uplink also carries the host's traffic: a host on the underlay reaches a
 /// process of the node on a port no service takes (neither sent back out of the uplink nor
 /// dropped as invalid), the node's host reaches the underlay (the replies to its own
-/// connections, which conntrack never saw leave, reach it), and a pod reaches its node's
+/// connections, which the service zone never saw leave, reach it), and a pod reaches its node's
 /// address (routed to the host, not out of the uplink to loop back). A node port still goes
 /// to its service.
 #[test]

@@ -124,6 +124,16 @@ pub(super) fn ct(zone: u16, table: u8, commit: bool, nat: Option<Nat>) -> Action
     })
 }
 
+/// Commits the packet's connection in `zone` and goes on with the next action (no
+/// recirculation).
+pub(super) fn ct_commit(zone: u16) -> Action {
+    Action::Ct(Ct {
+        commit: true,
+        zone: CtZone::Imm(zone),
+        ..Ct::default()
+    })
+}
+
 pub(super) fn goto(table: u8) -> Instruction {
     Instruction::GotoTable(table)
 }

@@ -109,22 +109,12 @@ impl Builder<'_> {
     /// underlay (`--encap none`) routes the pod CIDRs back, so pods keep their source there,
     /// and so does a node whose tunnel port is not (yet) on its bridge.
     fn masquerade_egress(&mut self, node: &Node, bindings: &NodeBindings) {
-        if self.config.encap.udp_port().is_none() || bindings.tunnel.is_none() {
+        if !self.overlay(bindings) {
             return;
         }
         let c = cookie::make(cookie::NODE, 0);
         for family in Family::BOTH {
-            let (node_ip, pods) = match family {
-                Family::V4 => (
-                    node.ip4().map(IpAddr::V4),
-                    node.pod_cidr4().map(ipnet::IpNet::V4),
-                ),
-                Family::V6 => (
-                    node.ip6().map(IpAddr::V6),
-                    node.pod_cidr6().map(ipnet::IpNet::V6),
-                ),
-            };
-            let (node_ip, pods) = match (node_ip, pods) {
+            let (node_ip, pods) = match (node.ip_of(family), node.pod_cidr_of(family)) {
                 (Some(ip), Some(pods)) => (ip, pods),
                 (None, Some(pods)) => {
                     self.out.conflicts.push(format!(
@@ -178,11 +168,14 @@ impl Builder<'_> {
     /// The node's address its host holds behind the bridge, on its own (LOCAL) port: the
     /// overlay's tunnel endpoint on the userspace datapath (`svcflow node-setup --address`).
     fn host_address(&self, node: &Node, bindings: &NodeBindings) -> Option<IpAddr> {
-        let encapsulated = self.config.encap.udp_port().is_some()
-            && bindings.tunnel.is_some()
-            && bindings.uplink.is_some()
-            && bindings.local_mac.is_some();
-        encapsulated.then(|| node.ip4().map(IpAddr::V4)).flatten()
+        let hosted =
+            self.overlay(bindings) && bindings.uplink.is_some() && bindings.local_mac.is_some();
+        hosted.then(|| node.ip_of(Family::V4)).flatten()
+    }
+
+    /// Whether the overlay is in use: an encapsulation, and the tunnel port on the bridge.
+    fn overlay(&self, bindings: &NodeBindings) -> bool {
+        self.config.encap.udp_port().is_some() && bindings.tunnel.is_some()
     }
 
     /// Answers "who has `ip`?" from the uplink with the uplink's `mac`: an ARP request for
@@ -248,14 +241,7 @@ impl Builder<'_> {
             120,
             in_port(OFPP_LOCAL).with(Field::EthType, 0x0800u16),
             c,
-            apply(vec![
-                Action::Ct(Ct {
-                    commit: true,
-                    zone: CtZone::Imm(cfg.hairpin_zone),
-                    ..Ct::default()
-                }),
-                output(uplink.ofport),
-            ]),
+            apply(vec![ct_commit(cfg.hairpin_zone), output(uplink.ofport)]),
         );
         self.flow(
             table::CLASSIFIER,
@@ -283,10 +269,11 @@ impl Builder<'_> {
         // that address and is for no node port goes to the host, as it would reach a host
         // without svcflow: a connection to it (new, and no service took it in table 40, which
         // leaves it uncommitted) and every later packet, including the replies to the host's
-        // own connections (LOCAL's traffic leaves by the uplink untracked, so these are
-        // invalid to conntrack, table 30). Replies to masqueraded connections are not addressed to the node any more
-        // once table 20 has un-SNATed them; a node port's connections are DNATed by table
-        // 21 before either of these matches.
+        // own connections (LOCAL's traffic is committed in the hairpin zone only, never in
+        // the service zone, so these are invalid there, table 30). Replies to masqueraded
+        // connections are not addressed to the node any more once table 20 has un-SNATed
+        // them; a node port's connections are DNATed by table 21 before either of these
+        // matches.
         let for_host = to_addr(IpAddr::V4(node_ip)).with(reg::FROM_UPLINK, 1u32);
         let to_host = apply(vec![
             set(Field::EthDst, mac_value(local_mac)),
@@ -384,20 +371,12 @@ impl Builder<'_> {
     /// what `externalTrafficPolicy: Local` promises.
     pub(super) fn masquerade(&mut self, node: &Node) {
         for family in Family::BOTH {
-            let (node_ip, host_ip, pods) = match family {
-                Family::V4 => (
-                    node.ip4().map(IpAddr::V4),
-                    IpAddr::V4(self.config.gateway_host_ip),
-                    node.pod_cidr4().map(ipnet::IpNet::V4),
-                ),
-                Family::V6 => (
-                    node.ip6().map(IpAddr::V6),
-                    IpAddr::V6(self.config.gateway_host_ip6),
-                    node.pod_cidr6().map(ipnet::IpNet::V6),
-                ),
+            let host_ip = match family {
+                Family::V4 => IpAddr::V4(self.config.gateway_host_ip),
+                Family::V6 => IpAddr::V6(self.config.gateway_host_ip6),
             };
-            if let Some(node_ip) = node_ip {
-                self.masquerade_family(node_ip, host_ip, pods);
+            if let Some(node_ip) = node.ip_of(family) {
+                self.masquerade_family(node_ip, host_ip, node.pod_cidr_of(family));
             }
         }
     }
