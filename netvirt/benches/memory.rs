@@ -4,6 +4,10 @@
 //! same state for one node, in the same run: a central controller should pay much less than N
 //! times it.
 //!
+//! "Services rendered / taken" counts the services the nodes planned and rendered, and those a
+//! node took as another rendered them (`Renders::counts`): one render per service whatever N,
+//! when nothing in the service can depend on the node.
+//!
 //! The last column is what one node's update holds while its steps are sent, when every
 //! service renders again (a changed port binding: here the gateway's port number) and
 //! renders the same flows.
@@ -102,9 +106,9 @@ fn main() {
     let node_counts = env_list("SVCFLOW_MEM_N", &[1, 3, 10]);
     let config = Config::default();
     println!(
-        "| S × E | N | flows per node | model | desired state, all nodes | per node | per node per flow | render, all nodes | a re-render's pending update |"
+        "| S × E | N | flows per node | model | desired state, all nodes | per node | per node per flow | render, all nodes | services rendered / taken from another node | a re-render's pending update |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for &s in &sizes {
         for &e in &eps {
             for &n in &node_counts {
@@ -122,6 +126,7 @@ fn main() {
                 }
                 let took = started.elapsed();
                 let state = live() - before;
+                let counts = renders.counts();
                 let flows = all[0].len().0;
                 // Every service of node 0 again, its context changed.
                 let mut moved = bindings(0);
@@ -133,12 +138,14 @@ fn main() {
                 let pending_bytes = live().saturating_sub(held);
                 drop(pending);
                 println!(
-                    "| {s} × {e} | {n} | {flows} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B | {:.0} ms | {:.1} MiB |",
+                    "| {s} × {e} | {n} | {flows} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B | {:.0} ms | {} / {} | {:.1} MiB |",
                     mib(model_bytes),
                     mib(state),
                     mib(state / n),
                     state as f64 / (n * flows) as f64,
                     took.as_secs_f64() * 1e3,
+                    counts.rendered,
+                    counts.reused,
                     mib(pending_bytes),
                 );
                 drop(all);

@@ -7,8 +7,9 @@ use std::path::Path;
 
 use netvirt::desired::desired;
 use netvirt::health::{NoLocal, no_local_endpoints};
-use netvirt::model::{Endpoint, ServiceKey, TrafficPolicy};
+use netvirt::model::{Endpoint, ServiceKey, TrafficDistribution, TrafficPolicy};
 use netvirt::plan::apply;
+use netvirt::resolve::ZONE_LABEL;
 use netvirt::scenario::Scenario;
 use netvirt::shards::{Renders, Shards};
 use proptest::prelude::*;
@@ -42,6 +43,16 @@ enum Edit {
     /// Give service `s` an IPv6 cluster IP fd00:10:96:9::`n` (dual-stack), or take its IPv6
     /// addresses away.
     DualStack(usize, u8, bool),
+    /// Hint service `s`'s endpoints for zones (`true`) or nodes, alternating from the `i`th.
+    Hint(usize, usize, bool),
+    /// Set service `s`'s `trafficDistribution` (0: none, 1: PreferClose, 2: PreferSameNode).
+    Distribution(usize, u8),
+    /// Move endpoint `i` of service `s` to node `n1` (`true`) or `other`, in that node's zone.
+    Place(usize, usize, bool),
+    /// Weigh endpoints on the node itself `w` by default.
+    LocalWeight(u16),
+    /// Give service `s`'s first port node port 30000 + `n`, or take it away.
+    NodePort(usize, u8, bool),
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -56,6 +67,11 @@ fn edit() -> impl Strategy<Value = Edit> {
         (1..4usize).prop_map(Edit::Split),
         (0..8usize, 1..250u8).prop_map(|(s, n)| Edit::AddEndpoint6(s, n)),
         (0..8usize, 1..250u8, any::<bool>()).prop_map(|(s, n, on)| Edit::DualStack(s, n, on)),
+        (0..8usize, 0..4usize, any::<bool>()).prop_map(|(s, i, z)| Edit::Hint(s, i, z)),
+        (0..8usize, 0..3u8).prop_map(|(s, d)| Edit::Distribution(s, d)),
+        (0..8usize, 0..4usize, any::<bool>()).prop_map(|(s, i, here)| Edit::Place(s, i, here)),
+        (1..4u16).prop_map(Edit::LocalWeight),
+        (0..8usize, 1..250u8, any::<bool>()).prop_map(|(s, n, on)| Edit::NodePort(s, n, on)),
     ]
 }
 
@@ -156,6 +172,58 @@ fn perform(s: &mut Scenario, e: &Edit) {
             }
         }
         Edit::Split(max) => s.config.group_buckets_max = max,
+        Edit::Hint(svc, i, zone) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(eps) = s.model.endpoints.get_mut(&k)
+                && !eps.is_empty()
+            {
+                // Hints count only when every endpoint has them: each gets one, alternating
+                // between the two zones (or nodes) from the `i`th on.
+                for (j, e) in eps.iter_mut().enumerate() {
+                    let first = (j + i) % 2 == 0;
+                    if zone {
+                        e.zone_hints = vec![if first { "zone-a" } else { "zone-b" }.to_string()];
+                    } else {
+                        e.node_hints = vec![if first { "n1" } else { "other" }.to_string()];
+                    }
+                }
+            }
+        }
+        Edit::Distribution(svc, d) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(service) = s.model.services.get_mut(&k)
+            {
+                service.traffic_distribution = match d {
+                    0 => TrafficDistribution::Any,
+                    1 => TrafficDistribution::PreferClose,
+                    _ => TrafficDistribution::PreferSameNode,
+                };
+            }
+        }
+        Edit::Place(svc, i, here) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(eps) = s.model.endpoints.get_mut(&k)
+                && !eps.is_empty()
+            {
+                let i = i % eps.len();
+                let (node, zone) = if here {
+                    ("n1", "zone-a")
+                } else {
+                    ("other", "zone-b")
+                };
+                eps[i].node = Some(node.to_string());
+                eps[i].zone = Some(zone.to_string());
+            }
+        }
+        Edit::LocalWeight(w) => s.config.local_endpoint_weight = w,
+        Edit::NodePort(svc, n, on) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(service) = s.model.services.get_mut(&k)
+                && let Some(port) = service.ports.first_mut()
+            {
+                port.node_port = on.then_some(30000 + u16::from(n));
+            }
+        }
         Edit::Policy(svc, internal, external) => {
             if let Some(k) = nth_key(s, svc)
                 && let Some(service) = s.model.services.get_mut(&k)
@@ -288,9 +356,16 @@ fn two_nodes() -> (
     Shards,
 ) {
     let mut s = base();
+    // Each node in a zone of its own, so that topology tells them apart.
+    s.node
+        .labels
+        .insert(ZONE_LABEL.to_string(), "zone-a".to_string());
+    s.model.nodes.insert(s.node.name.clone(), s.node.clone());
     let mut node = s.node.clone();
     node.name = "other".to_string();
     node.ips = vec!["192.0.2.77".parse().unwrap()];
+    node.labels
+        .insert(ZONE_LABEL.to_string(), "zone-b".to_string());
     let mut bindings = s.bindings.clone();
     if let Some(uplink) = bindings.uplink.as_mut() {
         uplink.mac = "02:00:00:00:77:01".parse().unwrap();
@@ -325,6 +400,20 @@ proptest! {
     }
 }
 
+/// How many of the scenario's services have something of the node's own in their render:
+/// node ports (the node's addresses), external or LB addresses (its uplink's MAC).
+fn on_the_node(s: &Scenario) -> usize {
+    s.model
+        .services
+        .values()
+        .filter(|svc| {
+            svc.ports.iter().any(|p| p.node_port.is_some())
+                || !svc.external_ips.is_empty()
+                || !svc.lb_ingress_ips.is_empty()
+        })
+        .count()
+}
+
 /// Services that render alike on two nodes are held once; those that differ (node ports on
 /// each node's own address) are held per node.
 #[test]
@@ -334,16 +423,7 @@ fn services_that_render_alike_are_held_once() {
     let one = renders.len();
     assert_eq!(one, s.model.services.len());
     b.update(&other, &s.model, &s.config, &other_bindings);
-    let node_ported = s
-        .model
-        .services
-        .values()
-        .filter(|svc| {
-            svc.ports.iter().any(|p| p.node_port.is_some())
-                || !svc.external_ips.is_empty()
-                || !svc.lb_ingress_ips.is_empty()
-        })
-        .count();
+    let node_ported = on_the_node(&s);
     assert!(
         node_ported > 0 && node_ported < one,
         "{node_ported} of {one}"
@@ -351,6 +431,48 @@ fn services_that_render_alike_are_held_once() {
     assert_eq!(renders.len(), one + node_ported);
     drop(b);
     assert_eq!(renders.len(), one, "a shard lives while some node holds it");
+}
+
+/// A service that cannot render differently from node to node is rendered once for both
+/// nodes; the others (node ports, external addresses) once per node.
+#[test]
+fn services_alike_on_every_node_are_rendered_once() {
+    let (s, other, other_bindings, renders, mut a, mut b) = two_nodes();
+    a.update(&s.node, &s.model, &s.config, &s.bindings);
+    b.update(&other, &s.model, &s.config, &other_bindings);
+    let n = s.model.services.len() as u64;
+    let per_node = on_the_node(&s) as u64;
+    let counts = renders.counts();
+    assert_eq!(counts.rendered + counts.reused, 2 * n, "{counts:?}");
+    assert!(
+        counts.reused >= 1 && counts.reused <= n - per_node,
+        "{counts:?}: {per_node} of {n} render per node"
+    );
+    // The second node's state is still exactly its own render.
+    let fresh = desired(&other, &s.model, &s.config, &other_bindings);
+    assert_eq!(b.materialize().state, fresh.state);
+}
+
+/// A node still on an older model renders that model's services itself, not another node's
+/// render of a newer one: a render is taken only for the very service and endpoints it was
+/// made from.
+#[test]
+fn a_node_on_an_older_model_does_not_take_renders_of_a_newer_one() {
+    let (mut s, other, other_bindings, renders, mut a, mut b) = two_nodes();
+    let old = s.model.clone();
+    for svc in 0..s.model.services.len() {
+        perform(&mut s, &Edit::AddEndpoint(svc, 200));
+    }
+    a.update(&s.node, &s.model, &s.config, &s.bindings);
+    b.update(&other, &old, &s.config, &other_bindings);
+    assert_eq!(renders.counts().reused, 0, "{:?}", renders.counts());
+    let fresh = desired(&other, &old, &s.config, &other_bindings);
+    assert_eq!(b.materialize().state, fresh.state);
+    // Once on the same model, it takes them.
+    b.update(&other, &s.model, &s.config, &other_bindings);
+    assert!(renders.counts().reused >= 1, "{:?}", renders.counts());
+    let fresh = desired(&other, &s.model, &s.config, &other_bindings);
+    assert_eq!(b.materialize().state, fresh.state);
 }
 
 #[test]

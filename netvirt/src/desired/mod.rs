@@ -128,7 +128,7 @@ use services::*;
 pub(crate) use crate::family::{Family, addr_value};
 pub use affinity::affinity_idle_timeout;
 pub use plans::ANY_PORT;
-pub(crate) use plans::{PortPlan, Scope, plan_names, service_plans};
+pub(crate) use plans::{PortPlan, Scope, plan_names, renders_alike_on_every_node, service_plans};
 pub use pods::elan_ids;
 
 /// Computes `node`'s desired state: the node's own part, then every service in key order,

@@ -142,6 +142,36 @@ pub(crate) struct PortPlan {
     pub(super) unserved_addresses: Vec<IpAddr>,
 }
 
+/// Whether `service`'s plans and flows are the same on every node (under one configuration,
+/// with the same group ids), so that one node's render of it serves them all
+/// (`shards::Renders`). What makes a render differ from node to node, and rules this out:
+///
+/// - node ports, which are on the node's own addresses;
+/// - a `Local` traffic policy, which keeps the node's own endpoints;
+/// - external and LB IPs, which the node announces on its uplink (with its MAC);
+/// - topology: topology keys, `trafficDistribution`, zone and node hints, which choose
+///   endpoints by the receiving node's zone, labels or name;
+/// - a local endpoint weight other than the remote one (1), unless every endpoint has a
+///   weight of its own.
+pub(crate) fn renders_alike_on_every_node(
+    service: &Service,
+    endpoints: &[crate::model::Endpoint],
+    config: &Config,
+) -> bool {
+    service.ports.iter().all(|p| p.node_port.is_none())
+        && service.internal_traffic_policy == TrafficPolicy::Cluster
+        && service.external_traffic_policy == TrafficPolicy::Cluster
+        && service.external_ips.is_empty()
+        && service.lb_ingress_ips.is_empty()
+        && service.topology.keys.is_empty()
+        && service.traffic_distribution == crate::model::TrafficDistribution::Any
+        && endpoints.iter().all(|e| {
+            e.zone_hints.is_empty()
+                && e.node_hints.is_empty()
+                && (config.local_endpoint_weight == 1 || e.weight.is_some())
+        })
+}
+
 /// Plans `service`'s ports on `node`: one per port, IP family and traffic scope, named
 /// stably (`namespace/name:port/protocol[/external|/cluster][/ipv6]`), with its backends of
 /// that family split into groups. An endpoint never serves an address of the other family.

@@ -14,11 +14,15 @@
 //! change, not of the model: no service is hashed or compared unless it changed. A change of
 //! what every shard depends on (the node, the configuration, the port bindings) re-renders
 //! everything.
+//!
+//! A central controller keeps one `Shards` per switch, all sharing one [`Renders`]
+//! (`shards/renders.rs`): a service's shard is held once for every node that renders it alike, and a
+//! service that cannot differ from node to node is planned and rendered by one node for all.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hash};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::Arc;
 
 use openflow::Field;
 
@@ -29,7 +33,7 @@ use crate::apply::{flow_mod, group_mod};
 use crate::config::Config;
 use crate::desired::{
     DesiredState, NodeBindings, PortPlan, ServicePortState, collision_message, plan_names,
-    render_base, render_service, service_plans,
+    render_base, render_service, renders_alike_on_every_node, service_plans,
 };
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::health::{NoLocal, no_local_endpoints};
@@ -37,6 +41,10 @@ use crate::ids;
 use crate::model::{Map, Model, Namespace, Node, PodInterface, Service, ServiceKey};
 use crate::pipeline::{group, table};
 use crate::plan::Step;
+
+mod renders;
+
+pub use renders::{RenderCounts, Renders};
 
 /// Who rendered a flow or group; the order decides which of two colliding flows wins.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -58,89 +66,6 @@ struct Shard {
     conflicts: Vec<String>,
     /// Its ports under a `Local` traffic policy without a local endpoint on the node.
     no_local: NoLocal,
-}
-
-/// Services' rendered shards, shared by every node's [`Shards`] that renders one alike.
-///
-/// A central controller keeps one `Shards` per switch, and most of a service's flows and
-/// groups are the same on every node (a ClusterIP service's, whenever endpoints weigh the
-/// same wherever they run). Each node renders a changed service as before; the result is then
-/// looked up here among the live shards of that service, and an equal one is used instead, so
-/// the state that is identical across nodes is held once, not once per node. A node whose
-/// render differs (its own node ports, local endpoints, another group id) keeps its own.
-/// Entries are weak: a shard lives while some node uses it.
-#[derive(Clone, Default)]
-pub struct Renders(Arc<Mutex<RenderCache>>);
-
-/// Keyed by the shards' own `Arc`'d keys, one small list each: a copy of every service's
-/// key and a four-entry vector per service cost ~3 MiB at 30,000 services (issue 19).
-#[derive(Default)]
-struct RenderCache {
-    by_service: std::collections::HashMap<Arc<ServiceKey>, Vec<Weak<Shard>>>,
-}
-
-impl Renders {
-    /// A cache for the [`Shards`] of several nodes to share.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// `shard`, or an equal one that another node already holds.
-    fn intern(&self, key: &ServiceKey, shard: Shard) -> Arc<Shard> {
-        // The cache holds no invariant that a panic elsewhere could break: keep using it.
-        let mut cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if !cache.by_service.contains_key(key) {
-            let held = shard.key.clone().unwrap_or_else(|| Arc::new(key.clone()));
-            cache.by_service.insert(held, Vec::with_capacity(1));
-        }
-        let Some(live) = cache.by_service.get_mut(key) else {
-            return Arc::new(shard);
-        };
-        let mut found = None;
-        live.retain(|weak| match weak.upgrade() {
-            Some(held) => {
-                if found.is_none() && *held == shard {
-                    found = Some(held);
-                }
-                true
-            }
-            None => false,
-        });
-        match found {
-            Some(held) => held,
-            None => {
-                let shard = Arc::new(shard);
-                live.push(Arc::downgrade(&shard));
-                shard
-            }
-        }
-    }
-
-    /// Forgets `key`'s shards that no node holds any more.
-    fn release(&self, key: &ServiceKey) {
-        let mut cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(live) = cache.by_service.get_mut(key) {
-            live.retain(|weak| weak.strong_count() > 0);
-            if live.is_empty() {
-                cache.by_service.remove(key);
-            }
-        }
-    }
-
-    /// How many distinct service shards are alive, over every node.
-    pub fn len(&self) -> usize {
-        let cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        cache
-            .by_service
-            .values()
-            .map(|live| live.iter().filter(|w| w.strong_count() > 0).count())
-            .sum()
-    }
-
-    /// Whether no service shard is alive.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A small read-only map: sorted pairs with no spare capacity. A shard holds a dozen flows
@@ -248,6 +173,9 @@ pub struct Shards {
     services: BTreeMap<Arc<ServiceKey>, Arc<Shard>>,
     /// Where service shards are shared with other nodes' `Shards`.
     renders: Renders,
+    /// The model this node renders or last rendered, among those `renders` holds (none
+    /// while renders are not shared).
+    generation: Option<u64>,
     /// Services removed by the last render: a [`Pending`] may still hold their shards then,
     /// so the cache forgets them at the next render.
     released: Vec<Arc<ServiceKey>>,
@@ -278,12 +206,29 @@ pub struct Shards {
 
 impl Default for Shards {
     fn default() -> Self {
+        Self::sharing(&Renders::default())
+    }
+}
+
+impl Drop for Shards {
+    fn drop(&mut self) {
+        self.renders.leave(self.generation.take());
+    }
+}
+
+impl Shards {
+    /// Shards that share the service shards they render alike with the other nodes' shards
+    /// made with the same `renders`, and their renders of the services that cannot differ
+    /// from node to node.
+    pub fn sharing(renders: &Renders) -> Self {
+        renders.join();
         Self {
             context: None,
             seen: None,
             node: None,
             services: BTreeMap::new(),
-            renders: Renders::default(),
+            renders: renders.clone(),
+            generation: None,
             released: Vec::new(),
             flow_owners: KeyMap::default(),
             shared: KeySet::default(),
@@ -430,9 +375,19 @@ pub struct Update<'a> {
     unsettled: Vec<ServiceKey>,
     settled: usize,
     /// The settled services to render.
-    dirty: std::collections::btree_map::IntoIter<ServiceKey, Option<Vec<PortPlan>>>,
+    dirty: std::collections::btree_map::IntoIter<ServiceKey, Prepared>,
     /// The model, to remember once every service is rendered; `None` after.
     seen: Option<Seen>,
+}
+
+/// What settling a service prepared for its render.
+enum Prepared {
+    /// Nothing: it is planned as it renders.
+    Later,
+    /// Its plans.
+    Planned(Vec<PortPlan>),
+    /// Another node's render of it, to take if its group ids are this node's.
+    Rendered(renders::Candidate),
 }
 
 /// The previous entries of the flows and groups an update touches, and the shards it
@@ -517,15 +472,6 @@ fn pods_changed(
 }
 
 impl Shards {
-    /// Shards that share the service shards they render alike with the other nodes' shards
-    /// made with the same `renders`.
-    pub fn sharing(renders: &Renders) -> Self {
-        Self {
-            renders: renders.clone(),
-            ..Self::default()
-        }
-    }
-
     /// How many changed services' plans an update keeps from where their group names are
     /// settled ([`Shards::settle_up_to`] at a time) to their render; when it settles more at
     /// once it plans each again as it renders ([`PLANS_KEPT_MAX`] by default). Either way the
@@ -729,6 +675,7 @@ impl Shards {
         for key in std::mem::take(&mut self.released) {
             self.renders.release(&key);
         }
+        self.generation = self.renders.enter(model, config, self.generation.take());
         let context = hash_of(&(node, config, bindings));
         let seen = self.seen.take().filter(|_| self.context == Some(context));
         self.context = Some(context);
@@ -829,8 +776,7 @@ impl Shards {
         update.settled = to;
         let part = &update.unsettled[from..to];
         let keep = part.len() <= self.plans_kept_max;
-        let mut dirty: BTreeMap<ServiceKey, Option<Vec<PortPlan>>> =
-            update.dirty.by_ref().collect();
+        let mut dirty: BTreeMap<ServiceKey, Prepared> = update.dirty.by_ref().collect();
         let mut gone: Vec<String> = Vec::new();
         let mut new: Vec<String> = Vec::new();
         for key in part {
@@ -842,12 +788,30 @@ impl Shards {
                 .get(key)
                 .map(|s| &s.names[..])
                 .unwrap_or_default();
-            let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
-            let plans = service_plans(service, endpoints, node, config);
-            let now = plan_names(&plans);
+            let listed = model.endpoints.get(key);
+            let endpoints = listed.map_or(&[][..], Vec::as_slice);
+            // Another node's render of the same service and endpoints, when nothing in it
+            // can depend on the node: its group names are this node's too.
+            let rendered = self
+                .generation
+                .filter(|_| renders_alike_on_every_node(service, endpoints, config))
+                .and_then(|g| self.renders.candidate(g, key, service, listed));
+            let (now, prepared) = match rendered {
+                Some(candidate) => (candidate.shard.names.clone(), Prepared::Rendered(candidate)),
+                None => {
+                    let plans = service_plans(service, endpoints, node, config);
+                    let names = plan_names(&plans);
+                    let prepared = if keep {
+                        Prepared::Planned(plans)
+                    } else {
+                        Prepared::Later
+                    };
+                    (names, prepared)
+                }
+            };
             gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
             new.extend(now.into_iter().filter(|n| !was.contains(n)));
-            dirty.insert(key.clone(), keep.then_some(plans));
+            dirty.insert(key.clone(), prepared);
         }
         let later = &update.unsettled[to..];
         self.give_ids(&gone, &new, model, &mut dirty, later);
@@ -862,7 +826,7 @@ impl Shards {
         gone: &[String],
         new: &[String],
         model: &Model,
-        dirty: &mut BTreeMap<ServiceKey, Option<Vec<PortPlan>>>,
+        dirty: &mut BTreeMap<ServiceKey, Prepared>,
         later: &[ServiceKey],
     ) {
         if gone.is_empty() && new.is_empty() {
@@ -886,7 +850,7 @@ impl Shards {
             }
             if model.services.contains_key(&**key) {
                 // Planned as it renders.
-                dirty.insert(ServiceKey::clone(key), None);
+                dirty.insert(ServiceKey::clone(key), Prepared::Later);
             }
         }
     }
@@ -917,13 +881,29 @@ impl Shards {
         let (node, model, config, bindings) =
             (update.node, update.model, update.config, update.bindings);
         let mut taken = 0;
-        for (key, plans) in update.dirty.by_ref().take(max) {
+        for (key, prepared) in update.dirty.by_ref().take(max) {
             taken += 1;
             let Some(service) = model.services.get(&key) else {
                 continue;
             };
-            let endpoints = model.endpoints.get(&key).map_or(&[][..], Vec::as_slice);
-            let plans = plans.unwrap_or_else(|| service_plans(service, endpoints, node, config));
+            let listed = model.endpoints.get(&key);
+            let endpoints = listed.map_or(&[][..], Vec::as_slice);
+            let plans = match prepared {
+                Prepared::Rendered(candidate)
+                    if *candidate.ids == *self.ids_of(&candidate.shard.names) =>
+                {
+                    self.renders.reused();
+                    let shard = candidate.shard;
+                    let key = shard.key.clone().unwrap_or_else(|| Arc::new(key));
+                    self.own(&shard, &key);
+                    self.replace(Owner::Service(key), Some(shard), before);
+                    continue;
+                }
+                Prepared::Planned(plans) => plans,
+                Prepared::Rendered(_) | Prepared::Later => {
+                    service_plans(service, endpoints, node, config)
+                }
+            };
             let names = plan_names(&plans);
             let no_local = no_local_endpoints(service, endpoints, &node.name);
             let out = render_service(service, plans, self.ids.ids(), config, bindings);
@@ -932,17 +912,37 @@ impl Shards {
                 Shard::new(Some(key.clone()), names, out).with_no_local(no_local),
             );
             let key = shard.key.clone().unwrap_or_else(|| Arc::new(key));
-            for name in &shard.names {
-                // The allocator's copy of the name, so the node holds it once.
-                let name = match self.ids.ids().get_key_value(name.as_str()) {
-                    Some((name, _)) => Arc::clone(name),
-                    None => Arc::from(name.as_str()),
-                };
-                self.name_owner.insert(name, Arc::clone(&key));
+            if let Some(generation) = self.generation
+                && renders_alike_on_every_node(service, endpoints, config)
+            {
+                let ids = self.ids_of(&shard.names);
+                self.renders
+                    .record(generation, &key, service, listed, ids, &shard);
             }
+            self.own(&shard, &key);
             self.replace(Owner::Service(key), Some(shard), before);
         }
         taken
+    }
+
+    /// The ids this node's allocator gives `names`.
+    fn ids_of(&self, names: &[String]) -> Box<[Option<u32>]> {
+        names
+            .iter()
+            .map(|n| self.ids.ids().get(n.as_str()).copied())
+            .collect()
+    }
+
+    /// Records that `key`'s service needs `shard`'s group names.
+    fn own(&mut self, shard: &Shard, key: &Arc<ServiceKey>) {
+        for name in &shard.names {
+            // The allocator's copy of the name, so the node holds it once.
+            let name = match self.ids.ids().get_key_value(name.as_str()) {
+                Some((name, _)) => Arc::clone(name),
+                None => Arc::from(name.as_str()),
+            };
+            self.name_owner.insert(name, Arc::clone(key));
+        }
     }
 
     /// The whole desired state, as one render of the model would give it.
