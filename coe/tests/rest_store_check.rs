@@ -60,6 +60,11 @@ fn item_of(r: &mut Rng, kind: Kind, uid: &str, scale: u64) -> Item {
             if r.pick(3) == 0 {
                 s["external-ip-address"] = json!([ip(r)]);
             }
+            // A health-check node port shares the node ports' pool.
+            if r.pick(3 * scale) == 0 {
+                s["external-traffic-policy"] = json!("Local");
+                s["health-check-node-port"] = json!(30000 + r.pick(4));
+            }
             s
         }
         Kind::Endpoints => {

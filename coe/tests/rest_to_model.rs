@@ -324,6 +324,54 @@ fn external_traffic_policy_local_reaches_the_model_and_other_values_are_refused(
 }
 
 #[test]
+fn a_health_check_node_port_reaches_the_model_and_needs_a_local_policy_and_its_own_port() {
+    let s = store(&[(
+        Kind::Service,
+        json!([
+            { "uid": "s1", "name": "lb", "cluster-ip-address": "10.96.0.1",
+              "ingress-ip-address": ["192.0.2.10"],
+              "service-ports": [ { "port": 80, "node-port": 30080 } ],
+              "external-traffic-policy": "Local", "health-check-node-port": 32000 },
+        ]),
+    )]);
+    let m = to_model(&s);
+    let lb = &m.services[&ServiceKey::new("default", "lb")];
+    assert_eq!(lb.health_check_node_port, Some(32000));
+    // Without the Local policy nothing would ever probe it: refused, not ignored.
+    let body = json!({ "services": [ { "uid": "s3", "health-check-node-port": 32000 } ] });
+    let err = parse::container_body(Kind::Service, body.to_string().as_bytes()).unwrap_err();
+    let text = format!("{err}");
+    assert!(
+        text.contains("health-check-node-port") && text.contains("external-traffic-policy Local"),
+        "{text}"
+    );
+    // Outside the node port range, or on another service's node port: refused.
+    for (port, why) in [
+        (80, "outside the configured range"),
+        (30080, "already used by service s1"),
+    ] {
+        let other = json!({ "uid": "s4", "name": "other", "cluster-ip-address": "10.96.0.4",
+            "service-ports": [ { "port": 80 } ],
+            "external-traffic-policy": "Local", "health-check-node-port": port });
+        let item = parse::item_body(
+            Kind::Service,
+            "s4",
+            json!({ "services": [other] }).to_string().as_bytes(),
+        )
+        .unwrap();
+        let mut st = s.clone();
+        let err = st
+            .apply(Change::Upsert(item), &Rules::default())
+            .unwrap_err();
+        let text = format!("{err}");
+        assert!(
+            text.contains("health-check-node-port") && text.contains(why),
+            "{port}: {text}"
+        );
+    }
+}
+
+#[test]
 fn load_balancer_source_ranges_reach_the_model_and_bad_ranges_are_refused() {
     let s = store(&[(
         Kind::Service,

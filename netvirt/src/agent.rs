@@ -1,5 +1,6 @@
 //! The switch side shared by the engine and the daemon: read what the switch holds, count what
-//! a sync did, and answer the packets that ask to refuse a connection. The I/O goes through an
+//! a sync did, and answer the packets that ask to refuse a connection or probe a health-check
+//! node port. The I/O goes through an
 //! [`openflow::driver::SwitchHandle`]; every decision is made by the pure functions of this
 //! crate. [`crate::engine::Engine`] keeps a switch equal to the model.
 
@@ -8,8 +9,11 @@ use openflow::driver::{Error, FlowFilter, SwitchHandle};
 use openflow::msg::{FlowStats, GroupDesc, PacketIn, PacketOut};
 use openflow::{Body, Field};
 
+use std::collections::BTreeMap;
+
 use crate::apply::group_from_wire;
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
+use crate::health::HealthCheck;
 use crate::pipeline::cookie;
 use crate::plan::{State, Step};
 
@@ -116,9 +120,13 @@ pub fn reject(packet_in: &PacketIn) -> Option<PacketOut> {
     ) {
         return None;
     }
+    back_out(packet_in, crate::reject::reply(&packet_in.data).ok()?)
+}
+
+/// The packet-out that sends `data` out of the port `packet_in` came in on.
+fn back_out(packet_in: &PacketIn, data: Vec<u8>) -> Option<PacketOut> {
     let in_port = packet_in.match_.get(Field::InPortOxm)?.value;
     let in_port = u32::try_from(in_port).ok()?;
-    let data = crate::reject::reply(&packet_in.data).ok()?;
     Some(PacketOut {
         buffer_id: u32::MAX,
         in_port: OFPP_CONTROLLER,
@@ -130,13 +138,40 @@ pub fn reject(packet_in: &PacketIn) -> Option<PacketOut> {
     })
 }
 
-/// Answers refusal packet-ins on `switch` until its session closes.
-pub async fn serve_rejects(switch: SwitchHandle) {
+/// What a node's health-check node ports answer, by port, as its task last rendered them
+/// ([`crate::shards::Shards::health_checks`]).
+pub type HealthChecks = tokio::sync::watch::Receiver<BTreeMap<u16, HealthCheck>>;
+
+/// The packet-out that answers a health-check probe that a node's health-check flow sent to
+/// the controller (`table=40` `controller` actions under a health cookie, whose low bits are
+/// the port), with what `checks` says the port answers ([`crate::health_answer`]), or `None`
+/// for any other packet-in, or a port that answers nothing now.
+pub fn health_answer(
+    packet_in: &PacketIn,
+    checks: &BTreeMap<u16, HealthCheck>,
+    secret: u64,
+) -> Option<PacketOut> {
+    if cookie::kind_of(packet_in.cookie) != Some(cookie::HEALTH) {
+        return None;
+    }
+    let port = u16::try_from(packet_in.cookie & 0xffff_ffff).ok()?;
+    let check = checks.get(&port)?;
+    let data = crate::health_answer::answer(&packet_in.data, check, secret).ok()?;
+    back_out(packet_in, data)
+}
+
+/// Answers `switch`'s refusal and health-check packet-ins until its session closes, the
+/// health checks with what `checks` holds when each probe comes, their sequence numbers keyed
+/// by a secret drawn at random here.
+pub async fn serve_packet_ins(switch: SwitchHandle, checks: HealthChecks) {
+    use std::hash::BuildHasher;
+    let secret = std::collections::hash_map::RandomState::new().hash_one(0u8);
     let mut events = switch.events();
     loop {
         match events.recv().await {
             Ok(openflow::driver::SwitchEvent::PacketIn(pi)) => {
-                if let Some(out) = reject(&pi) {
+                let out = reject(&pi).or_else(|| health_answer(&pi, &checks.borrow(), secret));
+                if let Some(out) = out {
                     // A refused reply is not worth more than a lost packet: the client retries.
                     let _ = switch.send(Body::PacketOut(out)).await;
                 }

@@ -32,6 +32,25 @@ impl HealthCheck {
         if self.local_endpoints > 0 { 200 } else { 503 }
     }
 
+    /// The whole HTTP response, as kube-proxy's health-check server gives it: the status,
+    /// JSON, the endpoint count as the load-balancing weight, and the connection closed.
+    pub fn http_response(&self) -> String {
+        let body = self.body();
+        let reason = if self.status() == 200 {
+            "OK"
+        } else {
+            "Service Unavailable"
+        };
+        format!(
+            "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\n\
+             X-Content-Type-Options: nosniff\r\nX-Load-Balancing-Endpoint-Weight: {}\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.status(),
+            self.local_endpoints,
+            body.len()
+        )
+    }
+
     /// The JSON body, as kube-proxy's:
     /// `{"service":{"namespace":"default","name":"web"},"localEndpoints":1,"serviceProxyHealthy":true}`.
     pub fn body(&self) -> String {
@@ -50,37 +69,47 @@ impl HealthCheck {
 pub fn health_checks(model: &Model, node: &str) -> BTreeMap<u16, HealthCheck> {
     let mut out = BTreeMap::new();
     for (key, service) in &model.services {
-        let Some(port) = service.health_check_node_port else {
-            continue;
-        };
-        if service.external_traffic_policy != TrafficPolicy::Local || out.contains_key(&port) {
-            continue;
-        }
         let endpoints = model
             .endpoints
             .get(key)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let mut local: BTreeSet<(IpAddr, u16)> = BTreeSet::new();
-        for e in endpoints
-            .iter()
-            .filter(|e| e.conditions.ready && e.node.as_deref() == Some(node))
-        {
-            for p in &service.ports {
-                if let Some(number) = endpoint_port(p, e) {
-                    local.insert((e.address, number));
-                }
-            }
+        if let Some((port, check)) = health_check(service, endpoints, node) {
+            out.entry(port).or_insert(check);
         }
-        out.insert(
-            port,
-            HealthCheck {
-                service: key.clone(),
-                local_endpoints: local.len(),
-            },
-        );
     }
     out
+}
+
+/// What `service`'s health-check node port answers on `node`, and the port: `None` unless it
+/// has one and `externalTrafficPolicy: Local`.
+pub fn health_check(
+    service: &Service,
+    endpoints: &[Endpoint],
+    node: &str,
+) -> Option<(u16, HealthCheck)> {
+    let port = service.health_check_node_port?;
+    if service.external_traffic_policy != TrafficPolicy::Local {
+        return None;
+    }
+    let mut local: BTreeSet<(IpAddr, u16)> = BTreeSet::new();
+    for e in endpoints
+        .iter()
+        .filter(|e| e.conditions.ready && e.node.as_deref() == Some(node))
+    {
+        for p in &service.ports {
+            if let Some(number) = endpoint_port(p, e) {
+                local.insert((e.address, number));
+            }
+        }
+    }
+    Some((
+        port,
+        HealthCheck {
+            service: service.key.clone(),
+            local_endpoints: local.len(),
+        },
+    ))
 }
 
 /// How many ports of a service have a `Local` traffic policy and no local endpoint on a

@@ -4,13 +4,13 @@
 //! `desired` (the render: one node's flows and groups, straight through, one file per
 //! concern), `shards` (the same state kept incrementally per owner, built on `desired`, and
 //! the renders nodes share), `family` (IPv4 and IPv6 and their fields), `resolve`, `chain`, `ids`, `plan`, `apply` (steps as OpenFlow
-//! messages), `flow`, `packed` (a flow's match and instructions in compact form), `pipeline`, `reject`, `trace` (a live trace's probe, temporary flows and
+//! messages), `flow`, `packed` (a flow's match and instructions in compact form), `pipeline`, `reject`, `health_answer` (health-check probes answered for every node), `trace` (a live trace's probe, temporary flows and
 //! report), `health`, `node_setup` (what a node must hold, as OVSDB operations and host
 //! commands, computed, not run), `config` and `scenario`.
 //!
 //! I/O, through an [`openflow::driver::SwitchHandle`] the caller owns: `engine` (sends a
 //! node's steps and reads its switch back after a connect), `agent` (`read_state`, and
-//! `serve_rejects`, which answers the refusal packet-ins) and `meter` (the refusal meter,
+//! `serve_packet_ins`, which answers the refusal and health-check packet-ins) and `meter` (the refusal meter,
 //! which the engine installs before any flow that uses it). Neither opens a socket or reads the
 //! clock itself; the daemon's tasks drive them.
 
@@ -23,6 +23,7 @@ pub mod engine;
 pub mod family;
 pub mod flow;
 pub mod health;
+pub mod health_answer;
 pub mod ids;
 pub mod meter;
 pub mod model;

@@ -183,6 +183,9 @@ pub mod cookie {
     pub const NODE: u8 = 5;
     /// The service CIDR's refusal of new connections no service port takes.
     pub const REFUSE: u8 = 6;
+    /// A health-check node port's probes, answered by the controller
+    /// (`crate::health_answer`); the low bits are the port.
+    pub const HEALTH: u8 = 7;
 
     /// Flows learned for session affinity (table 43) carry this mark instead of svcflow's, so
     /// that the agent, which owns every flow under [`MARK`], never deletes what the switch

@@ -95,12 +95,99 @@ impl std::error::Error for RejectError {}
 
 /// Builds the Ethernet frame that refuses `frame`, addressed back to its sender.
 pub fn reply(frame: &[u8]) -> Result<Vec<u8>, RejectError> {
+    let p = parse(frame)?;
+    match (p.v6, p.proto) {
+        (_, PROTO_TCP) => {
+            let segment = tcp_reset(p.upper)?;
+            Ok(p.answer(PROTO_TCP, segment.to_vec()))
+        }
+        (false, PROTO_UDP | PROTO_SCTP) => {
+            let mut out = ethernet(p.eth, ETHERTYPE_IPV4, 60);
+            port_unreachable(&mut out, p.dst, p.src, p.packet)?;
+            Ok(out)
+        }
+        (false, other) | (true, other @ PROTO_ICMPV6) => Err(RejectError::Protocol(other)),
+        // UDP, SCTP and any other upper layer, as ip6tables' REJECT does by default.
+        (true, _) => {
+            // As much of the offending packet as keeps the reply within the minimum MTU.
+            let room = IPV6_MIN_MTU - IPV6_LEN - 8;
+            let quoted = p.packet.get(..room).unwrap_or(p.packet);
+            let mut icmp = Vec::with_capacity(8 + quoted.len());
+            icmp.extend_from_slice(&[ICMPV6_DEST_UNREACHABLE, ICMPV6_PORT_UNREACHABLE]);
+            icmp.extend_from_slice(&[0; 6]); // checksum, unused
+            icmp.extend_from_slice(quoted);
+            Ok(p.answer(PROTO_ICMPV6, icmp))
+        }
+    }
+}
+
+/// A unicast IP packet to answer, taken apart: what [`reply`] refuses, and what the
+/// health-check answers (`crate::health_answer`) reply to.
+pub(crate) struct Parsed<'a> {
+    eth: &'a [u8],
+    v6: bool,
+    /// Its source and destination addresses (4 or 16 bytes).
+    src: &'a [u8],
+    dst: &'a [u8],
+    /// The upper-layer protocol, and its header and payload.
+    pub(crate) proto: u8,
+    pub(crate) upper: &'a [u8],
+    /// The IP packet, as long as its header says.
+    packet: &'a [u8],
+}
+
+/// Takes `frame` apart, refusing what is never answered: not IP, not unicast (at either
+/// layer), a non-first fragment, an IPv6 extension header that is not walked.
+pub(crate) fn parse(frame: &[u8]) -> Result<Parsed<'_>, RejectError> {
     let eth = frame.get(..ETH_LEN).ok_or(RejectError::Truncated)?;
     let ip = &frame[ETH_LEN..];
     match u16::from_be_bytes([eth[12], eth[13]]) {
-        ETHERTYPE_IPV4 => reply_v4(eth, ip),
-        ETHERTYPE_IPV6 => reply_v6(eth, ip),
+        ETHERTYPE_IPV4 => parse_v4(eth, ip),
+        ETHERTYPE_IPV6 => parse_v6(eth, ip),
         _ => Err(RejectError::NotIp),
+    }
+}
+
+impl<'a> Parsed<'a> {
+    /// Its source address (4 or 16 bytes).
+    pub(crate) fn src(&self) -> &'a [u8] {
+        self.src
+    }
+
+    /// Its destination address.
+    pub(crate) fn dst(&self) -> &'a [u8] {
+        self.dst
+    }
+
+    /// The frame that carries `upper` (of protocol `proto`, its checksum left zero) back to
+    /// the sender, from the address it was sent to, with its checksum filled in (TCP and
+    /// ICMPv6; an ICMP message over IPv4 carries its own).
+    pub(crate) fn answer(&self, proto: u8, mut upper: Vec<u8>) -> Vec<u8> {
+        let (src, dst) = (self.dst, self.src);
+        let at = match proto {
+            PROTO_TCP => Some(16),
+            PROTO_ICMPV6 => Some(2),
+            _ => None,
+        };
+        if let Some(at) = at
+            && upper.len() >= at + 2
+        {
+            let checksum = if self.v6 {
+                transport_checksum_v6(src, dst, proto, &upper)
+            } else {
+                transport_checksum(src, dst, proto, &upper)
+            };
+            upper[at..at + 2].copy_from_slice(&checksum.to_be_bytes());
+        }
+        if self.v6 {
+            let mut out = ethernet(self.eth, ETHERTYPE_IPV6, IPV6_LEN + upper.len());
+            push_ipv6(&mut out, src, dst, proto, &upper);
+            out
+        } else {
+            let mut out = ethernet(self.eth, ETHERTYPE_IPV4, 20 + upper.len());
+            push_ipv4(&mut out, src, dst, proto, &upper);
+            out
+        }
     }
 }
 
@@ -113,7 +200,7 @@ fn ethernet(eth: &[u8], ethertype: u16, capacity: usize) -> Vec<u8> {
     out
 }
 
-fn reply_v4(eth: &[u8], ip: &[u8]) -> Result<Vec<u8>, RejectError> {
+fn parse_v4<'a>(eth: &'a [u8], ip: &'a [u8]) -> Result<Parsed<'a>, RejectError> {
     let version_ihl = *ip.first().ok_or(RejectError::Truncated)?;
     let ihl = usize::from(version_ihl & 0x0f) * 4;
     if version_ihl >> 4 != 4 || ihl < 20 {
@@ -124,7 +211,6 @@ fn reply_v4(eth: &[u8], ip: &[u8]) -> Result<Vec<u8>, RejectError> {
     if u16::from_be_bytes([header[6], header[7]]) & 0x1fff != 0 {
         return Err(RejectError::Fragment);
     }
-    let proto = header[9];
     let (src, dst) = (&header[12..16], &header[16..20]);
     // As over IPv6: neither address may name several hosts or none (224.0.0.0/4 multicast,
     // 240.0.0.0/4 with the limited broadcast, 0.0.0.0), nor the frame be a link-layer
@@ -133,22 +219,18 @@ fn reply_v4(eth: &[u8], ip: &[u8]) -> Result<Vec<u8>, RejectError> {
     if not_unicast(src) || not_unicast(dst) || eth[0] & 0x01 != 0 {
         return Err(RejectError::NotUnicast);
     }
-    let payload = &ip[ihl..total_len];
-    let mut out = ethernet(eth, ETHERTYPE_IPV4, 60);
-    match proto {
-        PROTO_TCP => {
-            let mut segment = tcp_reset(payload)?;
-            let checksum = transport_checksum(dst, src, PROTO_TCP, &segment);
-            segment[16..18].copy_from_slice(&checksum.to_be_bytes());
-            push_ipv4(&mut out, dst, src, PROTO_TCP, &segment);
-        }
-        PROTO_UDP | PROTO_SCTP => port_unreachable(&mut out, dst, src, &ip[..total_len])?,
-        other => return Err(RejectError::Protocol(other)),
-    }
-    Ok(out)
+    Ok(Parsed {
+        eth,
+        v6: false,
+        src,
+        dst,
+        proto: header[9],
+        upper: &ip[ihl..total_len],
+        packet: &ip[..total_len],
+    })
 }
 
-fn reply_v6(eth: &[u8], ip: &[u8]) -> Result<Vec<u8>, RejectError> {
+fn parse_v6<'a>(eth: &'a [u8], ip: &'a [u8]) -> Result<Parsed<'a>, RejectError> {
     let header = ip.get(..IPV6_LEN).ok_or(RejectError::Truncated)?;
     if header[0] >> 4 != 6 {
         return Err(RejectError::NotIp);
@@ -165,33 +247,15 @@ fn reply_v6(eth: &[u8], ip: &[u8]) -> Result<Vec<u8>, RejectError> {
     let packet = &ip[..(IPV6_LEN + payload_len).min(ip.len())];
     let (proto, offset) = upper_layer(header[6], packet)?;
     let upper = packet.get(offset..).ok_or(RejectError::Truncated)?;
-    let out = match proto {
-        PROTO_TCP => {
-            let mut segment = tcp_reset(upper)?;
-            let checksum = transport_checksum_v6(dst, src, PROTO_TCP, &segment);
-            segment[16..18].copy_from_slice(&checksum.to_be_bytes());
-            let mut out = ethernet(eth, ETHERTYPE_IPV6, IPV6_LEN + segment.len());
-            push_ipv6(&mut out, dst, src, PROTO_TCP, &segment);
-            out
-        }
-        PROTO_ICMPV6 => return Err(RejectError::Protocol(PROTO_ICMPV6)),
-        // UDP, SCTP and any other upper layer, as ip6tables' REJECT does by default.
-        _ => {
-            // As much of the offending packet as keeps the reply within the minimum MTU.
-            let room = IPV6_MIN_MTU - IPV6_LEN - 8;
-            let quoted = packet.get(..room).unwrap_or(packet);
-            let mut icmp = Vec::with_capacity(8 + quoted.len());
-            icmp.extend_from_slice(&[ICMPV6_DEST_UNREACHABLE, ICMPV6_PORT_UNREACHABLE]);
-            icmp.extend_from_slice(&[0; 6]); // checksum, unused
-            icmp.extend_from_slice(quoted);
-            let checksum = transport_checksum_v6(dst, src, PROTO_ICMPV6, &icmp);
-            icmp[2..4].copy_from_slice(&checksum.to_be_bytes());
-            let mut out = ethernet(eth, ETHERTYPE_IPV6, IPV6_LEN + icmp.len());
-            push_ipv6(&mut out, dst, src, PROTO_ICMPV6, &icmp);
-            out
-        }
-    };
-    Ok(out)
+    Ok(Parsed {
+        eth,
+        v6: true,
+        src,
+        dst,
+        proto,
+        upper,
+        packet,
+    })
 }
 
 /// Walks the IPv6 extension headers of `packet` from `next` (the fixed header's next header)
@@ -232,17 +296,37 @@ fn upper_layer(mut next: u8, packet: &[u8]) -> Result<(u8, usize), RejectError> 
     Err(RejectError::TooManyExtensionHeaders)
 }
 
+/// What answering a TCP segment needs of it.
+pub(crate) struct Segment<'a> {
+    /// Its source and destination ports, as sent.
+    pub(crate) ports: &'a [u8],
+    pub(crate) seq: u32,
+    pub(crate) ack: u32,
+    pub(crate) flags: u8,
+    /// How many bytes of data it carries.
+    pub(crate) data_len: u32,
+}
+
+/// Reads the TCP segment `tcp`.
+pub(crate) fn segment(tcp: &[u8]) -> Result<Segment<'_>, RejectError> {
+    let header = tcp.get(..20).ok_or(RejectError::Truncated)?;
+    let data_offset = usize::from(header[12] >> 4) * 4;
+    Ok(Segment {
+        ports: &header[0..4],
+        seq: u32::from_be_bytes([header[4], header[5], header[6], header[7]]),
+        ack: u32::from_be_bytes([header[8], header[9], header[10], header[11]]),
+        flags: header[13],
+        data_len: tcp.len().saturating_sub(data_offset) as u32,
+    })
+}
+
 /// The RST that answers the TCP segment `tcp`, its checksum left zero.
 fn tcp_reset(tcp: &[u8]) -> Result<[u8; 20], RejectError> {
-    let header = tcp.get(..20).ok_or(RejectError::Truncated)?;
-    let flags = header[13];
+    let t = segment(tcp)?;
+    let (seq, ack, flags, data_len) = (t.seq, t.ack, t.flags, t.data_len);
     if flags & TCP_RST != 0 {
         return Err(RejectError::Reset);
     }
-    let data_offset = usize::from(header[12] >> 4) * 4;
-    let data_len = tcp.len().saturating_sub(data_offset) as u32;
-    let seq = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-    let ack = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
     // RFC 793 §3.4, "Reset Generation".
     let (rst_seq, rst_ack, rst_flags) = if flags & TCP_ACK != 0 {
         (ack, 0, TCP_RST)
@@ -251,8 +335,8 @@ fn tcp_reset(tcp: &[u8]) -> Result<[u8; 20], RejectError> {
         (0, seq.wrapping_add(consumed), TCP_RST | TCP_ACK)
     };
     let mut segment = [0u8; 20];
-    segment[0..2].copy_from_slice(&header[2..4]); // source port = the original destination port
-    segment[2..4].copy_from_slice(&header[0..2]);
+    segment[0..2].copy_from_slice(&t.ports[2..4]); // source port = the original destination port
+    segment[2..4].copy_from_slice(&t.ports[0..2]);
     segment[4..8].copy_from_slice(&rst_seq.to_be_bytes());
     segment[8..12].copy_from_slice(&rst_ack.to_be_bytes());
     segment[12] = 5 << 4;

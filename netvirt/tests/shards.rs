@@ -53,6 +53,9 @@ enum Edit {
     LocalWeight(u16),
     /// Give service `s`'s first port node port 30000 + `n`, or take it away.
     NodePort(usize, u8, bool),
+    /// Give service `s` health-check node port 32000 + `n` (and `externalTrafficPolicy:
+    /// Local`), or take it away.
+    HealthCheck(usize, u8, bool),
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -72,6 +75,8 @@ fn edit() -> impl Strategy<Value = Edit> {
         (0..8usize, 0..4usize, any::<bool>()).prop_map(|(s, i, here)| Edit::Place(s, i, here)),
         (1..4u16).prop_map(Edit::LocalWeight),
         (0..8usize, 1..250u8, any::<bool>()).prop_map(|(s, n, on)| Edit::NodePort(s, n, on)),
+        // Few ports, so that two services claim one.
+        (0..8usize, 1..4u8, any::<bool>()).prop_map(|(s, n, on)| Edit::HealthCheck(s, n, on)),
     ]
 }
 
@@ -216,6 +221,16 @@ fn perform(s: &mut Scenario, e: &Edit) {
             }
         }
         Edit::LocalWeight(w) => s.config.local_endpoint_weight = w,
+        Edit::HealthCheck(svc, n, on) => {
+            if let Some(k) = nth_key(s, svc)
+                && let Some(service) = s.model.services.get_mut(&k)
+            {
+                service.health_check_node_port = on.then_some(32000 + u16::from(n));
+                if on {
+                    service.external_traffic_policy = TrafficPolicy::Local;
+                }
+            }
+        }
         Edit::NodePort(svc, n, on) => {
             if let Some(k) = nth_key(s, svc)
                 && let Some(service) = s.model.services.get_mut(&k)
@@ -268,6 +283,9 @@ proptest! {
             let kept = shards.materialize();
             prop_assert_eq!(&kept.state, &fresh.state, "after {:?}", e);
             prop_assert_eq!(&kept.services, &fresh.services);
+            // What each health-check node port answers: the first service's that claims it.
+            prop_assert_eq!(&kept.health, &fresh.health, "after {:?}", e);
+            prop_assert_eq!(&kept.health, &netvirt::health::health_checks(&s.model, &s.node.name));
             let mut a = kept.conflicts.clone();
             let mut b = fresh.conflicts.clone();
             a.sort();

@@ -564,12 +564,14 @@ fn pods_whose_mac_is_not_in_the_model_are_reached_across_nodes_and_through_a_clu
 }
 
 #[test]
-fn external_traffic_policy_local_keeps_the_source_and_never_crosses_nodes() {
+fn external_traffic_policy_local_keeps_the_source_never_crosses_nodes_and_every_node_answers_its_health_check()
+ {
     let c = cluster();
     // web with externalTrafficPolicy Local (svcflow's REST extension).
     let web = c.lab.topology().service("web").unwrap().clone();
     let mut body: serde_json::Value = serde_json::from_str(&web.rest_body()).unwrap();
     body["service:services"][0]["service:external-traffic-policy"] = "Local".into();
+    body["service:services"][0]["service:health-check-node-port"] = 32080.into();
     if let Err(e) = c.lab.rest("PUT", &web.rest_path(), &body.to_string()) {
         c.fail(&format!("PUT web: {e}"));
     }
@@ -611,4 +613,29 @@ fn external_traffic_policy_local_keeps_the_source_and_never_crosses_nodes() {
     refused.unwrap_or_else(|e| c.fail(&e));
     // In-cluster traffic is not affected.
     c.assert_spread("n1-b", VIP, 20, &["n2-a", "n3-a"], &c.ip("n1-b"));
+    // Every node answers its load balancer's probes of the health-check node port, though
+    // svcflow runs on none of them: n1 (no endpoint) 503, n2 and n3 (one each) 200.
+    let outside_host = c.lab.outside().unwrap();
+    for (node, status, count) in [
+        ("n1", "HTTP/1.1 503 Service Unavailable", 0),
+        ("n2", "HTTP/1.1 200 OK", 1),
+        ("n3", "HTTP/1.1 200 OK", 1),
+    ] {
+        let url = format!("http://{}:32080/healthz", address(node));
+        let answer = wait_for(
+            &format!("{node} to answer its health check"),
+            Duration::from_secs(10),
+            || {
+                outside_host
+                    .run(&["curl", "-s", "-i", "--max-time", "2", &url])
+                    .ok()
+                    .filter(|a| a.starts_with(status))
+            },
+        );
+        let answer = answer.unwrap_or_else(|e| c.fail(&e));
+        let body = format!(
+            r#"{{"service":{{"namespace":"default","name":"web"}},"localEndpoints":{count},"serviceProxyHealthy":true}}"#
+        );
+        assert!(answer.ends_with(&body), "{node}: {answer}");
+    }
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use netvirt::desired::{DesiredState, desired};
 use std::time::{Duration, Instant};
 
-use netvirt::agent::{SyncReport, serve_rejects};
+use netvirt::agent::{SyncReport, serve_packet_ins};
 use netvirt::engine::Engine;
 use netvirt::flow::{DumpFlow, DumpGroup, OfctlStep};
 use netvirt::model::ServiceKey;
@@ -36,6 +36,9 @@ struct Node {
     /// svcflow's OpenFlow listener, which the switch dials as its controller.
     listener: Option<Listener>,
     engine: Option<Engine>,
+    /// What the node's health-check node ports answer, for the packet-in server, as the
+    /// daemon keeps it: from the desired state of the last sync.
+    health: tokio::sync::watch::Sender<BTreeMap<u16, netvirt::health::HealthCheck>>,
 }
 
 fn scenario(name: &str) -> Scenario {
@@ -100,6 +103,7 @@ fn build(scenario: Scenario) -> Node {
         _servers: servers,
         listener: None,
         engine: None,
+        health: tokio::sync::watch::channel(BTreeMap::new()).0,
     }
 }
 
@@ -137,7 +141,7 @@ impl Node {
             .expect("the switch did not connect")
             .unwrap();
         assert_eq!(switch.datapath_id(), self.dpid());
-        tokio::spawn(serve_rejects(switch.clone()));
+        tokio::spawn(serve_packet_ins(switch.clone(), self.health.subscribe()));
         self.engine = Some(Engine::new(switch));
     }
 
@@ -161,6 +165,7 @@ impl Node {
             .await
             .unwrap();
         self.assert_switch_holds(&want);
+        self.health.send_replace(want.health);
         report
     }
 
@@ -1069,6 +1074,50 @@ async fn load_balancer_source_ranges_admit_only_the_listed_sources() {
         Some(&3),
         "lb-closed's cluster IP: {cluster:?}"
     );
+}
+
+/// A load balancer's probe of the node's health-check node port, from outside: its switch
+/// sends the segments to the controller, which answers as kube-proxy's server would on the
+/// node, 200 with a local endpoint and 503 once there is none, to a real client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_switch_answers_health_check_probes_with_the_nodes_local_endpoints() {
+    let mut node = installed_scenario("service-semantics").await;
+    let probe = |node: &Node| {
+        node.ext
+            .run(&[
+                "curl",
+                "-s",
+                "-i",
+                "--max-time",
+                "3",
+                "http://198.18.0.10:32082/healthz",
+            ])
+            .unwrap_or_else(|e| format!("curl failed: {e}"))
+    };
+    let healthy = probe(&node);
+    assert!(healthy.starts_with("HTTP/1.1 200 OK\r\n"), "{healthy}");
+    assert!(
+        healthy.ends_with(
+            r#"{"service":{"namespace":"other","name":"lb-local"},"localEndpoints":1,"serviceProxyHealthy":true}"#
+        ),
+        "{healthy}"
+    );
+    // Its one endpoint leaves the node: 503.
+    let key = netvirt::model::ServiceKey::new("other", "lb-local");
+    node.scenario.model.endpoints.remove(&key);
+    node.sync().await;
+    let unhealthy = probe(&node);
+    assert!(
+        unhealthy.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+        "{unhealthy}"
+    );
+    assert!(unhealthy.contains(r#""localEndpoints":0"#), "{unhealthy}");
+    // The service goes: the port answers nothing (the probe times out, as on a node
+    // without the port).
+    node.scenario.model.services.remove(&key);
+    node.sync().await;
+    let gone = probe(&node);
+    assert!(!gone.contains("HTTP/1.1"), "{gone}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use netvirt::agent::{SyncReport, serve_rejects};
+use netvirt::agent::{SyncReport, serve_packet_ins};
 use netvirt::desired::{DesiredState, desired};
 use netvirt::engine::Engine;
 use netvirt::flow::{DumpFlow, DumpGroup};
@@ -168,7 +168,10 @@ impl Node {
             .await
             .expect("the switch did not connect")
             .unwrap();
-        tokio::spawn(serve_rejects(switch.clone()));
+        tokio::spawn(serve_packet_ins(
+            switch.clone(),
+            tokio::sync::watch::channel(Default::default()).1,
+        ));
         self.engine = Some(Engine::new(switch));
     }
 

@@ -289,6 +289,8 @@ fn components() -> Value {
                     "description": "svcflow extension: Local keeps traffic from outside on nodes with endpoints, with its source" },
                 "load-balancer-source-ranges": { "type": "array", "items": { "type": "string", "example": "203.0.113.0/24" },
                     "description": "svcflow extension (spec.loadBalancerSourceRanges): only these sources reach the ingress addresses; others are dropped" },
+                "health-check-node-port": { "type": "integer", "minimum": 1, "maximum": 65535,
+                    "description": "svcflow extension (spec.healthCheckNodePort, with external-traffic-policy Local): every node answers HTTP probes on it with its local endpoint count, 200 with some and 503 without" },
             } },
             "ServicePort": { "type": "object", "required": ["port"], "properties": {
                 "name": { "type": "string" }, "protocol": protocol, "port": port,

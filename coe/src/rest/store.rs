@@ -170,7 +170,7 @@ impl Index {
         for vip in s.vips() {
             link(&mut self.vips, vip, s.uid.as_str(), on);
         }
-        for np in s.service_ports.iter().filter_map(|p| p.node_port) {
+        for np in s.claimed_node_ports() {
             link(&mut self.node_ports, np, s.uid.as_str(), on);
         }
         let (ns, name) = service_name(s);
@@ -579,7 +579,7 @@ impl Store {
             for vip in s.vips() {
                 set.extend(index.vips.get(&vip).into_iter().flatten().cloned());
             }
-            for np in s.service_ports.iter().filter_map(|p| p.node_port) {
+            for np in s.claimed_node_ports() {
                 set.extend(index.node_ports.get(&np).into_iter().flatten().cloned());
             }
             let (ns, name) = service_name(s);
@@ -804,6 +804,25 @@ impl<'a> VipTable<'a> {
         rules: &Rules,
         at: &dyn Fn() -> String,
     ) -> Result<(), RequestError> {
+        if let Some(hc) = s.health_check_node_port {
+            let hc_at = || format!("{}.health-check-node-port", at());
+            if !rules.node_port_range.contains(&hc) {
+                return Err(RequestError::invalid(
+                    hc_at(),
+                    format!(
+                        "node port {hc} is outside the configured range {}-{}",
+                        rules.node_port_range.start(),
+                        rules.node_port_range.end()
+                    ),
+                ));
+            }
+            if let Some(other) = self.node_ports.insert((Protocol::Tcp, hc), s.uid.as_str()) {
+                return Err(RequestError::invalid(
+                    hc_at(),
+                    format!("node port {hc}/TCP is already used by service {other}"),
+                ));
+            }
+        }
         let vips = s.vips();
         if s.service_ports.is_empty() {
             for vip in &vips {

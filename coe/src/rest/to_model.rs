@@ -559,7 +559,7 @@ fn service(s: &types::Service, key: ServiceKey) -> Service {
         },
         internal_traffic_policy: TrafficPolicy::Cluster,
         lb_source_ranges: s.load_balancer_source_ranges.clone(),
-        health_check_node_port: None,
+        health_check_node_port: s.health_check_node_port,
         topology: Default::default(),
         traffic_distribution: Default::default(),
     }

@@ -187,9 +187,22 @@ pub struct Service {
     /// load-balancer ingress addresses (none: every source).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub load_balancer_source_ranges: Vec<ipnet::IpNet>,
+    /// svcflow's extension: `spec.healthCheckNodePort`, where every node answers its load
+    /// balancer's HTTP probes with its local endpoint count (needs
+    /// `external-traffic-policy: Local`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_node_port: Option<u16>,
 }
 
 impl Service {
+    /// The node ports it claims: its ports' and its health check's.
+    pub fn claimed_node_ports(&self) -> impl Iterator<Item = u16> + '_ {
+        self.service_ports
+            .iter()
+            .filter_map(|p| p.node_port)
+            .chain(self.health_check_node_port)
+    }
+
     /// Every address the service answers on, without repeats, in a stable order.
     pub fn vips(&self) -> Vec<IpAddr> {
         let mut vips: Vec<IpAddr> = Vec::new();

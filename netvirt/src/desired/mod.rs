@@ -33,7 +33,7 @@ use crate::config::Config;
 use crate::flow::{Bucket, FlowEntry, FlowKey, GroupEntry, GroupKind};
 use crate::ids;
 use crate::model::{
-    MacAddr, Model, Node, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
+    Endpoint, MacAddr, Model, Node, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
 };
 use crate::pipeline::{REJECT_USERDATA, cookie, ct_state, group, meter, reg, table};
 use crate::plan::State;
@@ -89,6 +89,8 @@ pub struct DesiredState {
     /// Inputs that could not all be honoured, e.g. two services on one address and port, and
     /// flows the render could not build (a match field without its prerequisite).
     pub conflicts: Vec<String>,
+    /// What the node answers on each health-check node port ([`crate::health_answer`]).
+    pub health: BTreeMap<u16, crate::health::HealthCheck>,
 }
 
 /// How one service port is programmed.
@@ -141,19 +143,23 @@ pub fn desired(
     bindings: &NodeBindings,
 ) -> DesiredState {
     let mut out = render_base(node, model, config, bindings);
-    let plans: Vec<(&Service, Vec<PortPlan>)> = model
+    let plans: Vec<(&Service, &[Endpoint], Vec<PortPlan>)> = model
         .services
         .iter()
         .map(|(key, service)| {
             let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
-            (service, service_plans(service, endpoints, node, config))
+            (
+                service,
+                endpoints,
+                service_plans(service, endpoints, node, config),
+            )
         })
         .collect();
-    let names: Vec<String> = plans.iter().flat_map(|(_, p)| plan_names(p)).collect();
+    let names: Vec<String> = plans.iter().flat_map(|(_, _, p)| plan_names(p)).collect();
     let mut ids = ids::Allocator::new(group::SERVICE_MAX);
     ids.update(std::iter::empty(), names.iter().map(String::as_str));
-    for (service, plans) in plans {
-        let part = render_service(service, plans, ids.ids(), config, bindings);
+    for (service, endpoints, plans) in plans {
+        let part = render_service(service, endpoints, node, plans, ids.ids(), config, bindings);
         merge(&mut out, part);
     }
     out
@@ -178,6 +184,10 @@ fn merge(out: &mut DesiredState, part: DesiredState) {
     out.state.groups.extend(part.state.groups);
     out.services.extend(part.services);
     out.conflicts.extend(part.conflicts);
+    // The port's flow of the first service decides (a second one collides above).
+    for (port, check) in part.health {
+        out.health.entry(port).or_insert(check);
+    }
 }
 
 /// What is said of a flow two parts render with different actions.
@@ -280,6 +290,8 @@ impl<'a> Builder<'a> {
 /// One service's part of the desired state, with the group ids allocated over all services.
 pub(crate) fn render_service(
     service: &Service,
+    endpoints: &[Endpoint],
+    node: &Node,
     plans: Vec<PortPlan>,
     ids: &BTreeMap<std::sync::Arc<str>, u32>,
     config: &Config,
@@ -287,6 +299,7 @@ pub(crate) fn render_service(
 ) -> DesiredState {
     let mut b = Builder::new(config);
     b.service(service, plans, ids, bindings);
+    b.health_check(service, endpoints, node);
     b.out
 }
 

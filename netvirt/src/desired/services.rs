@@ -213,6 +213,36 @@ impl Builder<'_> {
         }
     }
 
+    /// The flows that send probes of the service's health-check node port (with
+    /// `externalTrafficPolicy: Local`) on each of the node's addresses to the controller,
+    /// which answers them as kube-proxy's server would on the node
+    /// ([`crate::health_answer`]) with what the render records here: the node's local
+    /// endpoint count. The flow names the service (two services on one port collide).
+    pub(super) fn health_check(&mut self, service: &Service, endpoints: &[Endpoint], node: &Node) {
+        let Some((port, check)) = crate::health::health_check(service, endpoints, &node.name)
+        else {
+            return;
+        };
+        let action = Action::Controller(openflow::action::Controller {
+            max_len: u16::MAX,
+            controller_id: 0,
+            reason: 1,
+            userdata: crate::health_answer::userdata(&check.service),
+            pause: false,
+            meter_id: Some(meter::REFUSE),
+            legacy: false,
+        });
+        let c = cookie::make(cookie::HEALTH, u32::from(port));
+        for &ip in &node.ips {
+            let family = Family::of(ip);
+            let m = l4_of(family, Protocol::Tcp)
+                .with(family.dst(), addr_value(ip))
+                .with(dst_port_field(Protocol::Tcp), port);
+            self.flow(table::SERVICE, 100, m, c, apply(vec![action.clone()]));
+        }
+        self.out.health.insert(port, check);
+    }
+
     /// Says which of the service's endpoints serve nothing (those of an IP family the service
     /// has no address of: an IPv6 endpoint never serves an IPv4 address), and which of its
     /// external and LB addresses get no flows (those of a family it has no cluster IP of).

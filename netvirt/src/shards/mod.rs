@@ -36,7 +36,7 @@ use crate::desired::{
     render_base, render_service, renders_alike_on_every_node, service_plans,
 };
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
-use crate::health::{NoLocal, no_local_endpoints};
+use crate::health::{HealthCheck, NoLocal, no_local_endpoints};
 use crate::ids;
 use crate::model::{Map, Model, Namespace, Node, PodInterface, Service, ServiceKey};
 use crate::pipeline::{group, table};
@@ -66,6 +66,8 @@ struct Shard {
     conflicts: Vec<String>,
     /// Its ports under a `Local` traffic policy without a local endpoint on the node.
     no_local: NoLocal,
+    /// What its health-check node port answers on the node.
+    health: Option<(u16, HealthCheck)>,
 }
 
 /// A small read-only map: sorted pairs with no spare capacity. A shard holds a dozen flows
@@ -130,6 +132,7 @@ impl Shard {
             services: out.services.into_iter().collect(),
             conflicts: out.conflicts,
             no_local: NoLocal::default(),
+            health: out.health.into_iter().next(),
         }
     }
 
@@ -198,6 +201,10 @@ pub struct Shards {
     /// The services' ports without a local endpoint under a `Local` policy, summed over the
     /// shards as they come and go.
     no_local: NoLocal,
+    /// The owners of each health-check node port, in order (the first one answers).
+    health_owners: BTreeMap<u16, Owners>,
+    /// Changes whenever what a health-check node port answers does.
+    health_version: u64,
     /// See [`Shards::keep_plans_up_to`].
     plans_kept_max: usize,
     /// See [`Shards::settle_up_to`].
@@ -239,6 +246,8 @@ impl Shards {
             recent: Vec::new(),
             stale: Vec::new(),
             no_local: NoLocal::default(),
+            health_owners: BTreeMap::new(),
+            health_version: 0,
             plans_kept_max: PLANS_KEPT_MAX,
             settle_max: SETTLE_PART,
         }
@@ -906,7 +915,15 @@ impl Shards {
             };
             let names = plan_names(&plans);
             let no_local = no_local_endpoints(service, endpoints, &node.name);
-            let out = render_service(service, plans, self.ids.ids(), config, bindings);
+            let out = render_service(
+                service,
+                endpoints,
+                node,
+                plans,
+                self.ids.ids(),
+                config,
+                bindings,
+            );
             let shard = self.renders.intern(
                 &key,
                 Shard::new(Some(key.clone()), names, out).with_no_local(no_local),
@@ -945,9 +962,32 @@ impl Shards {
         }
     }
 
+    /// What health-check node port `port` answers on the node: its first owner's answer.
+    pub fn health_check(&self, port: u16) -> Option<&HealthCheck> {
+        let owner = self.health_owners.get(&port)?.first()?;
+        let (_, check) = self.shard(owner)?.health.as_ref()?;
+        Some(check)
+    }
+
+    /// What every health-check node port answers on the node.
+    pub fn health_checks(&self) -> BTreeMap<u16, HealthCheck> {
+        self.health_owners
+            .keys()
+            .filter_map(|&port| Some((port, self.health_check(port)?.clone())))
+            .collect()
+    }
+
+    /// A number that changes whenever what a health-check node port answers may have.
+    pub fn health_version(&self) -> u64 {
+        self.health_version
+    }
+
     /// The whole desired state, as one render of the model would give it.
     pub fn materialize(&self) -> DesiredState {
-        let mut out = DesiredState::default();
+        let mut out = DesiredState {
+            health: self.health_checks(),
+            ..DesiredState::default()
+        };
         for (key, owners) in &self.flow_owners {
             if let Some(entry) = owners.first().and_then(|o| self.entry(o, key)) {
                 out.state.flows.insert(FlowKey::clone(key), entry.clone());
@@ -1192,6 +1232,15 @@ impl Shards {
         };
         if let Some(old) = &old {
             self.no_local = self.no_local - old.no_local;
+            if let Some((port, _)) = &old.health
+                && let Some(owners) = self.health_owners.get_mut(port)
+            {
+                owners.retain(|o| o != &owner);
+                if owners.is_empty() {
+                    self.health_owners.remove(port);
+                }
+                self.health_version += 1;
+            }
             if before.is_some() {
                 self.stale.extend(stale_conntrack(old, new.as_deref()));
             }
@@ -1215,6 +1264,12 @@ impl Shards {
         self.conflicted.remove(&owner);
         let Some(new) = new else { return };
         self.no_local = self.no_local + new.no_local;
+        if let Some((port, _)) = &new.health {
+            let owners = self.health_owners.entry(*port).or_default();
+            let at = owners.partition_point(|o| o < &owner);
+            owners.insert(at, owner.clone());
+            self.health_version += 1;
+        }
         if !new.conflicts.is_empty() {
             self.conflicted.insert(owner.clone());
         }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coe::rest::Published;
-use netvirt::agent::serve_rejects;
+use netvirt::agent::serve_packet_ins;
 use netvirt::config::Config;
 use netvirt::desired::NodeBindings;
 use netvirt::engine::{Engine, Then};
@@ -118,7 +118,10 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
             }
         }
     }
-    let rejects = tokio::spawn(serve_rejects(p.switch.clone()));
+    // What the node's health-check node ports answer, for the probes its switch sends here.
+    let (health, health_checks) = watch::channel(std::collections::BTreeMap::new());
+    let mut health_seen = 0;
+    let rejects = tokio::spawn(serve_packet_ins(p.switch.clone(), health_checks));
     let (query_tx, mut queries) = mpsc::channel::<Query>(16);
     let mut engine = super::departed::Kept::new(
         &node,
@@ -159,6 +162,10 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                 bindings.as_ref(),
             )
             .await;
+            if engine.shards().health_version() != health_seen {
+                health_seen = engine.shards().health_version();
+                health.send_replace(engine.shards().health_checks());
+            }
             let sent = engine.bundles();
             p.metrics.bundles(
                 &node,

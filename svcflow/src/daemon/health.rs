@@ -4,9 +4,10 @@
 //! with the JSON body of [`netvirt::health::HealthCheck::body`]. Load balancers probe it on
 //! every node to send traffic only to nodes that hold endpoints.
 //!
-//! A probe must reach the node's own address, so the daemon answers only for the node whose
-//! host it runs on (`--host-node`). Listeners follow the model: one per port, opened when a
-//! service gains the port and closed when it loses it.
+//! This server answers on the host the daemon runs on (`--host-node`), for its own processes;
+//! probes that reach any node through its switch (from a load balancer) are answered by the
+//! controller through the switch (`netvirt::health_answer`), on every node. Listeners follow
+//! the model: one per port, opened when a service gains the port and closed when it loses it.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -124,21 +125,18 @@ async fn answer(mut stream: TcpStream, port: u16, checks: Checks) {
 
 /// The HTTP response for `check` (none: the port just closed, so no local endpoint).
 fn response(check: Option<&HealthCheck>) -> String {
-    let (status, count, body) = match check {
-        Some(c) => (c.status(), c.local_endpoints, c.body()),
-        None => (503, 0, String::from("{\"localEndpoints\":0}")),
-    };
-    let reason = if status == 200 {
-        "OK"
-    } else {
-        "Service Unavailable"
-    };
-    format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n\
-         X-Content-Type-Options: nosniff\r\nX-Load-Balancing-Endpoint-Weight: {count}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
+    match check {
+        Some(c) => c.http_response(),
+        None => {
+            let body = "{\"localEndpoints\":0}";
+            format!(
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
+                 X-Content-Type-Options: nosniff\r\nX-Load-Balancing-Endpoint-Weight: 0\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+        }
+    }
 }
 
 #[cfg(test)]

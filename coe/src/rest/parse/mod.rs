@@ -197,6 +197,25 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
             Some(uids)
         }
     };
+    let external_traffic_policy = match f.string("external-traffic-policy")?.as_str() {
+        "" | "Cluster" => None,
+        "Local" => Some("Local".to_string()),
+        other => {
+            return Err(RequestError::invalid(
+                f.at("external-traffic-policy"),
+                format!("`{}`: expected Cluster or Local", excerpt(other)),
+            ));
+        }
+    };
+    // As the API server: only a service that keeps outside traffic on nodes with endpoints
+    // has load balancers probe its nodes.
+    let health_check_node_port = f.port("health-check-node-port")?;
+    if health_check_node_port.is_some() && external_traffic_policy.is_none() {
+        return Err(RequestError::invalid(
+            f.at("health-check-node-port"),
+            "needs external-traffic-policy Local",
+        ));
+    }
     Ok(Service {
         uid,
         name: f.name("name")?,
@@ -208,16 +227,8 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
         service_ports,
         endpoints,
         load_balancer_source_ranges: f.nets("load-balancer-source-ranges")?,
-        external_traffic_policy: match f.string("external-traffic-policy")?.as_str() {
-            "" | "Cluster" => None,
-            "Local" => Some("Local".to_string()),
-            other => {
-                return Err(RequestError::invalid(
-                    f.at("external-traffic-policy"),
-                    format!("`{}`: expected Cluster or Local", excerpt(other)),
-                ));
-            }
-        },
+        external_traffic_policy,
+        health_check_node_port,
     })
 }
 
