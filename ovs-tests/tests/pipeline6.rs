@@ -45,6 +45,9 @@ struct Node {
     _servers: Vec<Process>,
     listener: Option<Listener>,
     engine: Option<Engine>,
+    /// What the node's health-check node ports answer, for the packet-in server: from the
+    /// desired state of the last sync, as the daemon keeps it.
+    health: tokio::sync::watch::Sender<BTreeMap<u16, netvirt::health::HealthCheck>>,
 }
 
 fn scenario(name: &str) -> Scenario {
@@ -139,6 +142,7 @@ fn build() -> Node {
         _servers: servers,
         listener: None,
         engine: None,
+        health: tokio::sync::watch::channel(BTreeMap::new()).0,
     }
 }
 
@@ -168,10 +172,7 @@ impl Node {
             .await
             .expect("the switch did not connect")
             .unwrap();
-        tokio::spawn(serve_packet_ins(
-            switch.clone(),
-            tokio::sync::watch::channel(Default::default()).1,
-        ));
+        tokio::spawn(serve_packet_ins(switch.clone(), self.health.subscribe()));
         self.engine = Some(Engine::new(switch));
     }
 
@@ -187,6 +188,7 @@ impl Node {
             .await
             .unwrap();
         self.assert_switch_holds(&want);
+        self.health.send_replace(want.health);
         report
     }
 
@@ -732,6 +734,29 @@ async fn the_external_host_reaches_v6_node_ports_external_and_lb_ips_within_sour
         Some(&3),
         "ext6's cluster IP: {cluster:?}"
     );
+}
+
+/// The controller answers a load balancer's health-check probes through the switch on both of
+/// the node's addresses, IPv6 and IPv4, to a real client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_check_probes_are_answered_on_the_nodes_v6_and_v4_addresses() {
+    let node = installed().await;
+    for url in [
+        "http://[2001:db8:18::10]:32061/healthz",
+        "http://198.18.0.10:32061/healthz",
+    ] {
+        let answer = node
+            .ext
+            .run(&["curl", "-s", "-i", "--max-time", "3", url])
+            .unwrap_or_else(|e| format!("curl failed: {e}"));
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{url}: {answer}");
+        assert!(
+            answer.ends_with(
+                r#"{"service":{"namespace":"other","name":"lb6-local"},"localEndpoints":1,"serviceProxyHealthy":true}"#
+            ),
+            "{url}: {answer}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
