@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, and run the demo: a three-node cluster (the
 # lab of ovs-tests/lab/three-nodes.toml) driven by one `svcflow run`, a service posted over REST
-# and reached by ClusterIP and NodePort across nodes, traced with `svcflow trace` on the real
-# switches, and one node's ovs-vswitchd restarted.
+# and reached by ClusterIP and NodePort across nodes, every node's health-check node port
+# answered through its switch, traced with `svcflow trace` on the real switches, and one node's
+# ovs-vswitchd restarted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

@@ -2,7 +2,9 @@
 //! `ovs-tests/lab/three-nodes.toml` (`ovs_tests::lab`). Three Open vSwitch nodes on a routed
 //! underlay, one `svcflow run` driving them all; service `web` is posted over REST with its
 //! endpoints on n2 and n3, reached by ClusterIP from a pod on n1 and by NodePort from a host
-//! outside the cluster through n1; n2's `ovs-vswitchd` is killed and restarted and the traffic
+//! outside the cluster through n1; a Local LoadBalancer's health-check node port is probed on
+//! every node and answered through each node's switch with its own local endpoints; n2's
+//! `ovs-vswitchd` is killed and restarted and the traffic
 //! works again; a second svcflow replica joins as a standby (the REST state is in a 3-member
 //! Raft-clustered `ovsdb-server`) and takes every switch over when the first is killed, with
 //! no connection failing; svcflow stops with SIGTERM, the switches keep forwarding, and the
@@ -21,6 +23,9 @@ const TOPOLOGY: &str = include_str!("../../lab/three-nodes.toml");
 const VIP: &str = "10.96.0.10:80";
 /// The IPv6 service's cluster IP and port.
 const VIP6: &str = "[fd00:10:96::10]:80";
+/// Service lb's cluster IP and health-check node port.
+const LB_VIP: &str = "10.96.0.20";
+const LB_HEALTH: u16 = 32090;
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/svcflow.ovsschema");
 
 fn main() -> ExitCode {
@@ -348,6 +353,7 @@ fn run() -> Result<(), SandboxError> {
         web.endpoints.join(", ")
     );
     let posted = Instant::now();
+    let web_spec = web.clone();
     lab.put_service(web)?;
     lab.wait_synced(Duration::from_secs(30))?;
     println!(
@@ -395,8 +401,43 @@ fn run() -> Result<(), SandboxError> {
     connections(&lab, "outside", &node_port, 20, &["n2-a", "n3-a"])?;
 
     println!(
+        "== a LoadBalancer with externalTrafficPolicy Local: service lb ({LB_VIP}:80, node port \
+         30090), the same endpoints as web, and health-check node port {LB_HEALTH}"
+    );
+    let lb = ovs_tests::lab::ServiceSpec {
+        name: "lb".into(),
+        cluster_ip: LB_VIP.parse().map_err(|_| invalid("bad cluster IP"))?,
+        node_port: Some(30090),
+        ..web_spec.clone()
+    };
+    let path = lb.rest_path();
+    let mut body: serde_json::Value =
+        serde_json::from_str(&lb.rest_body()).map_err(|e| invalid(e.to_string()))?;
+    lab.put_service(lb)?;
+    body["service:services"][0]["service:external-traffic-policy"] = "Local".into();
+    body["service:services"][0]["service:health-check-node-port"] = LB_HEALTH.into();
+    lab.rest("PUT", &path, &body.to_string())?;
+    lab.wait_synced(Duration::from_secs(30))?;
+    println!(
+        "   a load balancer probes every node's address on {LB_HEALTH} and sends traffic only to \
+         those that answer 200; svcflow runs on none of them, so each node's switch sends the \
+         probe to svcflow, which answers for that node with its own local endpoints:"
+    );
+    for node in lab.node_names() {
+        let address = lab.node_spec(node)?.address;
+        let url = format!("http://{address}:{LB_HEALTH}/healthz");
+        let outside_host = lab
+            .outside()
+            .ok_or_else(|| invalid("the lab has no outside host"))?;
+        let answer = outside_host.run(&["curl", "-s", "-i", "--max-time", "3", &url])?;
+        let status = answer.lines().next().unwrap_or_default().trim_end();
+        let body = answer.lines().last().unwrap_or_default();
+        println!("   $ curl {url}   ({node})\n     {status}  {body}");
+    }
+
+    println!(
         "== the operational view (GET /restconf/operational/service:service-information): \
-         each node's group for web, read from its switch"
+         each node's groups for web and lb, read from its switch"
     );
     // OVS folds datapath counters into its statistics about once a second.
     std::thread::sleep(Duration::from_millis(1500));
