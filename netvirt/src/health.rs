@@ -13,7 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use crate::model::{Endpoint, Model, Service, ServiceKey, ServiceType, TrafficPolicy};
+use crate::model::{
+    Endpoint, Map, Model, Service, ServiceKey, ServiceType, TrafficPolicy, diff_key,
+};
 use crate::resolve::endpoint_port;
 
 /// What one health-check node port answers on one node.
@@ -79,6 +81,85 @@ pub fn health_checks(model: &Model, node: &str) -> BTreeMap<u16, HealthCheck> {
         }
     }
     out
+}
+
+/// [`health_checks`] kept from model to model in time proportional to what changed: the
+/// services and endpoints that differ from the previous model's (persistent maps, so the diff
+/// skips what the two share) are checked again, the others are not looked at. For a server
+/// that follows every change of a large cluster.
+#[derive(Default)]
+pub struct KeptHealthChecks {
+    /// What the last update was for.
+    seen: Option<Seen>,
+    /// Each port's claims, by service: the first one answers.
+    claims: BTreeMap<u16, BTreeMap<ServiceKey, HealthCheck>>,
+    /// The port each service claims.
+    ports: BTreeMap<ServiceKey, u16>,
+}
+
+impl KeptHealthChecks {
+    /// Brings the checks to `model`'s, for `node`.
+    pub fn update(&mut self, model: &Model, node: &str) {
+        let changed: BTreeSet<ServiceKey> = match &self.seen {
+            Some(seen) if seen.node == node => seen
+                .services
+                .diff(&model.services)
+                .map(diff_key)
+                .chain(seen.endpoints.diff(&model.endpoints).map(diff_key))
+                .cloned()
+                .collect(),
+            _ => {
+                self.claims.clear();
+                self.ports.clear();
+                model.services.keys().cloned().collect()
+            }
+        };
+        for key in changed {
+            if let Some(port) = self.ports.remove(&key)
+                && let Some(claims) = self.claims.get_mut(&port)
+            {
+                claims.remove(&key);
+                if claims.is_empty() {
+                    self.claims.remove(&port);
+                }
+            }
+            let Some(service) = model.services.get(&key) else {
+                continue;
+            };
+            let endpoints = model
+                .endpoints
+                .get(&key)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if let Some((port, check)) = health_check(service, endpoints, node) {
+                self.claims
+                    .entry(port)
+                    .or_default()
+                    .insert(key.clone(), check);
+                self.ports.insert(key, port);
+            }
+        }
+        self.seen = Some(Seen {
+            services: model.services.clone(),
+            endpoints: model.endpoints.clone(),
+            node: node.to_string(),
+        });
+    }
+
+    /// What each port answers, as [`health_checks`] gives it.
+    pub fn checks(&self) -> BTreeMap<u16, HealthCheck> {
+        self.claims
+            .iter()
+            .filter_map(|(port, claims)| Some((*port, claims.values().next()?.clone())))
+            .collect()
+    }
+}
+
+/// The maps and node of a [`KeptHealthChecks`] update.
+struct Seen {
+    services: Map<ServiceKey, Service>,
+    endpoints: Map<ServiceKey, Vec<Endpoint>>,
+    node: String,
 }
 
 /// What `service`'s health-check node port answers on `node`, and the port: `None` unless it
@@ -323,6 +404,65 @@ mod tests {
         let cluster = service("cluster", None, TrafficPolicy::Cluster);
         assert_eq!(no_local_endpoints(&cluster, &[], "n1"), NoLocal::default());
         assert_eq!(both + both - both, both);
+    }
+
+    /// Random edits (services gaining, moving or losing a port, their policy, endpoints
+    /// coming, going, moving node or readiness), each followed by an update: the kept checks
+    /// are always what a full computation gives, and a change of node starts over.
+    #[test]
+    fn kept_checks_follow_every_change_as_a_full_computation_would() {
+        let mut x: u64 = 0x5356;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut model = Model::default();
+        let mut kept = KeptHealthChecks::default();
+        for round in 0..3000 {
+            let name = format!("s{}", next(6));
+            let key = ServiceKey::new("default", &name);
+            match next(5) {
+                0 => {
+                    // Few ports, so that services claim the same one.
+                    let hc = (next(3) > 0).then(|| 32000 + next(3) as u16);
+                    let policy = if next(4) > 0 {
+                        TrafficPolicy::Local
+                    } else {
+                        TrafficPolicy::Cluster
+                    };
+                    model
+                        .services
+                        .insert(key.clone(), service(&name, hc, policy));
+                }
+                1 => {
+                    model.services.remove(&key);
+                }
+                2 => {
+                    let e = ep(
+                        &format!("10.244.0.{}", next(4)),
+                        &format!("n{}", next(2)),
+                        next(3) > 0,
+                    );
+                    model.endpoints.entry(key).or_default().push(e);
+                }
+                3 => {
+                    model.endpoints.remove(&key);
+                }
+                _ => {
+                    if let Some(eps) = model.endpoints.get_mut(&key)
+                        && !eps.is_empty()
+                    {
+                        let i = next(eps.len() as u64) as usize;
+                        eps[i].conditions.ready = !eps[i].conditions.ready;
+                    }
+                }
+            }
+            let node = if round % 500 < 450 { "n0" } else { "n1" };
+            kept.update(&model, node);
+            assert_eq!(kept.checks(), health_checks(&model, node), "round {round}");
+        }
     }
 
     #[test]

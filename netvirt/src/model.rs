@@ -20,6 +20,14 @@ use ipnet::IpNet;
 /// proportional to what differs.
 pub type Map<K, V> = imbl::OrdMap<K, V>;
 
+/// The key of one difference between two [`Map`]s.
+pub(crate) fn diff_key<'a, K, V>(item: imbl::ordmap::DiffItem<'a, 'a, K, V>) -> &'a K {
+    match item {
+        imbl::ordmap::DiffItem::Add(k, _) | imbl::ordmap::DiffItem::Remove(k, _) => k,
+        imbl::ordmap::DiffItem::Update { new: (k, _), .. } => k,
+    }
+}
+
 /// One difference between two versions of a [`Map`], as [`Map::diff`] yields them.
 pub use imbl::ordmap::DiffItem;
 

@@ -38,7 +38,7 @@ use crate::desired::{
 use crate::flow::{FlowEntry, FlowKey, GroupEntry};
 use crate::health::{HealthCheck, NoLocal, no_local_endpoints};
 use crate::ids;
-use crate::model::{Map, Model, Namespace, Node, PodInterface, Service, ServiceKey};
+use crate::model::{Map, Model, Namespace, Node, PodInterface, Service, ServiceKey, diff_key};
 use crate::pipeline::{group, table};
 use crate::plan::Step;
 
@@ -421,14 +421,6 @@ fn held_flow<'a>(held: &'a Held, key: &FlowKey) -> Option<&'a FlowEntry> {
 
 fn held_group(held: &Held, id: u32) -> Option<&GroupEntry> {
     held.as_ref()?.groups.get(&id)
-}
-
-/// The key of one difference between two maps.
-fn diff_key<'a, K, V>(item: imbl::ordmap::DiffItem<'a, 'a, K, V>) -> &'a K {
-    match item {
-        imbl::ordmap::DiffItem::Add(k, _) | imbl::ordmap::DiffItem::Remove(k, _) => k,
-        imbl::ordmap::DiffItem::Update { new: (k, _), .. } => k,
-    }
 }
 
 /// How many pods each namespace has on each node.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coe::rest::Published;
-use netvirt::health::{HealthCheck, health_checks};
+use netvirt::health::{HealthCheck, KeptHealthChecks};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -42,8 +42,11 @@ pub(crate) async fn serve(
     let mut failed: BTreeMap<u16, String> = BTreeMap::new();
     let stop = stopped(shutdown);
     tokio::pin!(stop);
+    // Kept by key: a change costs what it touched, not a pass over every service.
+    let mut kept = KeptHealthChecks::default();
     loop {
-        let now = health_checks(&models.borrow_and_update().model, &node);
+        kept.update(&models.borrow_and_update().model, &node);
+        let now = kept.checks();
         listeners.retain(|port, task| {
             let keep = now.contains_key(port);
             if !keep {
