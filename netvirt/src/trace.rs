@@ -287,12 +287,17 @@ pub enum Role {
     Drop,
     /// A flow refuses it (TCP RST or ICMP port unreachable to the sender).
     Refuse,
+    /// A flow sends it to svcflow, which answers it for the node (a health-check node port).
+    Answer,
 }
 
 impl Role {
     /// Whether the probe ends here.
     pub fn is_exit(self) -> bool {
-        matches!(self, Role::Output | Role::Drop | Role::Refuse)
+        matches!(
+            self,
+            Role::Output | Role::Drop | Role::Refuse | Role::Answer
+        )
     }
 }
 
@@ -599,7 +604,8 @@ fn role_of(key: &FlowKey, entry: &FlowEntry, scope: &Scope) -> Option<(Role, u16
     }
 }
 
-/// `Drop` or `Refuse` for a flow that sends the packet nowhere but maybe the controller.
+/// `Drop`, `Refuse` or `Answer` for a flow that sends the packet nowhere but maybe the
+/// controller (which answers a health-check node port's, and refuses the others).
 fn exit_kind(entry: &FlowEntry) -> Option<Role> {
     let mut refuse = false;
     for i in entry.instructions().iter() {
@@ -623,7 +629,11 @@ fn exit_kind(entry: &FlowEntry) -> Option<Role> {
             _ => {}
         }
     }
-    Some(if refuse { Role::Refuse } else { Role::Drop })
+    Some(match (refuse, cookie::kind_of(entry.cookie)) {
+        (true, Some(cookie::HEALTH)) => Role::Answer,
+        (true, _) => Role::Refuse,
+        (false, _) => Role::Drop,
+    })
 }
 
 /// Whether a flow's match can take the probe: the family and protocol always, its
@@ -695,6 +705,8 @@ pub enum Outcome {
     Dropped,
     /// Refused (TCP RST or ICMP port unreachable).
     Refused,
+    /// Answered by svcflow for the node (a health-check node port's probe).
+    Answered,
     /// Sent on to another node, and not seen there (not served by this controller).
     Forwarded,
     /// No exit reported within the trace's time.
@@ -773,6 +785,7 @@ fn role_word(role: Role) -> &'static str {
         Role::Output => "output",
         Role::Drop => "drop",
         Role::Refuse => "refuse",
+        Role::Answer => "answer",
     }
 }
 
@@ -959,6 +972,7 @@ impl Trace {
             Some((Role::Output, note)) => (Outcome::Delivered, note),
             Some((Role::Drop, note)) => (Outcome::Dropped, note),
             Some((Role::Refuse, note)) => (Outcome::Refused, note),
+            Some((Role::Answer, note)) => (Outcome::Answered, note),
             Some((Role::Onward, note)) => (
                 Outcome::Forwarded,
                 format!("{note}; no report from the other side"),
@@ -1054,6 +1068,12 @@ fn note(twin: &Twin, n: &NodeTwins, pi: &PacketIn) -> String {
             }
             None => format!("refused on node {}", n.node),
         },
+        Role::Answer => format!(
+            "answered by svcflow for node {}: health-check node port {}, with the node's local \
+             endpoint count",
+            n.node,
+            original_cookie.map_or(0, |c| c & 0xffff_ffff)
+        ),
     }
 }
 

@@ -174,6 +174,39 @@ fn a_refused_service_port_is_watched_as_a_refusal() {
     );
 }
 
+/// A probe of a node's health-check node port ends where svcflow answers it for the node,
+/// not where a service refuses.
+#[test]
+fn a_health_check_probe_is_watched_as_answered_by_svcflow() {
+    let s = Scenario::parse(include_str!(
+        "../../tests/scenarios/service-semantics/input.toml"
+    ))
+    .unwrap();
+    let out = crate::desired::desired(&s.node, &s.model, &s.config, &s.bindings);
+    let scope = Scope {
+        id: 7,
+        tag: 49,
+        proto: Proto::Tcp,
+        family: Family::V4,
+        probe: Some(probe([198, 18, 0, 10], 32082, Proto::Tcp)),
+        onward: Vec::new(),
+        arrivals: Vec::new(),
+    };
+    let (twins, _) = plan(out.state.flows.iter(), &scope).unwrap();
+    let answer = lines(&twins, Role::Answer);
+    assert!(
+        answer
+            .iter()
+            .any(|l| l.contains("tcp,nw_dst=198.18.0.10,nw_tos=196,tp_dst=32082")),
+        "{answer:?}"
+    );
+    assert!(
+        lines(&twins, Role::Refuse)
+            .iter()
+            .all(|l| !l.contains("32082"))
+    );
+}
+
 #[test]
 fn table_60_reports_and_goes_on_towards_other_nodes_and_they_watch_it() {
     let (twins, _) = twins_for(Some(probe([10, 96, 0, 10], 80, Proto::Tcp)), Some(3));
