@@ -83,8 +83,11 @@ fn the_probe_is_a_tagged_syn_or_datagram_with_right_checksums() {
 }
 
 fn twins_for(p: Option<Probe>, tunnel: Option<u32>) -> (Vec<Twin>, Vec<String>) {
+    twins_in(&scenario(), p, tunnel)
+}
+
+fn twins_in(s: &Scenario, p: Option<Probe>, tunnel: Option<u32>) -> (Vec<Twin>, Vec<String>) {
     let onward = tunnel.map(|port| Onward { port, dst: None });
-    let s = scenario();
     let out = crate::desired::desired(&s.node, &s.model, &s.config, &s.bindings);
     let scope = Scope {
         id: 7,
@@ -182,17 +185,7 @@ fn a_health_check_probe_is_watched_as_answered_by_svcflow() {
         "../../tests/scenarios/service-semantics/input.toml"
     ))
     .unwrap();
-    let out = crate::desired::desired(&s.node, &s.model, &s.config, &s.bindings);
-    let scope = Scope {
-        id: 7,
-        tag: 49,
-        proto: Proto::Tcp,
-        family: Family::V4,
-        probe: Some(probe([198, 18, 0, 10], 32082, Proto::Tcp)),
-        onward: Vec::new(),
-        arrivals: Vec::new(),
-    };
-    let (twins, _) = plan(out.state.flows.iter(), &scope).unwrap();
+    let (twins, _) = twins_in(&s, Some(probe([198, 18, 0, 10], 32082, Proto::Tcp)), None);
     let answer = lines(&twins, Role::Answer);
     assert!(
         answer
