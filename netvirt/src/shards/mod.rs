@@ -66,8 +66,9 @@ struct Shard {
     conflicts: Vec<String>,
     /// Its ports under a `Local` traffic policy without a local endpoint on the node.
     no_local: NoLocal,
-    /// What its health-check node port answers on the node.
-    health: Option<(u16, HealthCheck)>,
+    /// What its health-check node port answers on the node (boxed: few services have one,
+    /// and every shard pays for the field).
+    health: Option<Box<(u16, HealthCheck)>>,
 }
 
 /// A small read-only map: sorted pairs with no spare capacity. A shard holds a dozen flows
@@ -132,7 +133,7 @@ impl Shard {
             services: out.services.into_iter().collect(),
             conflicts: out.conflicts,
             no_local: NoLocal::default(),
-            health: out.health.into_iter().next(),
+            health: out.health.into_iter().next().map(Box::new),
         }
     }
 
@@ -957,7 +958,7 @@ impl Shards {
     /// What health-check node port `port` answers on the node: its first owner's answer.
     pub fn health_check(&self, port: u16) -> Option<&HealthCheck> {
         let owner = self.health_owners.get(&port)?.first()?;
-        let (_, check) = self.shard(owner)?.health.as_ref()?;
+        let (_, check) = self.shard(owner)?.health.as_deref()?;
         Some(check)
     }
 
@@ -1224,7 +1225,7 @@ impl Shards {
         };
         if let Some(old) = &old {
             self.no_local = self.no_local - old.no_local;
-            if let Some((port, _)) = &old.health
+            if let Some((port, _)) = old.health.as_deref()
                 && let Some(owners) = self.health_owners.get_mut(port)
             {
                 owners.retain(|o| o != &owner);
@@ -1256,7 +1257,7 @@ impl Shards {
         self.conflicted.remove(&owner);
         let Some(new) = new else { return };
         self.no_local = self.no_local + new.no_local;
-        if let Some((port, _)) = &new.health {
+        if let Some((port, _)) = new.health.as_deref() {
             let owners = self.health_owners.entry(*port).or_default();
             let at = owners.partition_point(|o| o < &owner);
             owners.insert(at, owner.clone());
