@@ -14,7 +14,8 @@
 //!   holds the same secret);
 //! - the first segment with data (the request, whatever it asks) gets the whole response
 //!   (kube-proxy's: [`HealthCheck::http_response`]) with FIN;
-//! - the client's FIN, once it has everything, gets its ACK;
+//! - the client's FIN, once it has everything, gets its ACK (and a FIN before any request, as
+//!   a TCP-only health check closes, gets a FIN);
 //! - a pure ACK gets nothing, a RST nothing, and a segment that acknowledges what was never
 //!   sent a RST.
 //!
@@ -94,10 +95,16 @@ pub fn answer(frame: &[u8], check: &HealthCheck, secret: u64) -> Result<Vec<u8>,
         // The request: the whole response, and the end of ours.
         let next = seq.wrapping_add(data_len + fin);
         (ack, next, TCP_ACK | TCP_PSH | TCP_FIN, response.as_bytes())
+    } else if ack == isn.wrapping_add(1) && fin == 1 {
+        // Closed before any request (a TCP-only health check): closed here too.
+        (ack, seq.wrapping_add(1), TCP_ACK | TCP_FIN, &[])
     } else if ack == isn.wrapping_add(1) {
-        // The handshake's ACK (or a FIN before any request): nothing yet.
+        // The handshake's ACK: nothing yet.
         return Err(NoAnswer::Nothing);
-    } else if ack == isn.wrapping_add(1).wrapping_add(sent).wrapping_add(1) {
+    } else if ack == isn.wrapping_add(1).wrapping_add(sent).wrapping_add(1)
+        || ack == isn.wrapping_add(2)
+    {
+        // After our FIN, with the response or without.
         if fin == 0 && data_len == 0 {
             return Err(NoAnswer::Nothing);
         }
@@ -285,6 +292,20 @@ mod tests {
         .unwrap();
         let (seq, _, flags) = fields(&tcp_of(&stray));
         assert_eq!((seq, flags), (isn.wrapping_add(1), TCP_RST));
+        // A TCP-only check closes right after the handshake: its FIN gets ours, and the ACK
+        // of ours nothing.
+        let close = answer(
+            &frame(&segment(6, isn.wrapping_add(1), TCP_ACK | TCP_FIN, &[])),
+            &c,
+            secret,
+        )
+        .unwrap();
+        assert_eq!(
+            fields(&tcp_of(&close)),
+            (isn.wrapping_add(1), 7, TCP_ACK | TCP_FIN)
+        );
+        let last = frame(&segment(7, isn.wrapping_add(2), TCP_ACK, &[]));
+        assert_eq!(answer(&last, &c, secret), Err(NoAnswer::Nothing));
         // A RST is never answered, nor a bare segment without ACK.
         let rst = frame(&segment(6, 0, TCP_RST, &[]));
         assert_eq!(answer(&rst, &c, secret), Err(NoAnswer::Nothing));
