@@ -154,7 +154,7 @@ pub fn health_answer(
     if cookie::kind_of(packet_in.cookie) != Some(cookie::HEALTH) {
         return None;
     }
-    let port = u16::try_from(packet_in.cookie & 0xffff_ffff).ok()?;
+    let port = u16::try_from(cookie::id_of(packet_in.cookie)).ok()?;
     let check = checks.get(&port)?;
     let data = crate::health_answer::answer(&packet_in.data, check, secret).ok()?;
     back_out(packet_in, data)

@@ -37,20 +37,7 @@ impl HealthCheck {
     /// The whole HTTP response, as kube-proxy's health-check server gives it: the status,
     /// JSON, the endpoint count as the load-balancing weight, and the connection closed.
     pub fn http_response(&self) -> String {
-        let body = self.body();
-        let reason = if self.status() == 200 {
-            "OK"
-        } else {
-            "Service Unavailable"
-        };
-        format!(
-            "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\n\
-             X-Content-Type-Options: nosniff\r\nX-Load-Balancing-Endpoint-Weight: {}\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.status(),
-            self.local_endpoints,
-            body.len()
-        )
+        http_response(self.status(), self.local_endpoints, &self.body())
     }
 
     /// The JSON body, as kube-proxy's:
@@ -63,6 +50,22 @@ impl HealthCheck {
             self.local_endpoints
         )
     }
+}
+
+/// An HTTP response of a health-check node port: `status` (200 or 503), `body` as JSON, and
+/// `local_endpoints` as the load-balancing weight, the connection closed after it.
+pub fn http_response(status: u16, local_endpoints: usize, body: &str) -> String {
+    let reason = if status == 200 {
+        "OK"
+    } else {
+        "Service Unavailable"
+    };
+    format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n\
+         X-Content-Type-Options: nosniff\r\nX-Load-Balancing-Endpoint-Weight: {local_endpoints}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// The health checks `node` serves, by health-check node port: one per service that has a

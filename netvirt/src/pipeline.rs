@@ -215,6 +215,11 @@ pub mod cookie {
     pub const fn make(kind: u8, id: u32) -> u64 {
         MARK | ((kind as u64) << 40) | id as u64
     }
+
+    /// The object of a cookie [`make`] made.
+    pub const fn id_of(cookie: u64) -> u32 {
+        cookie as u32
+    }
 }
 
 /// Group id spaces: service ports take ids below 2^31; ELAN flood groups have the top bit set.

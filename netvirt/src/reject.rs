@@ -101,11 +101,7 @@ pub fn reply(frame: &[u8]) -> Result<Vec<u8>, RejectError> {
             let segment = tcp_reset(p.upper)?;
             Ok(p.answer(PROTO_TCP, segment.to_vec()))
         }
-        (false, PROTO_UDP | PROTO_SCTP) => {
-            let mut out = ethernet(p.eth, ETHERTYPE_IPV4, 60);
-            port_unreachable(&mut out, p.dst, p.src, p.packet)?;
-            Ok(out)
-        }
+        (false, PROTO_UDP | PROTO_SCTP) => Ok(p.answer(PROTO_ICMP, port_unreachable(p.packet)?)),
         (false, other) | (true, other @ PROTO_ICMPV6) => Err(RejectError::Protocol(other)),
         // UDP, SCTP and any other upper layer, as ip6tables' REJECT does by default.
         (true, _) => {
@@ -160,22 +156,22 @@ impl<'a> Parsed<'a> {
     }
 
     /// The frame that carries `upper` (of protocol `proto`, its checksum left zero) back to
-    /// the sender, from the address it was sent to, with its checksum filled in (TCP and
-    /// ICMPv6; an ICMP message over IPv4 carries its own).
+    /// the sender, from the address it was sent to, with its checksum filled in: TCP's and
+    /// ICMPv6's over the pseudo-header, ICMP's over the message alone.
     pub(crate) fn answer(&self, proto: u8, mut upper: Vec<u8>) -> Vec<u8> {
         let (src, dst) = (self.dst, self.src);
         let at = match proto {
             PROTO_TCP => Some(16),
-            PROTO_ICMPV6 => Some(2),
+            PROTO_ICMPV6 | PROTO_ICMP => Some(2),
             _ => None,
         };
         if let Some(at) = at
             && upper.len() >= at + 2
         {
-            let checksum = if self.v6 {
-                transport_checksum_v6(src, dst, proto, &upper)
-            } else {
-                transport_checksum(src, dst, proto, &upper)
+            let checksum = match (self.v6, proto) {
+                (_, PROTO_ICMP) => internet_checksum(&[&upper]),
+                (true, _) => transport_checksum_v6(src, dst, proto, &upper),
+                (false, _) => transport_checksum(src, dst, proto, &upper),
             };
             upper[at..at + 2].copy_from_slice(&checksum.to_be_bytes());
         }
@@ -344,21 +340,14 @@ fn tcp_reset(tcp: &[u8]) -> Result<[u8; 20], RejectError> {
     Ok(segment)
 }
 
-fn port_unreachable(
-    out: &mut Vec<u8>,
-    src: &[u8],
-    dst: &[u8],
-    original: &[u8],
-) -> Result<(), RejectError> {
+/// The ICMP port unreachable that quotes `original`, its checksum left zero.
+fn port_unreachable(original: &[u8]) -> Result<Vec<u8>, RejectError> {
     // The original IP header plus the first 8 bytes of its payload (RFC 792).
     let ihl = usize::from(original.first().ok_or(RejectError::Truncated)? & 0x0f) * 4;
     let quoted = original.get(..ihl + 8).unwrap_or(original);
     let mut icmp = vec![3, 3, 0, 0, 0, 0, 0, 0];
     icmp.extend_from_slice(quoted);
-    let checksum = internet_checksum(&[&icmp]);
-    icmp[2..4].copy_from_slice(&checksum.to_be_bytes());
-    push_ipv4(out, src, dst, PROTO_ICMP, &icmp);
-    Ok(())
+    Ok(icmp)
 }
 
 fn push_ipv4(out: &mut Vec<u8>, src: &[u8], dst: &[u8], proto: u8, payload: &[u8]) {

@@ -1072,7 +1072,7 @@ fn note(twin: &Twin, n: &NodeTwins, pi: &PacketIn) -> String {
             "answered by svcflow for node {}: health-check node port {}, with the node's local \
              endpoint count",
             n.node,
-            original_cookie.map_or(0, |c| c & 0xffff_ffff)
+            original_cookie.map_or(0, cookie::id_of)
         ),
     }
 }

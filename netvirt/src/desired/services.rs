@@ -223,15 +223,7 @@ impl Builder<'_> {
         else {
             return;
         };
-        let action = Action::Controller(openflow::action::Controller {
-            max_len: u16::MAX,
-            controller_id: 0,
-            reason: 1,
-            userdata: crate::health_answer::userdata(&check.service),
-            pause: false,
-            meter_id: Some(meter::REFUSE),
-            legacy: false,
-        });
+        let action = to_controller(crate::health_answer::userdata(&check.service));
         let c = cookie::make(cookie::HEALTH, u32::from(port));
         for &ip in &node.ips {
             let family = Family::of(ip);
@@ -309,11 +301,16 @@ pub(super) fn select_group(backends: &[Backend], next: u8) -> GroupEntry {
 /// Sends the packet to the controller, which refuses its connection, through the refusal
 /// meter, which drops what exceeds its rate.
 pub(super) fn reject_action() -> Action {
+    to_controller(REJECT_USERDATA.to_vec())
+}
+
+/// Sends the whole packet to the controller through the refusal meter, with `userdata`.
+fn to_controller(userdata: Vec<u8>) -> Action {
     Action::Controller(openflow::action::Controller {
         max_len: u16::MAX,
         controller_id: 0,
         reason: 1,
-        userdata: REJECT_USERDATA.to_vec(),
+        userdata,
         pause: false,
         meter_id: Some(meter::REFUSE),
         legacy: false,

@@ -892,7 +892,7 @@ impl Shards {
             let endpoints = listed.map_or(&[][..], Vec::as_slice);
             let plans = match prepared {
                 Prepared::Rendered(candidate)
-                    if *candidate.ids == *self.ids_of(&candidate.shard.names) =>
+                    if self.has_ids(&candidate.shard.names, &candidate.ids) =>
                 {
                     self.renders.reused();
                     let shard = candidate.shard;
@@ -935,8 +935,17 @@ impl Shards {
         taken
     }
 
+    /// Whether this node's allocator gives `names` the ids `ids`.
+    fn has_ids(&self, names: &[String], ids: &[Option<u32>]) -> bool {
+        names.len() == ids.len()
+            && names
+                .iter()
+                .zip(ids)
+                .all(|(n, id)| self.ids.ids().get(n.as_str()) == id.as_ref())
+    }
+
     /// The ids this node's allocator gives `names`.
-    fn ids_of(&self, names: &[String]) -> Box<[Option<u32>]> {
+    fn ids_of(&self, names: &[String]) -> Arc<[Option<u32>]> {
         names
             .iter()
             .map(|n| self.ids.ids().get(n.as_str()).copied())

@@ -91,7 +91,7 @@ struct Entry {
     service: usize,
     endpoints: usize,
     /// The group ids its group names had.
-    ids: Box<[Option<u32>]>,
+    ids: Arc<[Option<u32>]>,
     shard: Weak<Shard>,
 }
 
@@ -102,7 +102,7 @@ fn address<T>(value: Option<&T>) -> usize {
 /// A render another node made that this one may take, if its group ids are this node's.
 pub(super) struct Candidate {
     pub(super) shard: Arc<Shard>,
-    pub(super) ids: Box<[Option<u32>]>,
+    pub(super) ids: Arc<[Option<u32>]>,
 }
 
 impl Renders {
@@ -238,7 +238,7 @@ impl Renders {
         })?;
         Some(Candidate {
             shard: entry.shard.upgrade()?,
-            ids: entry.ids.clone(),
+            ids: Arc::clone(&entry.ids),
         })
     }
 
@@ -255,7 +255,7 @@ impl Renders {
         key: &Arc<ServiceKey>,
         service: &Service,
         endpoints: Option<&Vec<Endpoint>>,
-        ids: Box<[Option<u32>]>,
+        ids: Arc<[Option<u32>]>,
         shard: &Arc<Shard>,
     ) {
         let mut cache = self.lock();

@@ -130,15 +130,7 @@ async fn answer(mut stream: TcpStream, port: u16, checks: Checks) {
 fn response(check: Option<&HealthCheck>) -> String {
     match check {
         Some(c) => c.http_response(),
-        None => {
-            let body = "{\"localEndpoints\":0}";
-            format!(
-                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-                 X-Content-Type-Options: nosniff\r\nX-Load-Balancing-Endpoint-Weight: 0\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            )
-        }
+        None => netvirt::health::http_response(503, 0, "{\"localEndpoints\":0}"),
     }
 }
 
