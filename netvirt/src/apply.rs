@@ -49,9 +49,7 @@ pub fn flow_mod(command: FlowModCommand, key: &FlowKey, entry: Option<&FlowEntry
         out_port: OFPP_ANY,
         out_group: OFPG_ANY,
         match_: key.matches(),
-        instructions: entry
-            .map(|e| e.instructions().into_owned())
-            .unwrap_or_default(),
+        instructions: entry.map(|e| e.instructions.to_wire()).unwrap_or_default(),
         ..FlowMod::default()
     })
 }

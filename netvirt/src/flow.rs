@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 
-use openflow::instruction::{Instruction, Instructions};
+use openflow::instruction::{DisplayInstructions, Instruction};
 use openflow::match_fmt::format_match;
 use openflow::{Action, Match};
 
@@ -312,7 +312,7 @@ impl fmt::Display for DumpFlow<'_> {
         write!(
             f,
             "{matches} actions={}",
-            Instructions(&entry.instructions())
+            DisplayInstructions(&entry.instructions())
         )
     }
 }

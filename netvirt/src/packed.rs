@@ -5,6 +5,9 @@
 //! [`OxmField`]s and an action is 96 bytes. Packed, a match is the bytes of its fields (about
 //! 20 for an endpoint's DNAT flow, kept inline) and the instructions are their OpenFlow
 //! encoding (about 60 bytes for a DNAT). Both unpack to the values they were made from.
+//! A flow_mod carries the instructions' encoding as it is kept
+//! ([`PackedInstructions::to_wire`], [`openflow::Instructions::Encoded`]): sending a flow to a
+//! switch copies those bytes instead of decoding them into a list and encoding it again.
 //!
 //! [`PackedMatch`]'s bytes are laid out so that comparing them as byte strings orders matches
 //! exactly as comparing their fields `(field, value, mask)` in turn does, so a map of flow
@@ -260,6 +263,16 @@ impl PackedInstructions {
                 Cow::Owned(decode_instructions(&mut Reader::new(bytes)).unwrap_or_default())
             }
             Form::List(list) => Cow::Borrowed(list),
+        }
+    }
+
+    /// The instructions for a flow_mod: their encoding as it is kept (it was checked to
+    /// decode to the list it was made from), so sending a flow costs a copy of its bytes
+    /// rather than a decode and an encode.
+    pub fn to_wire(&self) -> openflow::Instructions {
+        match &self.0 {
+            Form::Wire(bytes) => openflow::Instructions::Encoded(bytes.clone()),
+            Form::List(list) => openflow::Instructions::List(list.to_vec()),
         }
     }
 

@@ -408,9 +408,14 @@ pub struct Rendered {
 }
 
 impl Scenario {
+    /// The scenario's node's desired state.
+    pub fn desired(&self) -> crate::desired::DesiredState {
+        crate::desired::desired(&self.node, &self.model, &self.config, &self.bindings)
+    }
+
     /// Renders the scenario's node (pure: the same file always gives the same text).
     pub fn render(&self) -> Rendered {
-        let out = crate::desired::desired(&self.node, &self.model, &self.config, &self.bindings);
+        let out = self.desired();
         let flows = out
             .state
             .flows

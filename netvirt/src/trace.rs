@@ -326,7 +326,7 @@ impl Twin {
             out_port: OFPP_ANY,
             out_group: OFPG_ANY,
             match_: self.key.matches(),
-            instructions: self.entry.instructions().into_owned(),
+            instructions: self.entry.instructions.to_wire(),
             ..FlowMod::default()
         })
     }

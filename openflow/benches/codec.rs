@@ -33,7 +33,8 @@ fn dnat_flow() -> Message {
             table: Some(20),
             nat: Some(Nat::dnat(Ipv4Addr::new(10, 244, 1, 5), Some(8080))),
             ..Ct::default()
-        })])],
+        })])]
+        .into(),
         ..FlowMod::default()
     };
     Message::new(1, Body::FlowMod(fm))

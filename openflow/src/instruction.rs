@@ -131,6 +131,63 @@ impl Instruction {
     }
 }
 
+/// A flow_mod's instructions: a list, or their encoding as [`encode_instructions`] writes it.
+///
+/// The encoded form is for a controller that keeps its flows' instructions encoded (svcflow's
+/// desired state does, to save memory): it is written as it is, rather than decoded into a
+/// list only to be encoded again for every message. A decoded message always holds a
+/// [`Instructions::List`]. The two forms of the same instructions encode to the same bytes but
+/// do not compare equal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Instructions {
+    /// The instructions.
+    List(Vec<Instruction>),
+    /// Their encoding, whole instructions one after the other, written as given: whoever
+    /// makes it vouches that it is what [`encode_instructions`] writes for some list.
+    Encoded(Box<[u8]>),
+}
+
+impl Default for Instructions {
+    fn default() -> Self {
+        Instructions::List(Vec::new())
+    }
+}
+
+impl From<Vec<Instruction>> for Instructions {
+    fn from(list: Vec<Instruction>) -> Self {
+        Instructions::List(list)
+    }
+}
+
+impl Instructions {
+    /// Writes them.
+    pub fn encode(&self, w: &mut Writer) {
+        match self {
+            Instructions::List(list) => encode_instructions(list, w),
+            Instructions::Encoded(bytes) => w.bytes(bytes),
+        }
+    }
+
+    /// The list (an encoded form is decoded).
+    pub fn list(&self) -> Result<std::borrow::Cow<'_, [Instruction]>, DecodeError> {
+        match self {
+            Instructions::List(list) => Ok(std::borrow::Cow::Borrowed(list)),
+            Instructions::Encoded(bytes) => {
+                decode_instructions(&mut Reader::new(bytes)).map(std::borrow::Cow::Owned)
+            }
+        }
+    }
+
+    /// As `ovs-ofctl` prints them after `actions=` ([`format_instructions`]); an encoding
+    /// that does not decode prints as `bad_instructions`.
+    pub fn format(&self) -> String {
+        match self.list() {
+            Ok(list) => format_instructions(&list),
+            Err(_) => "bad_instructions".into(),
+        }
+    }
+}
+
 /// Writes instructions.
 pub fn encode_instructions(list: &[Instruction], w: &mut Writer) {
     for i in list {
@@ -199,10 +256,62 @@ pub fn format_instructions(list: &[Instruction]) -> String {
 }
 
 /// Wrapper printing a list of instructions.
-pub struct Instructions<'a>(pub &'a [Instruction]);
+pub struct DisplayInstructions<'a>(pub &'a [Instruction]);
 
-impl fmt::Display for Instructions<'_> {
+impl fmt::Display for DisplayInstructions<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_instructions(self.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::msg::{Body, FlowMod, Message};
+
+    fn list() -> Vec<Instruction> {
+        vec![
+            Instruction::Meter(1),
+            Instruction::ApplyActions(vec![Action::Group(7), Action::output(3)]),
+            Instruction::GotoTable(40),
+        ]
+    }
+
+    #[test]
+    fn an_encoded_list_is_written_as_the_list_is_and_decodes_to_it() {
+        let mut w = Writer::new();
+        encode_instructions(&list(), &mut w);
+        let encoded = Instructions::Encoded(w.into_vec().into_boxed_slice());
+        let as_list = Instructions::from(list());
+        assert_eq!(encoded.list().unwrap(), &list()[..]);
+        assert_eq!(encoded.format(), as_list.format());
+        assert_eq!(encoded.format(), "meter:1,group:7,output:3,goto_table:40");
+        let message = |instructions| {
+            Message::new(
+                3,
+                Body::FlowMod(FlowMod {
+                    instructions,
+                    ..FlowMod::default()
+                }),
+            )
+            .encode()
+            .unwrap()
+        };
+        let bytes = message(encoded);
+        assert_eq!(bytes, message(as_list.clone()));
+        // A decoded flow_mod holds the list.
+        let Body::FlowMod(back) = Message::decode(&bytes).unwrap().body else {
+            panic!("not a flow_mod");
+        };
+        assert_eq!(back.instructions, as_list);
+    }
+
+    #[test]
+    fn an_encoding_that_does_not_decode_prints_as_bad() {
+        let bad = Instructions::Encoded(vec![0, 1, 0, 3].into_boxed_slice());
+        assert!(bad.list().is_err());
+        assert_eq!(bad.format(), "bad_instructions");
     }
 }

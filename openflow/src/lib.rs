@@ -31,7 +31,8 @@
 //!         zone: CtZone::Imm(5),
 //!         nat: Some(Nat::dnat(Ipv4Addr::new(10, 244, 1, 5), Some(8080))),
 //!         ..Ct::default()
-//!     })])],
+//!     })])]
+//!     .into(),
 //!     ..FlowMod::default()
 //! };
 //! let msg = Message::new(7, Body::FlowMod(fm));
@@ -65,7 +66,7 @@ pub mod wire;
 pub use action::Action;
 pub use error::{DecodeError, EncodeError};
 pub use field::Field;
-pub use instruction::Instruction;
+pub use instruction::{Instruction, Instructions};
 pub use msg::{Body, Message};
 pub use oxm::{Match, OxmField, RawOxm};
 

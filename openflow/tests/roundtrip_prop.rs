@@ -222,7 +222,7 @@ proptest! {
     ) {
         let mut instructions = vec![Instruction::ApplyActions(actions)];
         if let Some(t) = goto { instructions.push(Instruction::GotoTable(t)); }
-        let fm = FlowMod { cookie, priority, table_id, command: FlowModCommand::from(cmd), match_: m, instructions, ..FlowMod::default() };
+        let fm = FlowMod { cookie, priority, table_id, command: FlowModCommand::from(cmd), match_: m, instructions: instructions.into(), ..FlowMod::default() };
         let msg = Message::new(7, Body::FlowMod(fm));
         let bytes = msg.encode().unwrap();
         prop_assert_eq!(bytes.len(), msg.encoded_len());

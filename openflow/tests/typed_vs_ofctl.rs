@@ -67,7 +67,8 @@ fn service_dnat_flow() {
             nat: Some(Nat::dnat(Ipv4Addr::new(10, 244, 1, 5), Some(8080))),
             exec: vec![Action::set_field(Field::CtMark, 1u32)],
             ..Ct::default()
-        })]),
+        })])
+        .into(),
         ..FlowMod::default()
     };
     assert_eq!(
@@ -95,7 +96,7 @@ fn pipeline_flows() {
                 match_: Match::new()
                     .with_masked(Field::CtState, 0x22u32, 0x22u32)
                     .with(Field::EthType, 0x0800u16),
-                instructions: apply(vec![Action::resubmit_table(30)]),
+                instructions: apply(vec![Action::resubmit_table(30)]).into(),
                 ..FlowMod::default()
             },
             "ct_state=+est+trk,ip actions=resubmit(,30)",
@@ -121,7 +122,8 @@ fn pipeline_flows() {
                         ct: false,
                         legacy: false,
                     }),
-                ]),
+                ])
+                .into(),
                 ..FlowMod::default()
             },
             "reg0=5,in_port=3,ip actions=load:0x50->NXM_NX_REG1[0..15],move:NXM_OF_IP_SRC[]->NXM_NX_REG2[],resubmit(,3)",
@@ -137,7 +139,8 @@ fn pipeline_flows() {
                         ..Ct::default()
                     }),
                     Action::CtClear,
-                ]),
+                ])
+                .into(),
                 ..FlowMod::default()
             },
             "ip actions=ct(table=2,zone=NXM_NX_REG6[0..15],nat),ct_clear",
@@ -174,7 +177,8 @@ fn pipeline_flows() {
                         Action::Note(vec![0xaa, 0, 0, 0, 0, 0]),
                     ]),
                     Instruction::GotoTable(4),
-                ],
+                ]
+                .into(),
                 ..FlowMod::default()
             },
             "idle_timeout=10,hard_timeout=20,send_flow_rem,arp,arp_op=1 actions=controller(reason=no_match,max_len=128,userdata=01.02),note:aa,goto_table:4",

@@ -40,7 +40,7 @@ fn flow(n: u32) -> Body {
         priority: 100,
         cookie: COOKIE,
         match_,
-        instructions: vec![Instruction::ApplyActions(vec![Action::output(1)])],
+        instructions: vec![Instruction::ApplyActions(vec![Action::output(1)])].into(),
         ..FlowMod::default()
     })
 }

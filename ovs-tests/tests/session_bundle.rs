@@ -70,10 +70,10 @@ async fn invalid_flow_rolls_back_the_whole_bundle() {
     sw.bundle((0..10).map(flow_body).collect()).await.unwrap();
 
     let mut missing_group = flow(1_000_057);
-    missing_group.instructions = vec![Instruction::ApplyActions(vec![Action::Group(999)])];
+    missing_group.instructions = vec![Instruction::ApplyActions(vec![Action::Group(999)])].into();
     let mut goto_back = flow(1_000_057);
     goto_back.table_id = 3;
-    goto_back.instructions = vec![Instruction::GotoTable(1)];
+    goto_back.instructions = vec![Instruction::GotoTable(1)].into();
     for (bad, name, committed) in [
         (missing_group, "OFPBAC_BAD_OUT_GROUP", true),
         (goto_back, "OFPBIC_BAD_TABLE_ID", false),
@@ -138,7 +138,7 @@ async fn queued_bundles_apply_in_order_and_fail_alone() {
     });
     let to_group = |n: u32, g: u32| {
         let mut f = flow(n);
-        f.instructions = vec![Instruction::ApplyActions(vec![Action::Group(g)])];
+        f.instructions = vec![Instruction::ApplyActions(vec![Action::Group(g)])].into();
         Body::FlowMod(f)
     };
     let bundles = vec![
@@ -172,7 +172,7 @@ async fn barrier_names_the_sends_that_failed() {
     let sb = sandbox();
     let sw = connect_mgmt(&sb).await;
     let mut bad = flow(2);
-    bad.instructions = vec![Instruction::ApplyActions(vec![Action::Group(77)])];
+    bad.instructions = vec![Instruction::ApplyActions(vec![Action::Group(77)])].into();
     let xids = sw
         .send_batch(vec![flow_body(1), Body::FlowMod(bad), flow_body(3)])
         .await
@@ -207,7 +207,7 @@ async fn groups_and_flows_in_one_bundle_then_dump_groups() {
             .collect(),
     };
     let mut to_group = flow(1);
-    to_group.instructions = vec![Instruction::ApplyActions(vec![Action::Group(7)])];
+    to_group.instructions = vec![Instruction::ApplyActions(vec![Action::Group(7)])].into();
     sw.bundle(vec![Body::GroupMod(group), Body::FlowMod(to_group)])
         .await
         .unwrap();

@@ -101,9 +101,9 @@ fn coverage(msgs: &[(String, Vec<u8>)]) -> Vec<(&'static str, usize)> {
         match &m.body {
             Body::FlowMod(f) => {
                 let text = m.to_string();
-                let ct = f.instructions.iter().any(|i| {
+                let ct = f.instructions.list().is_ok_and(|l| l.iter().any(|i| {
                     matches!(i, Instruction::ApplyActions(a) if a.iter().any(|a| matches!(a, Action::Ct(_))))
-                });
+                }));
                 if ct {
                     bump("flow_mod with ct");
                 }

@@ -3,9 +3,7 @@
 use std::fmt::{self, Write as _};
 
 use crate::error::DecodeError;
-use crate::instruction::{
-    Instruction, decode_instructions, encode_instructions, format_instructions,
-};
+use crate::instruction::{Instructions, decode_instructions};
 use crate::match_fmt::format_match;
 use crate::oxm::Match;
 use crate::text;
@@ -93,7 +91,7 @@ pub struct FlowMod {
     /// Match.
     pub match_: Match,
     /// Instructions.
-    pub instructions: Vec<Instruction>,
+    pub instructions: Instructions,
 }
 
 impl Default for FlowMod {
@@ -111,7 +109,7 @@ impl Default for FlowMod {
             out_group: u32::MAX,
             flags: 0,
             match_: Match::new(),
-            instructions: Vec::new(),
+            instructions: Instructions::default(),
         }
     }
 }
@@ -131,7 +129,7 @@ impl FlowMod {
         w.u16(self.flags);
         w.zeros(2);
         self.match_.write(w);
-        encode_instructions(&self.instructions, w);
+        self.instructions.encode(w);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -141,7 +139,7 @@ impl FlowMod {
             return Err(DecodeError::BadPadding("ofp_flow_mod"));
         }
         let match_ = Match::decode(r)?;
-        let instructions = decode_instructions(r)?;
+        let instructions = Instructions::List(decode_instructions(r)?);
         Ok(FlowMod {
             cookie: h.u64(0),
             cookie_mask: h.u64(8),
@@ -222,7 +220,7 @@ impl fmt::Display for FlowMod {
         }
         s.push_str(&flags_text(self.flags));
         s.push_str("actions=");
-        s.push_str(&format_instructions(&self.instructions));
+        s.push_str(&self.instructions.format());
         f.write_str(&s)
     }
 }

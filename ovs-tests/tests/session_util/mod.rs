@@ -32,7 +32,7 @@ pub fn flow(n: u32) -> FlowMod {
         priority: 100,
         cookie: 0x5e55,
         match_,
-        instructions: vec![Instruction::ApplyActions(vec![Action::output(1)])],
+        instructions: vec![Instruction::ApplyActions(vec![Action::output(1)])].into(),
         ..FlowMod::default()
     }
 }
