@@ -31,6 +31,32 @@ pub fn allocate<'a>(names: impl IntoIterator<Item = &'a str>, max: u32) -> BTree
         .collect()
 }
 
+/// A name given to [`Allocator::update`].
+pub trait Name {
+    /// The name.
+    fn as_str(&self) -> &str;
+    /// The name as the allocator keeps it.
+    fn to_shared(&self) -> Arc<str>;
+}
+
+impl Name for str {
+    fn as_str(&self) -> &str {
+        self
+    }
+    fn to_shared(&self) -> Arc<str> {
+        Arc::from(self)
+    }
+}
+
+impl Name for Arc<str> {
+    fn as_str(&self) -> &str {
+        self
+    }
+    fn to_shared(&self) -> Arc<str> {
+        Arc::clone(self)
+    }
+}
+
 /// [`allocate`], kept up to date name by name: adding or removing names costs time in the
 /// number of names whose probe runs they share, not in the number of names, and the ids are
 /// always exactly those [`allocate`] gives the same set.
@@ -107,17 +133,20 @@ impl Allocator {
     }
 
     /// Removes `removed` and adds `added` (names already present or absent are ignored), and
-    /// returns the names that kept an id but got another.
-    pub fn update<'a>(
+    /// returns the names that kept an id but got another. A name given shared
+    /// (`&Arc<str>`) is kept as it is, so every node's allocator holds the one copy of it
+    /// that the render made; a `&str` is copied.
+    pub fn update<'a, N: Name + ?Sized + 'a>(
         &mut self,
         removed: impl IntoIterator<Item = &'a str>,
-        added: impl IntoIterator<Item = &'a str>,
+        added: impl IntoIterator<Item = &'a N>,
     ) -> BTreeSet<Arc<str>> {
         let known = |n: &str| self.by_name.contains_key(n) || self.unassigned.contains(n);
         let removed: BTreeSet<&str> = removed.into_iter().filter(|n| known(n)).collect();
-        let added: BTreeSet<&str> = added
+        let added: BTreeMap<&str, &N> = added
             .into_iter()
-            .filter(|n| !known(n) || removed.contains(n))
+            .map(|n| (n.as_str(), n))
+            .filter(|(n, _)| !known(n) || removed.contains(n))
             .collect();
         let len = self.by_name.len() + self.unassigned.len() - removed.len() + added.len();
         // More names coming than there are (a first load): placing them all at once is a
@@ -144,9 +173,9 @@ impl Allocator {
             self.cluster(self.next(id), &mut pending);
         }
         // A new name goes into the cluster that holds its home, in sorted order.
-        for name in &added {
+        for (name, shared) in &added {
             self.cluster(self.home(name), &mut pending);
-            pending.insert(Arc::from(*name));
+            pending.insert(shared.to_shared());
         }
         self.unplace(&pending, &mut before);
         loop {
@@ -207,10 +236,10 @@ impl Allocator {
     /// The whole allocation again, for when the ids run out or most names are new: the names
     /// sorted once and placed in one pass (what [`allocate`] does), the maps built from
     /// sorted runs.
-    fn reallocate(
+    fn reallocate<N: Name + ?Sized>(
         &mut self,
         removed: &BTreeSet<&str>,
-        added: &BTreeSet<&str>,
+        added: &BTreeMap<&str, &N>,
     ) -> BTreeSet<Arc<str>> {
         let mut names: Vec<Arc<str>> = self
             .by_name
@@ -218,7 +247,7 @@ impl Allocator {
             .chain(&self.unassigned)
             .filter(|n| !removed.contains(&***n))
             .cloned()
-            .chain(added.iter().map(|n| Arc::from(*n)))
+            .chain(added.values().map(|n| n.to_shared()))
             .collect();
         names.sort_unstable();
         names.dedup();

@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use openflow::action::{Multipath, OFPP_IN_PORT16, Resubmit};
 use openflow::ct::{Ct, CtZone, Nat};
@@ -155,9 +156,9 @@ pub fn desired(
             )
         })
         .collect();
-    let names: Vec<String> = plans.iter().flat_map(|(_, _, p)| plan_names(p)).collect();
+    let names: Vec<Arc<str>> = plans.iter().flat_map(|(_, _, p)| plan_names(p)).collect();
     let mut ids = ids::Allocator::new(group::SERVICE_MAX);
-    ids.update(std::iter::empty(), names.iter().map(String::as_str));
+    ids.update(std::iter::empty(), &names);
     for (service, endpoints, plans) in plans {
         let part = render_service(service, endpoints, node, plans, ids.ids(), config, bindings);
         merge(&mut out, part);

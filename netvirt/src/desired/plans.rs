@@ -268,12 +268,12 @@ pub const ANY_PORT: u16 = 0;
 
 /// The group names `plans` need ids for: each port's, and a big port's chained groups
 /// (`<port name>#<part>`).
-pub(crate) fn plan_names(plans: &[PortPlan]) -> Vec<String> {
-    let mut names = Vec::new();
+pub(crate) fn plan_names(plans: &[PortPlan]) -> Vec<Arc<str>> {
+    let mut names: Vec<Arc<str>> = Vec::new();
     for p in plans {
-        names.push(p.name.clone());
+        names.push(Arc::from(p.name.as_str()));
         if p.parts.len() > 1 {
-            names.extend((0..p.parts.len()).map(|k| format!("{}#{k}", p.name)));
+            names.extend((0..p.parts.len()).map(|k| Arc::from(format!("{}#{k}", p.name))));
         }
     }
     names

@@ -57,8 +57,8 @@ enum Owner {
 struct Shard {
     /// The service it renders (none for the node's part), held once for every node.
     key: Option<Arc<ServiceKey>>,
-    /// Group names it needs ids for.
-    names: Vec<String>,
+    /// Group names it needs ids for, shared with the allocators of every node that holds it.
+    names: Arc<[Arc<str>]>,
     /// Its flows; the keys are shared with the index.
     flows: SortedVec<Arc<FlowKey>, FlowEntry>,
     groups: SortedVec<u32, GroupEntry>,
@@ -119,7 +119,7 @@ impl<'a, K: Ord, V> IntoIterator for &'a SortedVec<K, V> {
 }
 
 impl Shard {
-    fn new(key: Option<ServiceKey>, names: Vec<String>, out: DesiredState) -> Self {
+    fn new(key: Option<ServiceKey>, names: Arc<[Arc<str>]>, out: DesiredState) -> Self {
         Shard {
             key: key.map(Arc::new),
             names,
@@ -395,7 +395,7 @@ enum Prepared {
     /// Nothing: it is planned as it renders.
     Later,
     /// Its plans.
-    Planned(Vec<PortPlan>),
+    Planned(Vec<PortPlan>, Arc<[Arc<str>]>),
     /// Another node's render of it, to take if its group ids are this node's.
     Rendered(renders::Candidate),
 }
@@ -689,7 +689,7 @@ impl Shards {
             let out = render_base(node, model, config, bindings);
             self.replace(
                 Owner::Node,
-                Some(Arc::new(Shard::new(None, Vec::new(), out))),
+                Some(Arc::new(Shard::new(None, Arc::from([]), out))),
                 before,
             );
         }
@@ -723,7 +723,7 @@ impl Shards {
         // render, so that the first part's steps go to the switch before the rest is planned.
         let mut unsettled: Vec<ServiceKey> = Vec::new();
         let mut removed: Vec<ServiceKey> = Vec::new();
-        let mut gone: Vec<String> = Vec::new();
+        let mut gone: Vec<Arc<str>> = Vec::new();
         for key in changed {
             if model.services.contains_key(key) {
                 unsettled.push(key.clone());
@@ -779,8 +779,8 @@ impl Shards {
         let part = &update.unsettled[from..to];
         let keep = part.len() <= self.plans_kept_max;
         let mut dirty: BTreeMap<ServiceKey, Prepared> = update.dirty.by_ref().collect();
-        let mut gone: Vec<String> = Vec::new();
-        let mut new: Vec<String> = Vec::new();
+        let mut gone: Vec<Arc<str>> = Vec::new();
+        let mut new: Vec<Arc<str>> = Vec::new();
         for key in part {
             let Some(service) = model.services.get(key) else {
                 continue;
@@ -799,12 +799,15 @@ impl Shards {
                 .filter(|_| renders_alike_on_every_node(service, endpoints, config))
                 .and_then(|g| self.renders.candidate(g, key, service, listed));
             let (now, prepared) = match rendered {
-                Some(candidate) => (candidate.shard.names.clone(), Prepared::Rendered(candidate)),
+                Some(candidate) => (
+                    Arc::clone(&candidate.shard.names),
+                    Prepared::Rendered(candidate),
+                ),
                 None => {
                     let plans = service_plans(service, endpoints, node, config);
-                    let names = plan_names(&plans);
+                    let names: Arc<[Arc<str>]> = plan_names(&plans).into();
                     let prepared = if keep {
-                        Prepared::Planned(plans)
+                        Prepared::Planned(plans, Arc::clone(&names))
                     } else {
                         Prepared::Later
                     };
@@ -812,7 +815,7 @@ impl Shards {
                 }
             };
             gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
-            new.extend(now.into_iter().filter(|n| !was.contains(n)));
+            new.extend(now.iter().filter(|n| !was.contains(n)).cloned());
             dirty.insert(key.clone(), prepared);
         }
         let later = &update.unsettled[to..];
@@ -825,8 +828,8 @@ impl Shards {
     /// to settle (`later`, sorted).
     fn give_ids(
         &mut self,
-        gone: &[String],
-        new: &[String],
+        gone: &[Arc<str>],
+        new: &[Arc<str>],
         model: &Model,
         dirty: &mut BTreeMap<ServiceKey, Prepared>,
         later: &[ServiceKey],
@@ -835,12 +838,9 @@ impl Shards {
             return;
         }
         for name in gone {
-            self.name_owner.remove(name.as_str());
+            self.name_owner.remove(name);
         }
-        let moved = self.ids.update(
-            gone.iter().map(String::as_str),
-            new.iter().map(String::as_str),
-        );
+        let moved = self.ids.update(gone.iter().map(|n| &**n), new);
         // A moved name is an old one: its entry still names its service (the dirty services'
         // entries are brought up to date once they are rendered).
         for name in moved {
@@ -890,7 +890,7 @@ impl Shards {
             };
             let listed = model.endpoints.get(&key);
             let endpoints = listed.map_or(&[][..], Vec::as_slice);
-            let plans = match prepared {
+            let (plans, names) = match prepared {
                 Prepared::Rendered(candidate)
                     if self.has_ids(&candidate.shard.names, &candidate.ids) =>
                 {
@@ -901,12 +901,14 @@ impl Shards {
                     self.replace(Owner::Service(key), Some(shard), before);
                     continue;
                 }
-                Prepared::Planned(plans) => plans,
+                // The names settling gave the allocator, so the node holds each once.
+                Prepared::Planned(plans, names) => (plans, names),
                 Prepared::Rendered(_) | Prepared::Later => {
-                    service_plans(service, endpoints, node, config)
+                    let plans = service_plans(service, endpoints, node, config);
+                    let names = plan_names(&plans).into();
+                    (plans, names)
                 }
             };
-            let names = plan_names(&plans);
             let no_local = no_local_endpoints(service, endpoints, &node.name);
             let out = render_service(
                 service,
@@ -936,29 +938,29 @@ impl Shards {
     }
 
     /// Whether this node's allocator gives `names` the ids `ids`.
-    fn has_ids(&self, names: &[String], ids: &[Option<u32>]) -> bool {
+    fn has_ids(&self, names: &[Arc<str>], ids: &[Option<u32>]) -> bool {
         names.len() == ids.len()
             && names
                 .iter()
                 .zip(ids)
-                .all(|(n, id)| self.ids.ids().get(n.as_str()) == id.as_ref())
+                .all(|(n, id)| self.ids.ids().get(n) == id.as_ref())
     }
 
     /// The ids this node's allocator gives `names`.
-    fn ids_of(&self, names: &[String]) -> Arc<[Option<u32>]> {
+    fn ids_of(&self, names: &[Arc<str>]) -> Arc<[Option<u32>]> {
         names
             .iter()
-            .map(|n| self.ids.ids().get(n.as_str()).copied())
+            .map(|n| self.ids.ids().get(n).copied())
             .collect()
     }
 
     /// Records that `key`'s service needs `shard`'s group names.
     fn own(&mut self, shard: &Shard, key: &Arc<ServiceKey>) {
-        for name in &shard.names {
+        for name in shard.names.iter() {
             // The allocator's copy of the name, so the node holds it once.
-            let name = match self.ids.ids().get_key_value(name.as_str()) {
+            let name = match self.ids.ids().get_key_value(name) {
                 Some((name, _)) => Arc::clone(name),
-                None => Arc::from(name.as_str()),
+                None => Arc::clone(name),
             };
             self.name_owner.insert(name, Arc::clone(key));
         }
@@ -1292,5 +1294,91 @@ impl Shards {
                 self.services.insert(key, new);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::scenario::Scenario;
+
+    /// A node takes another node's render of a service only when its own allocator gives the
+    /// service's group names the same ids: here the second node's allocator also holds names
+    /// the first one's does not (as names of services that render differently per node
+    /// would), in a range small enough that they push the shared names to other ids. The
+    /// second node must then hold exactly what it holds rendering alone.
+    #[test]
+    fn a_render_is_not_taken_when_the_group_ids_differ() {
+        let s = Scenario::parse(include_str!(
+            "../../tests/scenarios/node-services/input.toml"
+        ))
+        .unwrap();
+        let mut other = s.node.clone();
+        other.name = "other".to_string();
+        other.ips = vec!["192.0.2.77".parse().unwrap()];
+        let mut model = s.model.clone();
+        model.nodes.insert(s.node.name.clone(), s.node.clone());
+        model.nodes.insert(other.name.clone(), other.clone());
+        let max = 64;
+        let seeded = |renders: &Renders| {
+            let mut shards = Shards::sharing(renders);
+            shards.ids = ids::Allocator::new(max);
+            shards
+        };
+        // The group names of the services another node may take.
+        let alike: Vec<Arc<str>> = {
+            let mut a = seeded(&Renders::new());
+            a.update(&s.node, &model, &s.config, &s.bindings);
+            model
+                .services
+                .iter()
+                .filter(|(key, service)| {
+                    let endpoints = model.endpoints.get(*key).map_or(&[][..], Vec::as_slice);
+                    renders_alike_on_every_node(service, endpoints, &s.config)
+                })
+                .filter_map(|(key, _)| a.services.get(key))
+                .flat_map(|shard| shard.names.iter().cloned())
+                .collect()
+        };
+        assert!(!alike.is_empty());
+        // As few other names as move one of them to another id (names are placed in sorted
+        // order, so these sort first).
+        let ids_of = |shards: &Shards| -> Vec<Option<u32>> {
+            alike
+                .iter()
+                .map(|n| shards.ids.ids().get(n).copied())
+                .collect()
+        };
+        let crowd = |shards: &mut Shards, n: usize| {
+            let extra: Vec<String> = (0..n).map(|i| format!("0-extra-{i}")).collect();
+            shards
+                .ids
+                .update(std::iter::empty(), extra.iter().map(String::as_str));
+        };
+        let renders = Renders::new();
+        let (mut a, mut b, mut n) = (seeded(&renders), seeded(&renders), 0);
+        a.update(&s.node, &model, &s.config, &s.bindings);
+        while n < 40 {
+            n += 1;
+            b = seeded(&renders);
+            crowd(&mut b, n);
+            b.update(&other, &model, &s.config, &s.bindings);
+            if ids_of(&a) != ids_of(&b) {
+                break;
+            }
+        }
+        assert_ne!(ids_of(&a), ids_of(&b), "no crowd moved a shared name");
+        // Alone, with the same allocator, the second node holds the same state.
+        let mut alone = seeded(&Renders::new());
+        crowd(&mut alone, n);
+        alone.update(&other, &model, &s.config, &s.bindings);
+        assert!(
+            b.materialize().state == alone.materialize().state,
+            "the second node holds a render made with the first node's group ids"
+        );
+        // And the renders whose ids agreed were still taken.
+        assert!(renders.counts().reused > 0, "{:?}", renders.counts());
     }
 }
