@@ -131,3 +131,37 @@ fn flow_mods_are_written_from_the_packed_instructions_byte_for_byte() {
     // Every flow's instructions are kept in their encoding.
     assert_eq!(encoded, 2 * flows);
 }
+
+/// The overlay's underlay is IPv4. A node without an IPv4 address cannot be reached through
+/// it, and its peers say so (a conflict, logged at each sync that renders it) rather than
+/// leaving its pods without a route in silence; so does the node itself.
+#[test]
+fn an_overlay_node_without_ipv4_is_reported_not_skipped() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/overlay");
+    let text = std::fs::read_to_string(root.join("input.toml")).unwrap();
+    let mut s = Scenario::parse(&text).unwrap();
+    assert!(s.desired().conflicts.is_empty());
+    let mut n6 = s.model.nodes["n2"].clone();
+    n6.name = "n6".into();
+    n6.ips = vec!["fd00:50::16".parse().unwrap()];
+    n6.pod_cidrs = vec!["fd00:10:244:6::/64".parse().unwrap()];
+    s.model.nodes.insert(n6.name.clone(), n6);
+    let conflicts = s.desired().conflicts;
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert!(
+        conflicts[0].starts_with("node n6: no IPv4 address")
+            && conflicts[0].contains("fd00:10:244:6::/64"),
+        "{conflicts:?}"
+    );
+    // The node itself without IPv4.
+    let mut s = Scenario::parse(&text).unwrap();
+    s.node.ips = vec!["fd00:50::11".parse().unwrap()];
+    s.model.nodes.insert(s.node.name.clone(), s.node.clone());
+    let conflicts = s.desired().conflicts;
+    assert!(
+        conflicts
+            .iter()
+            .any(|c| c.starts_with("node n1: no IPv4 address") && c.contains("no tunnel")),
+        "{conflicts:?}"
+    );
+}

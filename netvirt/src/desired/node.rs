@@ -218,6 +218,12 @@ impl Builder<'_> {
         };
         // The node's address on LOCAL, as `node_ports` decided which addresses the host holds.
         let Some(IpAddr::V4(node_ip)) = self.host_address(node, bindings) else {
+            self.out.conflicts.push(format!(
+                "node {}: no IPv4 address, and the overlay's underlay is IPv4: the node has \
+                 no tunnel endpoint, so its pods and the other nodes' pods cannot reach each \
+                 other",
+                node.name
+            ));
             return;
         };
         let c = cookie::make(cookie::NODE, 0);
@@ -339,6 +345,17 @@ impl Builder<'_> {
         for other in model.nodes.values().filter(|n| n.name != node.name) {
             // The underlay is IPv4: the other node's IPv4 address carries both families.
             let Some(ip) = other.ip4() else {
+                if !other.pod_cidrs.is_empty() {
+                    let cidrs: Vec<String> =
+                        other.pod_cidrs.iter().map(ToString::to_string).collect();
+                    self.out.conflicts.push(format!(
+                        "node {}: no IPv4 address, and the overlay's underlay is IPv4: its pod \
+                         CIDRs {} are not routed into the tunnel, so its pods are unreachable \
+                         from this node",
+                        other.name,
+                        cidrs.join(", ")
+                    ));
+                }
                 continue;
             };
             for &pods in &other.pod_cidrs {
