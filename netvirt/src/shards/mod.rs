@@ -957,12 +957,10 @@ impl Shards {
     /// Records that `key`'s service needs `shard`'s group names.
     fn own(&mut self, shard: &Shard, key: &Arc<ServiceKey>) {
         for name in shard.names.iter() {
-            // The allocator's copy of the name, so the node holds it once.
-            let name = match self.ids.ids().get_key_value(name) {
-                Some((name, _)) => Arc::clone(name),
-                None => Arc::clone(name),
-            };
-            self.name_owner.insert(name, Arc::clone(key));
+            // The allocator's copy of the name (most often this very one), so the node
+            // keeps no other alive.
+            let name = self.ids.ids().get_key_value(name).map_or(name, |(n, _)| n);
+            self.name_owner.insert(Arc::clone(name), Arc::clone(key));
         }
     }
 
