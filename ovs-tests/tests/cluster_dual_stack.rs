@@ -13,7 +13,10 @@
 //! ClusterIP on the same endpoint.
 //!
 //! Over the overlay, a pod's IPv6 and IPv4 connections to the router (outside the cluster,
-//! routing no pod CIDR) are masqueraded to its node's address of each family.
+//! routing no pod CIDR) are masqueraded to its node's address of each family. Over the routed
+//! underlay, each node answers the router's health-check probes of its IPv6 address (an
+//! IPv6 service under `externalTrafficPolicy: Local`): 503 without a local endpoint, 200
+//! with one.
 //!
 //! Each also traces (`svcflow trace`) a TCP probe from n1-a to the IPv6 cluster IP: seen by
 //! n1's classifier and the service's flow, sent on towards n2 (by the tunnel, or the uplink
@@ -273,6 +276,46 @@ impl DualStack {
         }
     }
 
+    /// web6 under `externalTrafficPolicy: Local` with a health-check node port: each node
+    /// answers the router's probes of its IPv6 address through its switch, though svcflow
+    /// runs on neither: n1 (no endpoint) 503, n2 (web6's one) 200.
+    fn check_health_checks6(&self) {
+        let web6 = self.lab.topology().service("web6").unwrap().clone();
+        let mut body: Value = serde_json::from_str(&web6.rest_body()).unwrap();
+        body["service:services"][0]["service:external-traffic-policy"] = "Local".into();
+        body["service:services"][0]["service:health-check-node-port"] = 32061.into();
+        if let Err(e) = self.lab.rest("PUT", &web6.rest_path(), &body.to_string()) {
+            self.fail(&format!("PUT web6: {e}"));
+        }
+        for (node, status, count) in [
+            ("n1", "HTTP/1.1 503 Service Unavailable", 0),
+            ("n2", "HTTP/1.1 200 OK", 1),
+        ] {
+            let address = self.lab.node_spec(node).unwrap().address6.unwrap();
+            let url = format!("http://[{address}]:32061/healthz");
+            let answer = wait_for(
+                &format!("{node} to answer its health check over IPv6"),
+                Duration::from_secs(10),
+                || {
+                    let out = self
+                        .lab
+                        .exec(
+                            "router",
+                            &["curl", "-g", "-s", "-i", "--max-time", "2", &url],
+                        )
+                        .ok()?;
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    text.starts_with(status).then_some(text)
+                },
+            );
+            let answer = answer.unwrap_or_else(|e| self.fail(&e));
+            let want = format!(
+                r#"{{"service":{{"namespace":"default","name":"web6"}},"localEndpoints":{count},"serviceProxyHealthy":true}}"#
+            );
+            assert!(answer.ends_with(&want), "{node}: {answer}");
+        }
+    }
+
     /// The router's IPv6 routes.
     fn router_routes6(&self) -> String {
         let out = self
@@ -352,4 +395,5 @@ fn ipv6_pods_and_an_ipv6_cluster_ip_work_across_nodes_over_the_routed_underlay()
     }
     c.check();
     c.check_trace("(uplink) towards node n2");
+    c.check_health_checks6();
 }
