@@ -74,12 +74,7 @@ pub fn http_response(status: u16, local_endpoints: usize, body: &str) -> String 
 pub fn health_checks(model: &Model, node: &str) -> BTreeMap<u16, HealthCheck> {
     let mut out = BTreeMap::new();
     for (key, service) in &model.services {
-        let endpoints = model
-            .endpoints
-            .get(key)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        if let Some((port, check)) = health_check(service, endpoints, node) {
+        if let Some((port, check)) = health_check(service, model.endpoints_of(key), node) {
             out.entry(port).or_insert(check);
         }
     }
@@ -129,12 +124,7 @@ impl KeptHealthChecks {
             let Some(service) = model.services.get(&key) else {
                 continue;
             };
-            let endpoints = model
-                .endpoints
-                .get(&key)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            if let Some((port, check)) = health_check(service, endpoints, node) {
+            if let Some((port, check)) = health_check(service, model.endpoints_of(&key), node) {
                 self.claims
                     .entry(port)
                     .or_default()

@@ -47,6 +47,11 @@ pub struct Model {
 }
 
 impl Model {
+    /// The endpoints of service `key` (none listed: none).
+    pub fn endpoints_of(&self, key: &ServiceKey) -> &[Endpoint] {
+        self.endpoints.get(key).map_or(&[][..], Vec::as_slice)
+    }
+
     /// `self` with every entry that equals `old`'s taken from `old`, so that the two share
     /// their unchanged structure and a diff between them costs what changed. For inputs that
     /// rebuild a whole model (a relist, a container replaced): the engines downstream then

@@ -375,11 +375,7 @@ impl Scenario {
         // Kubernetes attaches them.
         let keys: Vec<ServiceKey> = model.services.keys().cloned().collect();
         for key in keys {
-            let endpoints = model
-                .endpoints
-                .get(&key)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let endpoints = model.endpoints_of(&key);
             let topology = model.services.get(&key).map(|s| s.topology.keys.clone());
             let topology = Topology::new(topology.unwrap_or_default(), endpoints, &model.nodes);
             if let Some(service) = model.services.get_mut(&key) {

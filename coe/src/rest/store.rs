@@ -806,22 +806,7 @@ impl<'a> VipTable<'a> {
     ) -> Result<(), RequestError> {
         if let Some(hc) = s.health_check_node_port {
             let hc_at = || format!("{}.health-check-node-port", at());
-            if !rules.node_port_range.contains(&hc) {
-                return Err(RequestError::invalid(
-                    hc_at(),
-                    format!(
-                        "node port {hc} is outside the configured range {}-{}",
-                        rules.node_port_range.start(),
-                        rules.node_port_range.end()
-                    ),
-                ));
-            }
-            if let Some(other) = self.node_ports.insert((Protocol::Tcp, hc), s.uid.as_str()) {
-                return Err(RequestError::invalid(
-                    hc_at(),
-                    format!("node port {hc}/TCP is already used by service {other}"),
-                ));
-            }
+            self.claim_node_port(s, rules, (Protocol::Tcp, hc), false, &hc_at)?;
         }
         let vips = s.vips();
         if s.service_ports.is_empty() {
@@ -881,30 +866,43 @@ impl<'a> VipTable<'a> {
                 self.users.insert(*vip, s.uid.as_str());
             }
             if let Some(np) = p.node_port {
-                if !rules.node_port_range.contains(&np) {
-                    return Err(RequestError::invalid(
-                        format!("{}.node-port", port_at()),
-                        format!(
-                            "node port {np} is outside the configured range {}-{}",
-                            rules.node_port_range.start(),
-                            rules.node_port_range.end()
-                        ),
-                    ));
-                }
-                if let Some(other) = self.node_ports.insert((p.protocol, np), s.uid.as_str()) {
-                    if other != s.uid {
-                        return Err(RequestError::invalid(
-                            format!("{}.node-port", port_at()),
-                            format!(
-                                "node port {np}/{} is already used by service {other}",
-                                p.protocol.as_str()
-                            ),
-                        ));
-                    }
-                }
+                let np_at = || format!("{}.node-port", port_at());
+                self.claim_node_port(s, rules, (p.protocol, np), true, &np_at)?;
             }
         }
         Ok(())
+    }
+
+    /// Claims node port `np` of `protocol` for `s`, named in errors by `at`: it must be in
+    /// the configured range and no other service's (nor `s`'s own already, unless `again`).
+    fn claim_node_port(
+        &mut self,
+        s: &'a Service,
+        rules: &Rules,
+        (protocol, np): (Protocol, u16),
+        again: bool,
+        at: &dyn Fn() -> String,
+    ) -> Result<(), RequestError> {
+        if !rules.node_port_range.contains(&np) {
+            return Err(RequestError::invalid(
+                at(),
+                format!(
+                    "node port {np} is outside the configured range {}-{}",
+                    rules.node_port_range.start(),
+                    rules.node_port_range.end()
+                ),
+            ));
+        }
+        match self.node_ports.insert((protocol, np), s.uid.as_str()) {
+            Some(other) if !(again && other == s.uid) => Err(RequestError::invalid(
+                at(),
+                format!(
+                    "node port {np}/{} is already used by service {other}",
+                    protocol.as_str()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

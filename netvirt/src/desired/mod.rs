@@ -148,7 +148,7 @@ pub fn desired(
         .services
         .iter()
         .map(|(key, service)| {
-            let endpoints = model.endpoints.get(key).map_or(&[][..], Vec::as_slice);
+            let endpoints = model.endpoints_of(key);
             (
                 service,
                 endpoints,

@@ -161,6 +161,12 @@ struct Seen {
 /// A flow's owners; nearly every flow has one, held inline.
 type Owners = smallvec::SmallVec<[Owner; 1]>;
 
+/// Adds `owner` to `owners` in its place: they are kept in order, the first one winning.
+fn add_owner(owners: &mut Owners, owner: &Owner) {
+    let at = owners.partition_point(|o| o < owner);
+    owners.insert(at, owner.clone());
+}
+
 /// A hash map keyed by flow keys. A B-tree over 90,000 packed matches spent a third of a
 /// service's render comparing their bytes (every lookup about 17 `memcmp`s); where the order
 /// matters (a plan, a dump) the keys are sorted when asked for. Seeded at random per process,
@@ -1267,9 +1273,7 @@ impl Shards {
         let Some(new) = new else { return };
         self.no_local = self.no_local + new.no_local;
         if let Some((port, _)) = new.health.as_deref() {
-            let owners = self.health_owners.entry(*port).or_default();
-            let at = owners.partition_point(|o| o < &owner);
-            owners.insert(at, owner.clone());
+            add_owner(self.health_owners.entry(*port).or_default(), &owner);
             self.health_version += 1;
         }
         if !new.conflicts.is_empty() {
@@ -1277,8 +1281,7 @@ impl Shards {
         }
         for key in new.flows.keys() {
             let owners = self.flow_owners.entry(key.clone()).or_default();
-            let at = owners.partition_point(|o| o < &owner);
-            owners.insert(at, owner.clone());
+            add_owner(owners, &owner);
             if owners.len() == 2 {
                 self.shared.insert(key.clone());
             }
@@ -1333,8 +1336,7 @@ mod tests {
                 .services
                 .iter()
                 .filter(|(key, service)| {
-                    let endpoints = model.endpoints.get(*key).map_or(&[][..], Vec::as_slice);
-                    renders_alike_on_every_node(service, endpoints, &s.config)
+                    renders_alike_on_every_node(service, model.endpoints_of(key), &s.config)
                 })
                 .filter_map(|(key, _)| a.services.get(key))
                 .flat_map(|shard| shard.names.iter().cloned())
