@@ -371,6 +371,55 @@ fn a_health_check_node_port_reaches_the_model_and_needs_a_local_policy_and_its_o
     }
 }
 
+/// A node port claimed twice by one service (on two of its ports of one protocol, or as a
+/// port's node port and its health-check node port) is refused as another service's would be:
+/// both would be flows for one port on every node. The same port on TCP and UDP is two ports.
+#[test]
+fn a_service_cannot_claim_one_node_port_twice() {
+    let write = |service: Value| {
+        let item = parse::item_body(
+            Kind::Service,
+            "s1",
+            json!({ "services": [service] }).to_string().as_bytes(),
+        )
+        .unwrap();
+        Store::default().apply(Change::Upsert(item), &Rules::default())
+    };
+    let refused = [
+        (
+            json!({ "uid": "s1", "name": "lb", "cluster-ip-address": "10.96.0.1",
+                "service-ports": [ { "port": 80, "node-port": 30080 } ],
+                "external-traffic-policy": "Local", "health-check-node-port": 30080 }),
+            "services[s1].service-ports[0].node-port",
+        ),
+        (
+            json!({ "uid": "s1", "name": "web", "cluster-ip-address": "10.96.0.1",
+                "service-ports": [ { "name": "a", "port": 80, "node-port": 30080 },
+                                   { "name": "b", "port": 81, "node-port": 30080 } ] }),
+            "services[s1].service-ports[1].node-port",
+        ),
+    ];
+    for (service, field) in refused {
+        let err = write(service.clone()).unwrap_err();
+        let text = format!("{err}");
+        assert!(
+            text.contains(field) && text.contains("node port 30080/TCP is given twice"),
+            "{service}: {text}"
+        );
+    }
+    // Allowed: the same number on TCP and on UDP, and a health check on a UDP port's number.
+    for service in [
+        json!({ "uid": "s1", "name": "dns", "cluster-ip-address": "10.96.0.1",
+            "service-ports": [ { "name": "a", "port": 53, "node-port": 30053 },
+                               { "name": "b", "port": 53, "protocol": "UDP", "node-port": 30053 } ] }),
+        json!({ "uid": "s1", "name": "dns", "cluster-ip-address": "10.96.0.1",
+            "service-ports": [ { "port": 53, "protocol": "UDP", "node-port": 30053 } ],
+            "external-traffic-policy": "Local", "health-check-node-port": 30053 }),
+    ] {
+        write(service.clone()).unwrap_or_else(|e| panic!("{service}: {e}"));
+    }
+}
+
 #[test]
 fn load_balancer_source_ranges_reach_the_model_and_bad_ranges_are_refused() {
     let s = store(&[(

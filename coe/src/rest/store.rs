@@ -806,7 +806,7 @@ impl<'a> VipTable<'a> {
     ) -> Result<(), RequestError> {
         if let Some(hc) = s.health_check_node_port {
             let hc_at = || format!("{}.health-check-node-port", at());
-            self.claim_node_port(s, rules, (Protocol::Tcp, hc), false, &hc_at)?;
+            self.claim_node_port(s, rules, (Protocol::Tcp, hc), &hc_at)?;
         }
         let vips = s.vips();
         if s.service_ports.is_empty() {
@@ -867,20 +867,22 @@ impl<'a> VipTable<'a> {
             }
             if let Some(np) = p.node_port {
                 let np_at = || format!("{}.node-port", port_at());
-                self.claim_node_port(s, rules, (p.protocol, np), true, &np_at)?;
+                self.claim_node_port(s, rules, (p.protocol, np), &np_at)?;
             }
         }
         Ok(())
     }
 
     /// Claims node port `np` of `protocol` for `s`, named in errors by `at`: it must be in
-    /// the configured range and no other service's (nor `s`'s own already, unless `again`).
+    /// the configured range and claimed by no other service, nor already by `s` (a node port
+    /// given on two of its ports of one protocol, or its health-check node port on one of its
+    /// TCP ports, would make two flows for one port on every node, as the API server's
+    /// allocator refuses it). Each service is added to a table once.
     fn claim_node_port(
         &mut self,
         s: &'a Service,
         rules: &Rules,
         (protocol, np): (Protocol, u16),
-        again: bool,
         at: &dyn Fn() -> String,
     ) -> Result<(), RequestError> {
         if !rules.node_port_range.contains(&np) {
@@ -894,14 +896,22 @@ impl<'a> VipTable<'a> {
             ));
         }
         match self.node_ports.insert((protocol, np), s.uid.as_str()) {
-            Some(other) if !(again && other == s.uid) => Err(RequestError::invalid(
+            Some(other) if other == s.uid => Err(RequestError::invalid(
+                at(),
+                format!(
+                    "node port {np}/{} is given twice in this service (on two of its ports, \
+                     or as a port's node port and its health-check node port)",
+                    protocol.as_str()
+                ),
+            )),
+            Some(other) => Err(RequestError::invalid(
                 at(),
                 format!(
                     "node port {np}/{} is already used by service {other}",
                     protocol.as_str()
                 ),
             )),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 }
