@@ -19,7 +19,7 @@
 //! (`shards/renders.rs`): a service's shard is held once for every node that renders it alike, and a
 //! service that cannot differ from node to node is planned and rendered by one node for all.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hash};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -172,7 +172,6 @@ fn add_owner(owners: &mut Owners, owner: &Owner) {
 /// matters (a plan, a dump) the keys are sorted when asked for. Seeded at random per process,
 /// since the keys come from the inputs.
 type KeyMap<V> = HashMap<Arc<FlowKey>, V, foldhash::fast::RandomState>;
-type KeySet = HashSet<Arc<FlowKey>, foldhash::fast::RandomState>;
 
 /// The desired state of one node, by shard.
 pub struct Shards {
@@ -189,11 +188,13 @@ pub struct Shards {
     /// Services removed by the last render: a [`Pending`] may still hold their shards then,
     /// so the cache forgets them at the next render.
     released: Vec<Arc<ServiceKey>>,
-    /// Every desired flow's owners, in order; the first one's entry is the desired one.
-    /// Unordered: [`Shards::sorted_flows`] gives them in table order.
-    flow_owners: KeyMap<Owners>,
-    /// The keys with more than one owner, where collisions can be.
-    shared: KeySet,
+    /// Every desired flow's first owner, whose entry is the desired one (nearly every flow
+    /// has one owner, so this is all the index holds for it: 16 bytes a flow, paid per
+    /// node). Unordered: [`Shards::sorted_flows`] gives them in table order.
+    flow_owner: KeyMap<Owner>,
+    /// The flows with more than one owner, where collisions can be: all their owners, in
+    /// order (the first is `flow_owner`'s).
+    shared: KeyMap<Owners>,
     group_owners: BTreeMap<u32, Owner>,
     ids: ids::Allocator,
     /// The service that needs each group name.
@@ -244,8 +245,8 @@ impl Shards {
             renders: renders.clone(),
             generation: None,
             released: Vec::new(),
-            flow_owners: KeyMap::default(),
-            shared: KeySet::default(),
+            flow_owner: KeyMap::default(),
+            shared: KeyMap::default(),
             group_owners: BTreeMap::new(),
             ids: ids::Allocator::new(group::SERVICE_MAX),
             name_owner: BTreeMap::new(),
@@ -568,7 +569,7 @@ impl Shards {
         let mut flows: Vec<(Arc<FlowKey>, Held)> = before.flows.into_iter().collect();
         flows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut collisions = Vec::new();
-        for (key, was) in flows.iter().filter(|(k, _)| self.shared.contains(k)) {
+        for (key, was) in flows.iter().filter(|(k, _)| self.shared.contains_key(k)) {
             collisions.extend(self.collision_since(key, held_flow(was, key), &rendered));
         }
         self.recent.extend(collisions);
@@ -996,8 +997,8 @@ impl Shards {
             health: self.health_checks(),
             ..DesiredState::default()
         };
-        for (key, owners) in &self.flow_owners {
-            if let Some(entry) = owners.first().and_then(|o| self.entry(o, key)) {
+        for (key, owner) in &self.flow_owner {
+            if let Some(entry) = self.entry(owner, key) {
                 out.state.flows.insert(FlowKey::clone(key), entry.clone());
             }
         }
@@ -1044,7 +1045,7 @@ impl Shards {
         let flow_deletes = actual
             .flows
             .keys()
-            .filter(move |k| !self.flow_owners.contains_key(*k))
+            .filter(move |k| !self.flow_owner.contains_key(*k))
             .map(|k| {
                 (
                     Change::DeleteFlow,
@@ -1075,12 +1076,12 @@ impl Shards {
 
     /// The number of desired flows and groups.
     pub fn len(&self) -> (usize, usize) {
-        (self.flow_owners.len(), self.group_owners.len())
+        (self.flow_owner.len(), self.group_owners.len())
     }
 
     /// Whether nothing is desired yet.
     pub fn is_empty(&self) -> bool {
-        self.flow_owners.is_empty() && self.group_owners.is_empty()
+        self.flow_owner.is_empty() && self.group_owners.is_empty()
     }
 
     /// Every desired flow, in table order.
@@ -1091,9 +1092,9 @@ impl Shards {
     /// Every desired flow and its entry, sorted into table order (the index is unordered).
     fn sorted_flows(&self) -> Vec<(&FlowKey, &FlowEntry)> {
         let mut out: Vec<(&FlowKey, &FlowEntry)> = self
-            .flow_owners
+            .flow_owner
             .iter()
-            .filter_map(|(key, owners)| Some((&**key, self.entry(owners.first()?, key)?)))
+            .filter_map(|(key, owner)| Some((&**key, self.entry(owner, key)?)))
             .collect();
         out.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out
@@ -1101,8 +1102,7 @@ impl Shards {
 
     /// The desired entry of one flow.
     pub fn flow(&self, key: &FlowKey) -> Option<&FlowEntry> {
-        let owner = self.flow_owners.get(key)?.first()?;
-        self.entry(owner, key)
+        self.entry(self.flow_owner.get(key)?, key)
     }
 
     /// Inputs that could not all be honoured: each shard's own, and flows rendered by two
@@ -1120,7 +1120,7 @@ impl Shards {
 
     /// Flows rendered by two owners with different entries; the first owner's wins.
     fn collisions(&self) -> Vec<String> {
-        let mut keys: Vec<&Arc<FlowKey>> = self.shared.iter().collect();
+        let mut keys: Vec<&Arc<FlowKey>> = self.shared.keys().collect();
         keys.sort_unstable();
         keys.into_iter().flat_map(|k| self.collision(k)).collect()
     }
@@ -1135,7 +1135,7 @@ impl Shards {
         was: Option<&FlowEntry>,
         rendered: &BTreeSet<&Owner>,
     ) -> Vec<String> {
-        let Some(owners) = self.flow_owners.get(key) else {
+        let Some(owners) = self.owners(key) else {
             return Vec::new();
         };
         let Some(first) = owners.first() else {
@@ -1160,7 +1160,7 @@ impl Shards {
     /// The owners of flow `key` whose entries differ from the first owner's, which wins.
     fn collision(&self, key: &FlowKey) -> Vec<String> {
         let mut out = Vec::new();
-        let Some(owners) = self.flow_owners.get(key) else {
+        let Some(owners) = self.owners(key) else {
             return out;
         };
         let Some(kept) = owners.first().and_then(|o| self.entry(o, key)) else {
@@ -1174,6 +1174,60 @@ impl Shards {
             }
         }
         out
+    }
+
+    /// The owners of flow `key`, in order.
+    fn owners(&self, key: &FlowKey) -> Option<&[Owner]> {
+        match self.shared.get(key) {
+            Some(owners) => Some(owners),
+            None => self.flow_owner.get(key).map(std::slice::from_ref),
+        }
+    }
+
+    /// Adds `owner` to flow `key`'s owners.
+    fn add_flow_owner(&mut self, key: &Arc<FlowKey>, owner: &Owner) {
+        use std::collections::hash_map::Entry;
+        match self.flow_owner.entry(Arc::clone(key)) {
+            Entry::Vacant(slot) => {
+                slot.insert(owner.clone());
+            }
+            Entry::Occupied(mut first) => {
+                let owners = self
+                    .shared
+                    .entry(Arc::clone(key))
+                    .or_insert_with(|| smallvec::smallvec![first.get().clone()]);
+                add_owner(owners, owner);
+                if let Some(winner) = owners.first() {
+                    first.insert(winner.clone());
+                }
+            }
+        }
+    }
+
+    /// Takes `owner` from flow `key`'s owners, if it is one.
+    fn remove_owner(&mut self, key: &FlowKey, owner: &Owner) {
+        let Some(owners) = self.shared.get_mut(key) else {
+            if self.flow_owner.get(key) == Some(owner) {
+                self.flow_owner.remove(key);
+            }
+            return;
+        };
+        owners.retain(|o| o != owner);
+        match owners.first().cloned() {
+            Some(winner) => {
+                let alone = owners.len() < 2;
+                if let Some(first) = self.flow_owner.get_mut(key) {
+                    *first = winner;
+                }
+                if alone {
+                    self.shared.remove(key);
+                }
+            }
+            None => {
+                self.shared.remove(key);
+                self.flow_owner.remove(key);
+            }
+        }
     }
 
     fn shard(&self, owner: &Owner) -> Option<&Shard> {
@@ -1200,9 +1254,8 @@ impl Shards {
         for key in shard.flows.keys() {
             if !before.flows.contains_key(key) {
                 let held = self
-                    .flow_owners
+                    .flow_owner
                     .get(key)
-                    .and_then(|owners| owners.first())
                     .and_then(|owner| self.held(owner))
                     .cloned();
                 before.flows.insert(Arc::clone(key), held);
@@ -1253,15 +1306,7 @@ impl Shards {
                 self.stale.extend(stale_conntrack(old, new.as_deref()));
             }
             for key in old.flows.keys() {
-                if let Some(owners) = self.flow_owners.get_mut(key) {
-                    owners.retain(|o| o != &owner);
-                    if owners.len() < 2 {
-                        self.shared.remove(key);
-                    }
-                    if owners.is_empty() {
-                        self.flow_owners.remove(key);
-                    }
-                }
+                self.remove_owner(key, &owner);
             }
             for id in old.groups.keys() {
                 if self.group_owners.get(id) == Some(&owner) {
@@ -1280,11 +1325,7 @@ impl Shards {
             self.conflicted.insert(owner.clone());
         }
         for key in new.flows.keys() {
-            let owners = self.flow_owners.entry(key.clone()).or_default();
-            add_owner(owners, &owner);
-            if owners.len() == 2 {
-                self.shared.insert(key.clone());
-            }
+            self.add_flow_owner(key, &owner);
         }
         for id in new.groups.keys() {
             self.group_owners.insert(*id, owner.clone());
