@@ -350,6 +350,11 @@ fields! {
     NdReserved = "nd_reserved", NO_NXM, eric(1, "ERICOXM_OF_ICMPV6_ND_RESERVED"), 4, 32, false, Nd, Decimal;
     /// The type of an ND message's option (1 source, 2 target link-layer address).
     NdOptionsType = "nd_options_type", NO_NXM, eric(2, "ERICOXM_OF_ICMPV6_ND_OPTIONS_TYPE"), 1, 8, false, Nd, Decimal;
+    /// Tunnel IPv6 source (last, so that adding it moved no other field's place in the
+    /// order of matches).
+    TunIpv6Src = "tun_ipv6_src", nx1(109, "NXM_NX_TUN_IPV6_SRC"), NO_OXM, 16, 128, true, None, Ipv6;
+    /// Tunnel IPv6 destination.
+    TunIpv6Dst = "tun_ipv6_dst", nx1(110, "NXM_NX_TUN_IPV6_DST"), NO_OXM, 16, 128, true, None, Ipv6;
 }
 
 impl Field {

@@ -50,6 +50,8 @@ struct FlowView {
     tun_id: Vm,
     tun_src: Vm,
     tun_dst: Vm,
+    tun_ipv6_src: Vm,
+    tun_ipv6_dst: Vm,
     metadata: Vm,
     in_port: Vm,
     vlan_tci: Vm,
@@ -136,6 +138,8 @@ impl FlowView {
                 }
                 TunSrc => f.tun_src.set(v, mask),
                 TunDst => f.tun_dst.set(v, mask),
+                TunIpv6Src => f.tun_ipv6_src.set(v, mask),
+                TunIpv6Dst => f.tun_ipv6_dst.set(v, mask),
                 PktMark => f.pkt_mark.set(v, mask),
                 TcpFlags => f.tcp_flags.set(v, mask),
                 DpHash => f.dp_hash.set(v, mask),
@@ -343,6 +347,8 @@ pub fn format_match(m: &Match, priority: Option<u16>) -> String {
     be64_masked(&mut s, "tun_id", f.tun_id);
     ip_masked(&mut s, "tun_src", f.tun_src);
     ip_masked(&mut s, "tun_dst", f.tun_dst);
+    ipv6_masked(&mut s, "tun_ipv6_src", f.tun_ipv6_src);
+    ipv6_masked(&mut s, "tun_ipv6_dst", f.tun_ipv6_dst);
     be64_masked(&mut s, "metadata", f.metadata);
     if f.in_port.on() {
         let _ = write!(s, "in_port={},", text::port16(f.in_port.v as u16));

@@ -660,6 +660,8 @@ fn put_rank(f: Field) -> u16 {
         TunId,
         TunSrc,
         TunDst,
+        TunIpv6Src,
+        TunIpv6Dst,
         Reg0,
         Reg1,
         Reg2,
