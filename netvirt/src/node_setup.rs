@@ -255,19 +255,31 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
 /// routes the encapsulated packets out of it (svcflow's flows send them on out of the uplink)
 /// and decapsulates what svcflow sends to it. With the kernel datapath the node's own routing
 /// does this and nothing is needed. The other nodes' addresses must be on-link through it,
-/// or routed by a gateway on-link (a routed underlay's router answering ARP for them, or a
-/// route the node adds).
-pub fn tunnel_endpoint_commands(setup: &NodeSetup, address: ipnet::Ipv4Net) -> Vec<Vec<String>> {
+/// or routed by a gateway on-link (a routed underlay's router answering ARP or neighbour
+/// solicitations for them, or a route the node adds).
+///
+/// An IPv6 address (the endpoint of a node with no IPv4 address) is added without duplicate
+/// address detection (`nodad`): the switch answers neighbour solicitations for the node's
+/// addresses on the uplink, so the host would never hear a duplicate, and a tentative
+/// address cannot be the tunnel's source for the first second or two.
+pub fn tunnel_endpoint_commands(setup: &NodeSetup, address: ipnet::IpNet) -> Vec<Vec<String>> {
     let bridge = setup.bridge.clone();
+    let mut add: Vec<String> = vec!["ip".into()];
+    if address.addr().is_ipv6() {
+        add.push("-6".into());
+    }
+    add.extend([
+        "addr".into(),
+        "replace".into(),
+        address.to_string(),
+        "dev".into(),
+        bridge.clone(),
+    ]);
+    if address.addr().is_ipv6() {
+        add.push("nodad".into());
+    }
     vec![
-        vec![
-            "ip".into(),
-            "addr".into(),
-            "replace".into(),
-            address.to_string(),
-            "dev".into(),
-            bridge.clone(),
-        ],
+        add,
         vec![
             "ip".into(),
             "link".into(),

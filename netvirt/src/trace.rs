@@ -847,8 +847,8 @@ pub struct Names {
     pub ports: BTreeMap<u32, String>,
     /// Each service port's name, by its cookie.
     pub services: BTreeMap<u64, String>,
-    /// The nodes' underlay addresses, for tunnel exits.
-    pub nodes: BTreeMap<Ipv4Addr, String>,
+    /// The nodes' underlay addresses (both families), for tunnel exits.
+    pub nodes: BTreeMap<IpAddr, String>,
     /// The nodes' pod CIDRs of both families (address, prefix length), for exits towards
     /// them.
     pub pod_cidrs: Vec<(IpAddr, u8, String)>,
@@ -1034,7 +1034,13 @@ fn note(twin: &Twin, n: &NodeTwins, pi: &PacketIn) -> String {
             let endpoint = endpoint(m);
             let port = reg(m, Field::Reg7).unwrap_or(0);
             if twin.role == Role::Onward {
-                let to = match reg(m, Field::TunDst).map(Ipv4Addr::from) {
+                let tunnel_destination = reg(m, Field::TunDst)
+                    .map(|d| IpAddr::V4(Ipv4Addr::from(d)))
+                    .or_else(|| {
+                        let v6 = m.get(Field::TunIpv6Dst)?.value;
+                        Some(IpAddr::V6(std::net::Ipv6Addr::from(v6)))
+                    });
+                let to = match tunnel_destination {
                     Some(d) => match n.names.nodes.get(&d) {
                         Some(node) => format!(" to {d} (node {node})"),
                         None => format!(" to {d}"),
@@ -1114,6 +1120,7 @@ fn metadata(m: &Match) -> String {
         Field::Reg14,
         Field::Reg15,
         Field::TunDst,
+        Field::TunIpv6Dst,
         Field::TunId,
     ];
     let mut kept = Match::new();

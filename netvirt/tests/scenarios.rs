@@ -68,6 +68,7 @@ fn the_pipeline_document_quotes_only_real_output() {
         "overlay",
         "minimal-form",
         "dual-stack",
+        "overlay6",
     ] {
         let (flows, groups) = render(&root.join("tests/scenarios").join(name));
         rendered.push_str(&flows);
@@ -132,36 +133,62 @@ fn flow_mods_are_written_from_the_packed_instructions_byte_for_byte() {
     assert_eq!(encoded, 2 * flows);
 }
 
-/// The overlay's underlay is IPv4. A node without an IPv4 address cannot be reached through
-/// it, and its peers say so (a conflict, logged at each sync that renders it) rather than
-/// leaving its pods without a route in silence; so does the node itself.
+/// A node's tunnel endpoint is its IPv4 address, else its IPv6 one, and two nodes reach each
+/// other through the tunnel only when their endpoints are of one family. A node whose
+/// endpoint is of the other family (or that has no address) cannot be reached, and its peers
+/// say so (a conflict, logged at each sync that renders it) rather than leaving its pods
+/// without a route in silence; so does a node with no address at all. An all-IPv6 cluster
+/// has no conflict (the `overlay6` scenario holds its flows).
 #[test]
-fn an_overlay_node_without_ipv4_is_reported_not_skipped() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/overlay");
-    let text = std::fs::read_to_string(root.join("input.toml")).unwrap();
-    let mut s = Scenario::parse(&text).unwrap();
-    assert!(s.desired().conflicts.is_empty());
-    let mut n6 = s.model.nodes["n2"].clone();
-    n6.name = "n6".into();
-    n6.ips = vec!["fd00:50::16".parse().unwrap()];
-    n6.pod_cidrs = vec!["fd00:10:244:6::/64".parse().unwrap()];
-    s.model.nodes.insert(n6.name.clone(), n6);
-    let conflicts = s.desired().conflicts;
-    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
-    assert!(
-        conflicts[0].starts_with("node n6: no IPv4 address")
-            && conflicts[0].contains("fd00:10:244:6::/64"),
-        "{conflicts:?}"
-    );
-    // The node itself without IPv4.
-    let mut s = Scenario::parse(&text).unwrap();
-    s.node.ips = vec!["fd00:50::11".parse().unwrap()];
+fn an_overlay_peer_of_the_other_family_is_reported_not_skipped() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let text = |name: &str| std::fs::read_to_string(root.join(name).join("input.toml")).unwrap();
+    for (scenario, peer_ip, cidr, why) in [
+        (
+            "overlay",
+            "fd00:50::16",
+            "fd00:10:244:6::/64",
+            "its tunnel endpoint fd00:50::16 is IPv6, this node's 192.168.50.11 is IPv4",
+        ),
+        (
+            "overlay6",
+            "192.168.50.16",
+            "10.244.6.0/24",
+            "its tunnel endpoint 192.168.50.16 is IPv4, this node's fd00:50::11 is IPv6",
+        ),
+    ] {
+        let mut s = Scenario::parse(&text(scenario)).unwrap();
+        assert!(s.desired().conflicts.is_empty(), "{scenario}");
+        let mut n6 = s.model.nodes["n2"].clone();
+        n6.name = "n6".into();
+        n6.ips = vec![peer_ip.parse().unwrap()];
+        n6.pod_cidrs = vec![cidr.parse().unwrap()];
+        s.model.nodes.insert(n6.name.clone(), n6);
+        let conflicts = s.desired().conflicts;
+        assert_eq!(conflicts.len(), 1, "{scenario}: {conflicts:?}");
+        assert!(
+            conflicts[0].starts_with("node n6: no tunnel to it")
+                && conflicts[0].contains(why)
+                && conflicts[0].contains(cidr),
+            "{scenario}: {conflicts:?}"
+        );
+        // A peer with no address at all.
+        s.model.nodes.get_mut("n6").unwrap().ips.clear();
+        let conflicts = s.desired().conflicts;
+        assert!(
+            conflicts[0].starts_with("node n6: no tunnel to it (it has no address)"),
+            "{scenario}: {conflicts:?}"
+        );
+    }
+    // The node itself without an address.
+    let mut s = Scenario::parse(&text("overlay")).unwrap();
+    s.node.ips.clear();
     s.model.nodes.insert(s.node.name.clone(), s.node.clone());
     let conflicts = s.desired().conflicts;
     assert!(
         conflicts
             .iter()
-            .any(|c| c.starts_with("node n1: no IPv4 address") && c.contains("no tunnel")),
+            .any(|c| c.starts_with("node n1: no address, so no tunnel endpoint")),
         "{conflicts:?}"
     );
 }

@@ -246,6 +246,7 @@ fn topology(n: usize) -> Topology {
             subnet: "192.168.50.0/24".parse().unwrap(),
             // The default; SVCFLOW_CLUSTER_ENCAP=geneve measures the overlay.
             encap: std::env::var("SVCFLOW_CLUSTER_ENCAP").unwrap_or_else(|_| "none".into()),
+            ipv6_only: false,
         },
         management: DEFAULT_MANAGEMENT.parse().unwrap(),
         outside: None,

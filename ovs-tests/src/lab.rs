@@ -140,6 +140,13 @@ pub struct Underlay {
     /// addresses). `none` by default.
     #[serde(default = "default_encap")]
     pub encap: String,
+    /// Whether the nodes are IPv6-only on the underlay: each node is posted with its
+    /// `address6` as its only address, so the overlay's tunnel endpoints are IPv6 (its
+    /// `address6`/64 goes onto `br-int`) and the router answers neighbour solicitations for
+    /// the nodes' addresses (proxy NDP). Needs an encapsulation and every node's `address6`.
+    /// The nodes' IPv4 `address` still numbers their links. `false` by default.
+    #[serde(default)]
+    pub ipv6_only: bool,
 }
 
 fn default_encap() -> String {
@@ -223,6 +230,15 @@ impl NodeSpec {
     pub fn gateway6(&self) -> Option<Ipv6Addr> {
         self.pod_cidr6
             .map(|c| Ipv6Addr::from(u128::from(c.network()).wrapping_add(1)))
+    }
+
+    /// The node's addresses in the model: its IPv4 and IPv6 ones, or (an IPv6-only underlay)
+    /// its IPv6 one alone.
+    pub fn model_ips(&self, ipv6_only: bool) -> Vec<IpAddr> {
+        let v4 = (!ipv6_only).then_some(IpAddr::V4(self.address));
+        v4.into_iter()
+            .chain(self.address6.map(IpAddr::V6))
+            .collect()
     }
 
     /// `pod-cidr` as posted over REST: the IPv4 CIDR, and the IPv6 one after a comma.
@@ -530,6 +546,20 @@ impl Topology {
                 self.management,
                 self.nodes.len()
             )));
+        }
+        if self.underlay.ipv6_only {
+            if self.underlay.encap == "none" {
+                return Err(invalid(
+                    "underlay.ipv6-only needs an encapsulation (geneve or vxlan): it is the \
+                     overlay's IPv6 underlay",
+                ));
+            }
+            if let Some(node) = self.nodes.iter().find(|n| n.address6.is_none()) {
+                return Err(invalid(format!(
+                    "node {}: underlay.ipv6-only needs every node's `address6`",
+                    node.name
+                )));
+            }
         }
         let router = self.underlay.router();
         let mut addresses = BTreeSet::from([router]);
@@ -1585,6 +1615,19 @@ impl Lab {
                         "-qw",
                         &format!("net.ipv4.conf.{peer}.proxy_arp=1"),
                     ])?;
+                    if self.topology.underlay.ipv6_only {
+                        // Linux proxies neighbour discovery only for the addresses listed.
+                        run(&[
+                            "sysctl",
+                            "-qw",
+                            &format!("net.ipv6.conf.{peer}.proxy_ndp=1"),
+                        ])?;
+                        let others = self.topology.nodes.iter().filter(|o| o.name != spec.name);
+                        for other in others.filter_map(|o| o.address6) {
+                            let other = other.to_string();
+                            run(&["ip", "-6", "neigh", "add", "proxy", &other, "dev", &peer])?;
+                        }
+                    }
                     return Ok(());
                 }
                 run(&[
@@ -1638,9 +1681,7 @@ impl Lab {
         let n = &self.nodes[index];
         let node = netvirt::model::Node {
             name: n.spec.name.clone(),
-            ips: std::iter::once(IpAddr::V4(n.spec.address))
-                .chain(n.spec.address6.map(IpAddr::V6))
-                .collect(),
+            ips: n.spec.model_ips(self.topology.underlay.ipv6_only),
             pod_cidrs: std::iter::once(ipnet::IpNet::V4(n.spec.pod_cidr))
                 .chain(n.spec.pod_cidr6.map(ipnet::IpNet::V6))
                 .collect(),
@@ -1652,8 +1693,16 @@ impl Lab {
         if self.topology.underlay.encap != "none" {
             // The tunnel endpoint, as `svcflow node-setup NODE --address ADDR/LEN` prints it.
             let prefix = self.topology.underlay.subnet.prefix_len();
-            let address = Ipv4Net::new(n.spec.address, prefix)
-                .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?;
+            let address = match (self.topology.underlay.ipv6_only, n.spec.address6) {
+                (true, Some(address6)) => ipnet::IpNet::V6(
+                    ipnet::Ipv6Net::new(address6, 64)
+                        .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?,
+                ),
+                _ => ipnet::IpNet::V4(
+                    Ipv4Net::new(n.spec.address, prefix)
+                        .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?,
+                ),
+            };
             commands.extend(netvirt::node_setup::tunnel_endpoint_commands(
                 &setup, address,
             ));
@@ -1782,14 +1831,15 @@ impl Lab {
         .map_err(|e| self.with_log(e))?;
         let t = &self.topology;
         for node in &t.nodes {
+            let ips = node.model_ips(t.underlay.ipv6_only);
             let mut body = json!({
                 "k8s-node:uid": node.name,
                 "k8s-node:host-name": node.name,
-                "k8s-node:internal-ip-address": node.address.to_string(),
+                "k8s-node:internal-ip-address": ips.first().map(ToString::to_string),
                 "k8s-node:pod-cidr": node.rest_pod_cidr(),
             });
-            if let Some(address6) = node.address6 {
-                body["k8s-node:external-ip-address"] = json!(address6.to_string());
+            if let Some(second) = ips.get(1) {
+                body["k8s-node:external-ip-address"] = json!(second.to_string());
             }
             let body = json!({"k8s-node:k8s-nodes": [body]});
             self.rest(
@@ -1815,7 +1865,10 @@ impl Lab {
                     "pod:uid": pod.name,
                     "pod:name": pod.name,
                     "pod:network-NS": pod.namespace,
-                    "pod:host-ip-address": node.address.to_string(),
+                    "pod:host-ip-address": node
+                        .model_ips(t.underlay.ipv6_only)
+                        .first()
+                        .map(ToString::to_string),
                     "pod:port-mac-address": pod.model_mac(),
                     "pod:interface": interfaces,
                 }]});
@@ -2394,6 +2447,31 @@ mod tests {
         let err = Topology::parse(&text).err().map(|e| e.to_string());
         assert!(
             err.as_deref().is_some_and(|e| e.contains("n2-a")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn an_ipv6_only_underlay_needs_an_encapsulation_and_every_node_s_address6() {
+        let base = include_str!("../lab/three-nodes.toml");
+        let with = |encap: &str| {
+            base.replace(
+                "[underlay]\n",
+                &format!("[underlay]\nipv6-only = true\nencap = \"{encap}\"\n"),
+            )
+        };
+        let err = Topology::parse(&with("none")).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("ipv6-only needs an encapsulation")),
+            "{err:?}"
+        );
+        let err = Topology::parse(&with("geneve"))
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("node n1: underlay.ipv6-only needs")),
             "{err:?}"
         );
     }

@@ -96,6 +96,10 @@ struct DualStack {
 
 impl DualStack {
     fn up(encap: &str) -> DualStack {
+        Self::up_with(topology(encap))
+    }
+
+    fn up_with(topology: Topology) -> DualStack {
         assert!(Path::new(env!("CARGO_BIN_EXE_svcflow-probe")).is_file());
         let turn = ONE_LAB_AT_A_TIME
             .lock()
@@ -104,7 +108,7 @@ impl DualStack {
             daemon_args: vec!["--service-cidr6".into(), SERVICE_CIDR6.into()],
             ..LabOptions::default()
         };
-        let lab = Lab::up(&topology(encap), &options).unwrap_or_else(|e| panic!("lab: {e}"));
+        let lab = Lab::up(&topology, &options).unwrap_or_else(|e| panic!("lab: {e}"));
         DualStack { lab, _turn: turn }
     }
 
@@ -396,4 +400,42 @@ fn ipv6_pods_and_an_ipv6_cluster_ip_work_across_nodes_over_the_routed_underlay()
     c.check();
     c.check_trace("(uplink) towards node n2");
     c.check_health_checks6();
+}
+
+/// The overlay over an IPv6 underlay (`underlay.ipv6-only`): the nodes are posted with their
+/// IPv6 addresses alone, so each node's tunnel endpoint is its IPv6 address on `br-int` (as
+/// `svcflow node-setup --address fd00:50::11/64` prints it) and the other nodes' pod CIDRs
+/// of both families go into the tunnel with `tun_ipv6_dst` set. The router routes no pod
+/// CIDR and answers neighbour solicitations for the nodes' addresses (proxy NDP), so only
+/// the IPv6 tunnel can carry the pods' packets between the nodes.
+#[test]
+fn pods_of_both_families_work_across_nodes_over_an_ipv6_underlay() {
+    let mut t = topology("geneve");
+    t.underlay.ipv6_only = true;
+    let c = DualStack::up_with(t);
+    let routes = c.router_routes6();
+    assert!(
+        !routes.contains("fd00:10:244"),
+        "the router routes IPv6 pod CIDRs:\n{routes}"
+    );
+    // The premise: n1 reaches n2 by n2's IPv6 address only.
+    let flows = c.lab.node("n1").unwrap().dump_flows("br-int").unwrap();
+    assert!(
+        flows.contains("set_field:fd00:50::12->tun_ipv6_dst") && !flows.contains("->tun_dst"),
+        "n1's flows should set tun_ipv6_dst to n2's address and never tun_dst:\n{flows}"
+    );
+    c.check();
+    c.check_trace("(tunnel) to fd00:50::12 (node n2)");
+    // n1's datapath resolved its IPv6 next hop from a neighbour advertisement (snooped as
+    // it went to LOCAL), and it encapsulates over IPv6: its tunnel's outer packets.
+    let neighbours = c
+        .lab
+        .node("n1")
+        .unwrap()
+        .appctl(&["tnl/neigh/show"])
+        .unwrap_or_else(|e| c.fail(&e));
+    assert!(
+        neighbours.contains("fd00:50::12"),
+        "n1 should have learned n2's address's next hop:\n{neighbours}"
+    );
 }

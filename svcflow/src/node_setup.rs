@@ -21,7 +21,7 @@ pub fn script(args: &NodeSetupArgs) -> Result<String, String> {
     let setup = NodeSetup::default();
     let node = Node {
         name: args.node.clone(),
-        ips: args.address.iter().map(|a| a.addr().into()).collect(),
+        ips: args.address.iter().map(|a| a.addr()).collect(),
         pod_cidrs: args
             .pod_cidr
             .map(ipnet::IpNet::V4)
@@ -118,6 +118,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ip link set br-int up\n"), "{text}");
+        // A node with no IPv4 address: its IPv6 one is the endpoint.
+        let v6 = run(&["n1", "--address", "fd00:50::11/64", "--encap", "geneve"]).unwrap();
+        assert!(
+            v6.contains("ip -6 addr replace fd00:50::11/64 dev br-int nodad\n"),
+            "{v6}"
+        );
         assert!(text.contains("svc-gw"), "{text}");
         let none = run(&["n1", "--pod-cidr", "10.244.1.0/24", "--encap", "none"]).unwrap();
         assert!(!none.contains("dev br-int"), "{none}");

@@ -2,13 +2,6 @@
 
 use super::*;
 
-pub(super) fn v4(ip: &IpAddr) -> Option<Ipv4Addr> {
-    match ip {
-        IpAddr::V4(v4) => Some(*v4),
-        IpAddr::V6(_) => None,
-    }
-}
-
 /// Packets of `family`.
 pub(super) fn ip_of(family: Family) -> Match {
     Match::new().with(Field::EthType, family.eth_type())

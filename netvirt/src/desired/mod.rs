@@ -126,6 +126,7 @@ mod skeleton;
 
 use affinity::*;
 use build::*;
+use node::{set_tunnel_destination, tunnel_endpoint};
 use services::*;
 
 pub(crate) use crate::family::{Family, addr_value};

@@ -166,11 +166,12 @@ impl Builder<'_> {
     }
 
     /// The node's address its host holds behind the bridge, on its own (LOCAL) port: the
-    /// overlay's tunnel endpoint on the userspace datapath (`svcflow node-setup --address`).
+    /// overlay's tunnel endpoint on the userspace datapath (`svcflow node-setup --address`),
+    /// its [`tunnel_endpoint`].
     fn host_address(&self, node: &Node, bindings: &NodeBindings) -> Option<IpAddr> {
         let hosted =
             self.overlay(bindings) && bindings.uplink.is_some() && bindings.local_mac.is_some();
-        hosted.then(|| node.ip_of(Family::V4)).flatten()
+        hosted.then(|| tunnel_endpoint(node)).flatten()
     }
 
     /// Whether the overlay is in use: an encapsulation, and the tunnel port on the bridge.
@@ -217,26 +218,27 @@ impl Builder<'_> {
             return;
         };
         // The node's address on LOCAL, as `node_ports` decided which addresses the host holds.
-        let Some(IpAddr::V4(node_ip)) = self.host_address(node, bindings) else {
+        let Some(node_ip) = self.host_address(node, bindings) else {
             self.out.conflicts.push(format!(
-                "node {}: no IPv4 address, and the overlay's underlay is IPv4: the node has \
-                 no tunnel endpoint, so its pods and the other nodes' pods cannot reach each \
-                 other",
+                "node {}: no address, so no tunnel endpoint: its pods and the other nodes' \
+                 pods cannot reach each other",
                 node.name
             ));
             return;
         };
+        let family = Family::of(node_ip);
+        let eth_type = family.eth_type();
         let c = cookie::make(cookie::NODE, 0);
-        // LOCAL's own output leaves by the uplink. The host's IPv4 connections are committed
-        // in the hairpin zone on the way, so a pod's connection masqueraded to the same
-        // address (`masquerade_egress`) never takes the address and port of one of them:
-        // conntrack gives it another port. The datapath's encapsulated packets need no
-        // tracking.
+        // LOCAL's own output leaves by the uplink. The host's connections of the endpoint's
+        // family are committed in the hairpin zone on the way, so a pod's connection
+        // masqueraded to the same address (`masquerade_egress`) never takes the address and
+        // port of one of them: conntrack gives it another port. The datapath's encapsulated
+        // packets need no tracking.
         self.flow(
             table::CLASSIFIER,
             121,
             in_port(OFPP_LOCAL)
-                .with(Field::EthType, 0x0800u16)
+                .with(Field::EthType, eth_type)
                 .with(Field::IpProto, 17u8)
                 .with(Field::UdpDst, udp),
             c,
@@ -245,7 +247,7 @@ impl Builder<'_> {
         self.flow(
             table::CLASSIFIER,
             120,
-            in_port(OFPP_LOCAL).with(Field::EthType, 0x0800u16),
+            in_port(OFPP_LOCAL).with(Field::EthType, eth_type),
             c,
             apply(vec![ct_commit(cfg.hairpin_zone), output(uplink.ofport)]),
         );
@@ -257,9 +259,9 @@ impl Builder<'_> {
             apply(vec![output(uplink.ofport)]),
         );
         let encapsulated = in_port(uplink.ofport)
-            .with(Field::EthType, 0x0800u16)
+            .with(Field::EthType, eth_type)
             .with(Field::IpProto, 17u8)
-            .with(Field::Ipv4Dst, u32::from(node_ip))
+            .with(family.dst(), addr_value(node_ip))
             .with(Field::UdpDst, udp);
         self.flow(
             table::CLASSIFIER,
@@ -280,7 +282,7 @@ impl Builder<'_> {
         // connections are not addressed to the node any more once table 20 has un-SNATed
         // them; a node port's connections are DNATed by table 21 before either of these
         // matches.
-        let for_host = to_addr(IpAddr::V4(node_ip)).with(reg::FROM_UPLINK, 1u32);
+        let for_host = to_addr(node_ip).with(reg::FROM_UPLINK, 1u32);
         let to_host = apply(vec![
             set(Field::EthDst, mac_value(local_mac)),
             output(OFPP_LOCAL),
@@ -288,13 +290,7 @@ impl Builder<'_> {
         self.flow(table::SERVICE, 2, for_host.clone(), c, to_host.clone());
         // And from anywhere (a pod, or the uplink once a connection is committed), the
         // node's address is routed to its host, not out of the uplink to come back.
-        self.flow(
-            table::L3,
-            100,
-            to_addr(IpAddr::V4(node_ip)),
-            c,
-            to_host.clone(),
-        );
+        self.flow(table::L3, 100, to_addr(node_ip), c, to_host.clone());
         self.flow(
             table::CT_STATE,
             210,
@@ -306,9 +302,18 @@ impl Builder<'_> {
             c,
             to_host,
         );
-        let arp_reply = in_port(uplink.ofport)
-            .with(Field::EthType, 0x0806u16)
-            .with(Field::ArpOp, 2u16);
+        // The answers to the host's (and the datapath's) ARP requests or neighbour
+        // solicitations for the next hop.
+        let arp_reply = match family {
+            Family::V4 => in_port(uplink.ofport)
+                .with(Field::EthType, 0x0806u16)
+                .with(Field::ArpOp, 2u16),
+            Family::V6 => in_port(uplink.ofport)
+                .with(Field::EthType, eth_type)
+                .with(Field::IpProto, 58u8)
+                .with(Field::Icmpv6Type, 136u8)
+                .with(Field::Icmpv6Code, 0u8),
+        };
         self.flow(
             table::CLASSIFIER,
             120,
@@ -343,20 +348,31 @@ impl Builder<'_> {
             ],
         );
         for other in model.nodes.values().filter(|n| n.name != node.name) {
-            // The underlay is IPv4: the other node's IPv4 address carries both families.
-            let Some(ip) = other.ip4() else {
-                if !other.pod_cidrs.is_empty() {
-                    let cidrs: Vec<String> =
-                        other.pod_cidrs.iter().map(ToString::to_string).collect();
-                    self.out.conflicts.push(format!(
-                        "node {}: no IPv4 address, and the overlay's underlay is IPv4: its pod \
-                         CIDRs {} are not routed into the tunnel, so its pods are unreachable \
-                         from this node",
-                        other.name,
-                        cidrs.join(", ")
-                    ));
+            // The other node's endpoint, of this one's family, carries both families of pods.
+            let to_other = match tunnel_endpoint(other) {
+                Some(ip) if Family::of(ip) == family => set_tunnel_destination(ip),
+                theirs => {
+                    if !other.pod_cidrs.is_empty() {
+                        let cidrs: Vec<String> =
+                            other.pod_cidrs.iter().map(ToString::to_string).collect();
+                        let why = match theirs {
+                            Some(ip) => format!(
+                                "its tunnel endpoint {ip} is {}, this node's {node_ip} is \
+                                 {family}",
+                                Family::of(ip)
+                            ),
+                            None => "it has no address".to_string(),
+                        };
+                        self.out.conflicts.push(format!(
+                            "node {}: no tunnel to it ({why}): its pod CIDRs {} are not \
+                             routed into the tunnel, so its pods are unreachable from this \
+                             node",
+                            other.name,
+                            cidrs.join(", ")
+                        ));
+                    }
+                    continue;
                 }
-                continue;
             };
             for &pods in &other.pod_cidrs {
                 let m = to_net(pods);
@@ -370,7 +386,7 @@ impl Builder<'_> {
                             set(Field::EthSrc, mac_value(cfg.gateway_mac)),
                             set(Field::EthDst, mac_value(cfg.gateway_mac)),
                             Action::DecNwTtl,
-                            set(Field::TunDst, u32::from(ip)),
+                            to_other.clone(),
                             set(reg::OUT_PORT, tunnel),
                         ]),
                         goto(table::OUTPUT),
@@ -435,5 +451,20 @@ impl Builder<'_> {
                 apply(vec![ct(cfg.hairpin_zone, table::L3, true, Some(snat))]),
             );
         }
+    }
+}
+
+/// A node's overlay tunnel endpoint: its first IPv4 address, else its first IPv6 one. Two
+/// nodes reach each other through the tunnel only when their endpoints are of one family
+/// (the datapath routes the outer packet from the endpoint its host holds on LOCAL).
+pub(crate) fn tunnel_endpoint(node: &Node) -> Option<IpAddr> {
+    node.ip_of(Family::V4).or_else(|| node.ip_of(Family::V6))
+}
+
+/// Sets the tunnel's destination to `ip`: `tun_dst` for IPv4, `tun_ipv6_dst` for IPv6.
+pub(crate) fn set_tunnel_destination(ip: IpAddr) -> Action {
+    match ip {
+        IpAddr::V4(v4) => set(Field::TunDst, u32::from(v4)),
+        IpAddr::V6(v6) => set(Field::TunIpv6Dst, u128::from(v6)),
     }
 }

@@ -117,16 +117,21 @@ impl Builder<'_> {
             }
         }
         // With the overlay, an ELAN spans the cluster: its flood also reaches, through the
-        // tunnel with the ELAN as the tunnel id, every other node that has pods of it.
-        let mut remote: BTreeMap<u32, BTreeSet<Ipv4Addr>> = BTreeMap::new();
-        if let (Some(_), Some(_)) = (self.config.encap.udp_port(), bindings.tunnel) {
+        // tunnel with the ELAN as the tunnel id, every other node that has pods of it and a
+        // tunnel endpoint of this node's family (one of the other family is reported by
+        // `tunnel`).
+        let mut remote: BTreeMap<u32, BTreeSet<IpAddr>> = BTreeMap::new();
+        let own = tunnel_endpoint(node).map(Family::of);
+        if let (Some(_), Some(_), Some(own)) = (self.config.encap.udp_port(), bindings.tunnel, own)
+        {
             for pod in model.pods.values().filter(|p| p.node != node.name) {
                 let (Some(&elan), Some(ip)) = (
                     elans.get(&pod.namespace),
                     model
                         .nodes
                         .get(&pod.node)
-                        .and_then(|n| n.ips.iter().find_map(v4)),
+                        .and_then(tunnel_endpoint)
+                        .filter(|ip| Family::of(ip) == own),
                 ) else {
                     continue;
                 };
@@ -147,7 +152,7 @@ impl Builder<'_> {
                         0,
                         vec![
                             set(Field::TunId, u64::from(elan)),
-                            set(Field::TunDst, u32::from(*ip)),
+                            set_tunnel_destination(*ip),
                             output(tunnel),
                         ],
                     )

@@ -133,9 +133,7 @@ pub(crate) fn prepare(
     }
     for n in m.nodes.values() {
         for ip in &n.ips {
-            if let IpAddr::V4(v4) = ip {
-                names.nodes.insert(*v4, n.name.clone());
-            }
+            names.nodes.insert(*ip, n.name.clone());
         }
         if let Some(cidr) = n.pod_cidr4() {
             names
