@@ -371,6 +371,115 @@ fn a_health_check_node_port_reaches_the_model_and_needs_a_local_policy_and_its_o
     }
 }
 
+/// A dual-stack service over REST: `cluster-ip-addresses` (svcflow's `spec.clusterIPs`)
+/// gives the model both cluster IPs, so endpoints of both families serve it; its addresses
+/// are checked as the API server checks them, and both are claimed against other services.
+#[test]
+fn a_dual_stack_service_has_both_cluster_ips() {
+    let s = store(&[
+        (
+            Kind::Service,
+            json!([
+                { "uid": "s1", "name": "web", "cluster-ip-address": "10.96.0.10",
+                  "cluster-ip-addresses": ["10.96.0.10", "fd00:10:96::10"],
+                  "service-ports": [ { "port": 80, "target-port": 8080 } ] },
+                // Without cluster-ip-address: the first becomes it.
+                { "uid": "s2", "name": "db", "cluster-ip-addresses": ["fd00:10:96::20", "10.96.0.20"],
+                  "service-ports": [ { "port": 5432 } ] },
+            ]),
+        ),
+        (
+            Kind::Endpoints,
+            json!([{ "uid": "e1", "name": "web",
+                "endpoint-addresses": [ { "ip-address": "10.244.1.5" }, { "ip-address": "fd00:10:244:1::5" } ],
+                "endpoint-ports": [ { "port": 8080 } ] }]),
+        ),
+    ]);
+    let m = to_model(&s);
+    let web = &m.services[&ServiceKey::new("default", "web")];
+    assert_eq!(web.cluster_ips, [ip("10.96.0.10"), ip("fd00:10:96::10")]);
+    let db = &m.services[&ServiceKey::new("default", "db")];
+    assert_eq!(db.cluster_ips, [ip("fd00:10:96::20"), ip("10.96.0.20")]);
+    let stored = s.get(Kind::Service, "s2").unwrap().to_json().to_string();
+    assert!(
+        stored.contains(r#""cluster-ip-address":"fd00:10:96::20""#),
+        "{stored}"
+    );
+    // Both endpoints serve web: none is reported unused.
+    let node = netvirt::model::Node {
+        name: "n1".into(),
+        ips: vec![ip("192.168.50.11")],
+        pod_cidrs: vec![],
+        labels: BTreeMap::new(),
+    };
+    let mut m = m;
+    m.nodes.insert("n1".into(), node.clone());
+    let desired = netvirt::desired::desired(
+        &node,
+        &m,
+        &netvirt::config::Config::default(),
+        &netvirt::desired::NodeBindings::default(),
+    );
+    assert!(
+        !desired.conflicts.iter().any(|c| c.contains("is not used")),
+        "{:?}",
+        desired.conflicts
+    );
+    // One group of one endpoint per family.
+    let backends = |port: &str| desired.services[port].backends.len();
+    assert_eq!(
+        (
+            backends("default/web:80/tcp"),
+            backends("default/web:80/tcp/ipv6")
+        ),
+        (1, 1),
+        "{:?}",
+        desired.services.keys().collect::<Vec<_>>()
+    );
+    // Refused: two of one family, three, a first that is not cluster-ip-address.
+    for (addresses, primary, why) in [
+        (
+            json!(["10.96.0.30", "10.96.0.31"]),
+            None,
+            "one IPv4 and one IPv6",
+        ),
+        (
+            json!(["10.96.0.30", "fd00:10:96::30", "fd00:10:96::31"]),
+            None,
+            "at most two",
+        ),
+        (
+            json!(["fd00:10:96::30", "10.96.0.30"]),
+            Some("10.96.0.30"),
+            "its first address must be cluster-ip-address 10.96.0.30",
+        ),
+    ] {
+        let mut body = json!({ "uid": "s3", "cluster-ip-addresses": addresses });
+        if let Some(p) = primary {
+            body["cluster-ip-address"] = json!(p);
+        }
+        let body = json!({ "services": [body] });
+        let err = parse::container_body(Kind::Service, body.to_string().as_bytes()).unwrap_err();
+        let text = format!("{err}");
+        assert!(
+            text.contains("services[s3].cluster-ip-addresses") && text.contains(why),
+            "{body}: {text}"
+        );
+    }
+    // Its IPv6 cluster IP is its own: another service on it is refused.
+    let other = json!({ "services": [{ "uid": "s4", "name": "other",
+        "cluster-ip-address": "fd00:10:96::10", "service-ports": [ { "port": 80 } ] }] });
+    let item = parse::item_body(Kind::Service, "s4", other.to_string().as_bytes()).unwrap();
+    let err = s
+        .clone()
+        .apply(Change::Upsert(item), &Rules::default())
+        .unwrap_err();
+    assert!(
+        format!("{err}").contains("is already used by service s1"),
+        "{err}"
+    );
+}
+
 /// A node port claimed twice by one service (on two of its ports of one protocol, or as a
 /// port's node port and its health-check node port) is refused as another service's would be:
 /// both would be flows for one port on every node. The same port on TCP and UDP is two ports.

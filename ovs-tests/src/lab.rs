@@ -355,6 +355,11 @@ pub struct ServiceSpec {
     /// to svcflow (`--service-cidr6`): an IPv6 service, whose endpoints are its pods' IPv6
     /// addresses.
     pub cluster_ip: IpAddr,
+    /// A dual-stack service's IPv6 cluster IP (with an IPv4 `cluster-ip`), posted with it as
+    /// svcflow's `cluster-ip-addresses`; its endpoints are then its pods' addresses of both
+    /// families.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ip6: Option<Ipv6Addr>,
     /// The port on the cluster IP.
     pub port: u16,
     /// The endpoints' port; `port` by default.
@@ -375,6 +380,18 @@ impl ServiceSpec {
     /// The endpoints' port.
     pub fn target(&self) -> u16 {
         self.target_port.unwrap_or(self.port)
+    }
+
+    /// Its cluster IPs: `cluster-ip`, and `cluster-ip6` if any.
+    pub fn cluster_ips(&self) -> Vec<IpAddr> {
+        std::iter::once(self.cluster_ip)
+            .chain(self.cluster_ip6.map(IpAddr::V6))
+            .collect()
+    }
+
+    /// Whether it has an IPv6 cluster IP (so its endpoints need IPv6 addresses).
+    fn ipv6(&self) -> bool {
+        self.cluster_ips().iter().any(IpAddr::is_ipv6)
     }
 
     /// `namespace/name`.
@@ -420,14 +437,18 @@ impl ServiceSpec {
         if let Some(node_port) = self.node_port {
             port["service:node-port"] = json!(node_port);
         }
-        json!({"service:services": [{
+        let mut body = json!({"service:services": [{
             "service:uid": self.uid(),
             "service:name": self.name,
             "service:network-NS": self.namespace,
             "service:cluster-ip-address": self.cluster_ip.to_string(),
             "service:service-ports": [port],
-        }]})
-        .to_string()
+        }]});
+        if let Some(ip6) = self.cluster_ip6 {
+            body["service:services"][0]["service:cluster-ip-addresses"] =
+                json!([self.cluster_ip.to_string(), ip6.to_string()]);
+        }
+        body.to_string()
     }
 }
 
@@ -702,6 +723,12 @@ impl Topology {
             if !keys.insert(s.key()) {
                 return Err(invalid(format!("service {} is defined twice", s.key())));
             }
+            if s.cluster_ip6.is_some() && s.cluster_ip.is_ipv6() {
+                return Err(invalid(format!(
+                    "service {}: a dual-stack service's `cluster-ip` is its IPv4 one",
+                    s.key()
+                )));
+            }
             if s.port == 0 || s.target_port == Some(0) || s.node_port == Some(0) {
                 return Err(invalid(format!("service {}: ports start at 1", s.key())));
             }
@@ -713,7 +740,7 @@ impl Topology {
                             s.key()
                         )));
                     }
-                    Some((_, pod)) if s.cluster_ip.is_ipv6() && pod.ip6.is_none() => {
+                    Some((_, pod)) if s.ipv6() && pod.ip6.is_none() => {
                         return Err(invalid(format!(
                             "service {}: an IPv6 service needs IPv6 endpoints, and pod `{ep}` \
                              has no IPv6 address",
@@ -1139,27 +1166,30 @@ impl Lab {
                     .is_none_or(|ip6| flows.contains(&format!("ipv6,ipv6_dst={ip6} actions=")))
         });
         let services_ok = self.topology.services.iter().all(|s| {
-            let dst = match s.cluster_ip {
-                IpAddr::V4(ip) => format!("nw_dst={ip}"),
-                IpAddr::V6(ip) => format!("ipv6_dst={ip}"),
-            };
-            flows.contains(&format!("{dst},tp_dst={}", s.port))
+            s.cluster_ips().into_iter().all(|ip| {
+                let dst = match ip {
+                    IpAddr::V4(ip) => format!("nw_dst={ip}"),
+                    IpAddr::V6(ip) => format!("ipv6_dst={ip}"),
+                };
+                flows.contains(&format!("{dst},tp_dst={}", s.port))
+            })
         });
         if !(pods_ok && services_ok) {
             return Ok(false);
         }
         let groups = parse_group_endpoints(&n.sandbox.dump_groups(BR)?);
+        // A group per cluster IP's family, of the endpoints' addresses of that family.
         let groups_ok = self.topology.services.iter().all(|s| {
-            let want: BTreeSet<IpAddr> = s
-                .endpoints
-                .iter()
-                .filter_map(|p| {
-                    self.topology
-                        .pod(p)
-                        .and_then(|(_, pod)| endpoint_ip(s, pod))
-                })
-                .collect();
-            want.is_empty() || groups.contains(&want)
+            s.cluster_ips().into_iter().all(|cluster_ip| {
+                let want: BTreeSet<IpAddr> = s
+                    .endpoints
+                    .iter()
+                    .filter_map(|p| self.topology.pod(p))
+                    .flat_map(|(_, pod)| endpoint_ips(s, pod))
+                    .filter(|ip| ip.is_ipv4() == cluster_ip.is_ipv4())
+                    .collect();
+                want.is_empty() || groups.contains(&want)
+            })
         });
         Ok(groups_ok)
     }
@@ -1959,12 +1989,19 @@ fn endpoints_body(topology: &Topology, s: &ServiceSpec) -> Result<String, Sandbo
         let (node, spec) = topology
             .pod(pod)
             .ok_or_else(|| invalid(format!("service {}: no pod `{pod}`", s.key())))?;
-        let ip = endpoint_ip(s, spec)
-            .ok_or_else(|| invalid(format!("service {}: pod `{pod}` has no IPv6", s.key())))?;
-        addresses.push(json!({
-            "service:ip-address": ip.to_string(),
-            "service:node-name": node.name,
-        }));
+        let ips = endpoint_ips(s, spec);
+        if s.ipv6() && !ips.iter().any(IpAddr::is_ipv6) {
+            return Err(invalid(format!(
+                "service {}: pod `{pod}` has no IPv6",
+                s.key()
+            )));
+        }
+        for ip in ips {
+            addresses.push(json!({
+                "service:ip-address": ip.to_string(),
+                "service:node-name": node.name,
+            }));
+        }
     }
     let body = json!({"service:endpoints": [{
         "service:uid": s.endpoints_uid(),
@@ -1980,12 +2017,15 @@ fn endpoints_body(topology: &Topology, s: &ServiceSpec) -> Result<String, Sandbo
     Ok(body.to_string())
 }
 
-/// The address of pod `pod` as an endpoint of service `s`: of the cluster IP's family.
-fn endpoint_ip(s: &ServiceSpec, pod: &PodSpec) -> Option<IpAddr> {
-    match s.cluster_ip {
-        IpAddr::V4(_) => Some(IpAddr::V4(pod.ip)),
-        IpAddr::V6(_) => pod.ip6.map(IpAddr::V6),
-    }
+/// The addresses of pod `pod` as an endpoint of service `s`: of its cluster IPs' families.
+fn endpoint_ips(s: &ServiceSpec, pod: &PodSpec) -> Vec<IpAddr> {
+    s.cluster_ips()
+        .into_iter()
+        .filter_map(|ip| match ip {
+            IpAddr::V4(_) => Some(IpAddr::V4(pod.ip)),
+            IpAddr::V6(_) => pod.ip6.map(IpAddr::V6),
+        })
+        .collect()
 }
 
 /// `curl` against svcflow's REST northbound inside `netns`.

@@ -10,7 +10,10 @@
 //! Each checks, with real TCP: a pod on n1 reaches a pod on n2 over IPv6 directly and back,
 //! each seeing the other's own IPv6 address, and an IPv6 ClusterIP whose only endpoint is on
 //! n2 is reached from n1 (the endpoint sees the client pod's address), next to an IPv4
-//! ClusterIP on the same endpoint.
+//! ClusterIP on the same endpoint and a dual-stack service (REST's `cluster-ip-addresses`)
+//! whose two cluster IPs reach the endpoint's address of their family. A third lab runs the
+//! overlay over an IPv6-only underlay (`underlay.ipv6-only`): the same checks, through IPv6
+//! tunnels.
 //!
 //! Over the overlay, a pod's IPv6 and IPv4 connections to the router (outside the cluster,
 //! routing no pod CIDR) are masqueraded to its node's address of each family. Over the routed
@@ -81,6 +84,15 @@ endpoints = ["n2-a"]
 [[services]]
 name = "web"
 cluster-ip = "10.96.0.10"
+port = 80
+target-port = 8080
+endpoints = ["n2-a"]
+
+# One dual-stack service (REST's `cluster-ip-addresses`) on the same endpoint.
+[[services]]
+name = "both"
+cluster-ip = "10.96.0.20"
+cluster-ip6 = "fd00:10:96::20"
 port = 80
 target-port = 8080
 endpoints = ["n2-a"]
@@ -340,6 +352,10 @@ impl DualStack {
         // The IPv4 cluster IP on the same endpoint, as before.
         let a4 = self.lab.pod("n1-a").unwrap().ip().to_string();
         self.expect("n1-a", VIP4, "n2-a", &a4);
+        // One dual-stack service: each of its cluster IPs reaches the endpoint's address of
+        // its family.
+        self.expect("n1-a", "[fd00:10:96::20]:80", "n2-a", &a);
+        self.expect("n1-a", "10.96.0.20:80", "n2-a", &a4);
         // Many connections, not just the first ones.
         let answers = self.connect("n1-a", VIP6, 20);
         let want = Ok(("n2-a".to_string(), a.clone()));

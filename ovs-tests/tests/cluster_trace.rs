@@ -28,6 +28,7 @@ fn service(name: &str, ip: &str, endpoints: &[&str]) -> ServiceSpec {
         name: name.into(),
         namespace: "default".into(),
         cluster_ip: ip.parse().unwrap(),
+        cluster_ip6: None,
         port: 80,
         target_port: Some(8080),
         protocol: Default::default(),

@@ -279,7 +279,10 @@ fn components() -> Value {
             "Service": { "type": "object", "required": ["uid"], "properties": {
                 "uid": { "type": "string" }, "name": { "type": "string" },
                 "network-NS": { "type": "string", "description": "empty means default" },
-                "cluster-ip-address": ip, "external-ip-address": ips, "load-balancer-IP": ip,
+                "cluster-ip-address": ip,
+                "cluster-ip-addresses": { "type": "array", "items": ip, "maxItems": 2,
+                    "description": "svcflow extension (spec.clusterIPs): a dual-stack service's cluster IPs, one of each family, the first being cluster-ip-address" },
+                "external-ip-address": ips, "load-balancer-IP": ip,
                 "ingress-ip-address": ips,
                 "service-ports": { "type": "array", "items": schema_ref("ServicePort"),
                     "description": "none: every port is forwarded" },

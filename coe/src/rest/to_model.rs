@@ -548,7 +548,7 @@ fn service(s: &types::Service, key: ServiceKey) -> Service {
         key,
         uid: s.uid.clone(),
         kind,
-        cluster_ips: s.cluster_ip.into_iter().collect(),
+        cluster_ips: s.all_cluster_ips(),
         ports,
         external_ips: s.external_ips.clone(),
         lb_ingress_ips,

@@ -153,6 +153,15 @@ pub struct Service {
         skip_serializing_if = "Option::is_none"
     )]
     pub cluster_ip: Option<IpAddr>,
+    /// svcflow's extension: `spec.clusterIPs`, a dual-stack service's cluster IPs, at most
+    /// one of each family, the first being `cluster-ip-address` (filled from it when that is
+    /// absent). Empty: the service has `cluster-ip-address` alone.
+    #[serde(
+        rename = "cluster-ip-addresses",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub cluster_ips: Vec<IpAddr>,
     /// `spec.externalIPs`.
     #[serde(
         rename = "external-ip-address",
@@ -203,12 +212,22 @@ impl Service {
             .chain(self.health_check_node_port)
     }
 
+    /// Its cluster IPs: `cluster-ip-addresses`, else `cluster-ip-address`.
+    pub fn all_cluster_ips(&self) -> Vec<IpAddr> {
+        if self.cluster_ips.is_empty() {
+            self.cluster_ip.into_iter().collect()
+        } else {
+            self.cluster_ips.clone()
+        }
+    }
+
     /// Every address the service answers on, without repeats, in a stable order.
     pub fn vips(&self) -> Vec<IpAddr> {
         let mut vips: Vec<IpAddr> = Vec::new();
         let all = self
             .cluster_ip
             .iter()
+            .chain(&self.cluster_ips)
             .chain(&self.external_ips)
             .chain(&self.load_balancer_ip)
             .chain(&self.ingress_ips);

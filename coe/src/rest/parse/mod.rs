@@ -216,11 +216,13 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
             "needs external-traffic-policy Local",
         ));
     }
+    let (cluster_ip, cluster_ips) = cluster_ips(f)?;
     Ok(Service {
         uid,
         name: f.name("name")?,
         network_ns: f.name("network-NS")?,
-        cluster_ip: f.ip("cluster-ip-address")?,
+        cluster_ip,
+        cluster_ips,
         external_ips: f.ips("external-ip-address")?,
         load_balancer_ip: f.ip("load-balancer-IP")?,
         ingress_ips: f.ips("ingress-ip-address")?,
@@ -230,6 +232,31 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
         external_traffic_policy,
         health_check_node_port,
     })
+}
+
+/// `cluster-ip-address` and svcflow's `cluster-ip-addresses` (`spec.clusterIPs`), checked as
+/// the API server checks a dual-stack service's: at most one address of each family, the
+/// first being `cluster-ip-address` when both are given (and becoming it when it is not).
+fn cluster_ips(f: &Fields<'_>) -> Result<(Option<IpAddr>, Vec<IpAddr>), RequestError> {
+    let primary = f.ip("cluster-ip-address")?;
+    let all = f.ips("cluster-ip-addresses")?;
+    let at = || f.at("cluster-ip-addresses");
+    if all.len() > 2 || (all.len() == 2 && all[0].is_ipv4() == all[1].is_ipv4()) {
+        return Err(RequestError::invalid(
+            at(),
+            "at most two addresses, one IPv4 and one IPv6",
+        ));
+    }
+    match (primary, all.first()) {
+        (Some(primary), Some(first)) if primary != *first => Err(RequestError::invalid(
+            at(),
+            format!(
+                "its first address must be cluster-ip-address {primary} (as clusterIPs[0] is \
+                 clusterIP), not {first}"
+            ),
+        )),
+        (primary, first) => Ok((primary.or(first.copied()), all)),
+    }
 }
 
 fn service_port(f: &Fields<'_>) -> Result<ServicePort, RequestError> {
