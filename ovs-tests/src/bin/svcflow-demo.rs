@@ -255,7 +255,7 @@ fn run() -> Result<(), SandboxError> {
         .ok_or_else(|| invalid("three-nodes.toml has no service"))?;
     // The demo's cluster is dual-stack: each node also gets an IPv6 address on the underlay
     // (the router routes its IPv6 pod CIDR to it) and an IPv6 pod CIDR, each pod an IPv6
-    // address, and service web a twin on an IPv6 cluster IP.
+    // address, and service web (later) an IPv6 cluster IP beside its IPv4 one.
     for (k, node) in topology.nodes.iter_mut().enumerate() {
         let n = k as u16 + 1;
         node.address6 = Some(std::net::Ipv6Addr::new(
@@ -284,12 +284,12 @@ fn run() -> Result<(), SandboxError> {
             ));
         }
     }
-    let web6 = ovs_tests::lab::ServiceSpec {
-        name: "web6".into(),
-        cluster_ip: "fd00:10:96::10"
-            .parse()
-            .map_err(|_| invalid("bad IPv6 cluster IP"))?,
-        node_port: None,
+    let dual_stack_web = ovs_tests::lab::ServiceSpec {
+        cluster_ip6: Some(
+            "fd00:10:96::10"
+                .parse()
+                .map_err(|_| invalid("bad IPv6 cluster IP"))?,
+        ),
         ..web.clone()
     };
 
@@ -370,16 +370,17 @@ fn run() -> Result<(), SandboxError> {
     connections(&lab, "n1-b", VIP, 20, &["n2-a", "n3-a"])?;
 
     println!(
-        "== IPv6: service web6 on {VIP6}, the same pods' IPv6 addresses behind it, posted over \
-         REST the same way; 20 connections from pod n1-b"
+        "== Dual-stack: service web gets a second cluster IP, {VIP6} (REST's \
+         cluster-ip-addresses, Kubernetes' clusterIPs), its pods' IPv6 addresses behind it; 20 \
+         connections from pod n1-b"
     );
     let posted = Instant::now();
-    lab.put_service(web6)?;
+    lab.put_service(dual_stack_web)?;
     lab.wait_synced(Duration::from_secs(30))?;
     println!(
-        "   every node's switch holds web6's group (IPv6 buckets load the endpoint into \
-         reg12..reg15) {:.0} ms after the first PUT; n1's switch answers the pod's neighbour \
-         solicitation for its IPv6 gateway, and DNATs to [endpoint]:8080:",
+        "   every node's switch holds web's IPv6 group beside its IPv4 one (IPv6 buckets load \
+         the endpoint into reg12..reg15) {:.0} ms after the first PUT; n1's switch answers the \
+         pod's neighbour solicitation for its IPv6 gateway, and DNATs to [endpoint]:8080:",
         posted.elapsed().as_secs_f64() * 1e3
     );
     connections(&lab, "n1-b", VIP6, 20, &["n2-a", "n3-a"])?;
