@@ -82,6 +82,7 @@ impl OperationalSource for Source {
                     groups: Some(2),
                     last_sync: Some(sync(4)),
                     syncs: vec![sync(4), sync(3)],
+                    conflicts: Some(vec![]),
                 },
                 NodeState {
                     node: "n2".into(),
@@ -95,6 +96,7 @@ impl OperationalSource for Source {
                     groups: None,
                     last_sync: None,
                     syncs: vec![],
+                    conflicts: None,
                 },
             ])
         })

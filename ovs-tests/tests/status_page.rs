@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
-use ovs_tests::svcflow::fixture::{put_web, web_pods};
+use ovs_tests::svcflow::fixture::{put_web, put_web_endpoints, web_pods};
 use ovs_tests::svcflow::{Daemon, rest};
 use serde_json::Value;
 
@@ -135,6 +135,7 @@ fn the_nodes_view_get_nodes_and_the_status_page_show_the_real_switch() {
     let syncs = n1["syncs"].as_array().unwrap();
     assert!(!syncs.is_empty() && syncs.len() <= 10, "{view}");
     assert_eq!(syncs[0], *last, "the newest sync is the last success");
+    assert_eq!(n1["conflicts"], serde_json::json!([]), "{view}");
     assert!(
         syncs.iter().any(|s| s["flows-added"].as_u64() > Some(0)),
         "a sync added flows: {view}"
@@ -151,6 +152,15 @@ fn the_nodes_view_get_nodes_and_the_status_page_show_the_real_switch() {
     ]);
     assert_eq!(status.unwrap(), "404");
 
+    // A conflict: an IPv6 endpoint of web, which has only an IPv4 cluster IP. The nodes view
+    // names it (as the sync logs it), and keeps naming it after later syncs.
+    put_web_endpoints(&sb, &["10.244.0.11", "10.244.0.12", "fd00::77"]);
+    let conflict = "default/web: endpoint fd00::77 is not used: the service has no IPv6 address";
+    wait_until("the nodes view to name the conflict", &daemon, || {
+        view = serde_json::from_str(&sb.node(&["curl", "-sS", "-f", NODES]).unwrap()).unwrap();
+        view["svcflow:nodes"]["nodes"][0]["conflicts"] == serde_json::json!([conflict])
+    });
+
     // `svcflow get nodes`: the table and the JSON.
     let bin = ovs_tests::svcflow::svcflow_binary().unwrap();
     let bin = bin.to_string_lossy().to_string();
@@ -164,6 +174,15 @@ fn the_nodes_view_get_nodes_and_the_status_page_show_the_real_switch() {
         "{table}"
     );
     assert!(lines[1].contains(&format!(" {flows} ")), "{table}");
+    assert!(lines[1].ends_with(" 1"), "one conflict: {table}");
+    assert_eq!(
+        lines[2..],
+        [
+            "conflicts (also logged by each sync that renders them):".to_string(),
+            format!("n1: {conflict}")
+        ],
+        "{table}"
+    );
     let json: Value = serde_json::from_str(
         &sb.node(&[&bin, "get", "nodes", "n1", "-o", "json"])
             .unwrap(),
@@ -223,4 +242,8 @@ fn the_nodes_view_get_nodes_and_the_status_page_show_the_real_switch() {
         dom.contains("<tr class=\"sync\" data-node=\"n1\""),
         "the recent syncs: {dom}"
     );
+    let li = tag_with(&dom, "class=\"conflict\" data-node=\"n1\"");
+    let at = dom.find(li).unwrap();
+    let item = &dom[at..at + dom[at..].find("</li>").unwrap()];
+    assert!(item.ends_with(&format!("<b>n1</b>: {conflict}")), "{item}");
 }

@@ -55,7 +55,11 @@ fn path_segment(s: &str) -> String {
         .collect()
 }
 
-/// One row per node, then a line per node another replica masters, with where to ask.
+/// How many of a node's conflicts the table lists; `-o json` has them all.
+const CONFLICTS_LISTED: usize = 20;
+
+/// One row per node, then a line per node another replica masters, with where to ask, then
+/// the conflicts of the nodes this daemon writes.
 fn nodes_table(nodes: &[Value]) -> String {
     let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
     let count = |v: &Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
@@ -69,11 +73,13 @@ fn nodes_table(nodes: &[Value]) -> String {
             "LAST SYNC",
             "REVISION",
             "TOOK",
+            "CONFLICTS",
         ]
         .map(String::from)
         .to_vec(),
     ];
     let mut elsewhere = Vec::new();
+    let mut conflicts = Vec::new();
     for n in nodes {
         let switch = match n["connection"].as_u64() {
             Some(c) if n["switch-connected"] == true => format!("connected ({c})"),
@@ -95,7 +101,22 @@ fn nodes_table(nodes: &[Value]) -> String {
             last["duration-ms"]
                 .as_f64()
                 .map_or("-".into(), |ms| format!("{ms:.1}ms")),
+            n["conflicts"]
+                .as_array()
+                .map_or("-".into(), |c| c.len().to_string()),
         ]);
+        let listed = n["conflicts"].as_array().map_or(&[][..], Vec::as_slice);
+        for c in listed.iter().take(CONFLICTS_LISTED) {
+            conflicts.push(format!("{}: {}\n", text(&n["node"]), text(c)));
+        }
+        if listed.len() > CONFLICTS_LISTED {
+            conflicts.push(format!(
+                "{}: … and {} more (`svcflow get nodes {} -o json` lists them all)\n",
+                text(&n["node"]),
+                listed.len() - CONFLICTS_LISTED,
+                text(&n["node"])
+            ));
+        }
         if let (Some(master), Some(rest)) = (n["master"].as_str(), n["rest"].as_str()) {
             elsewhere.push(format!(
                 "node {} is mastered by another replica ({master}; ask `svcflow get nodes --rest {rest}`)\n",
@@ -105,6 +126,10 @@ fn nodes_table(nodes: &[Value]) -> String {
     }
     let mut out = align(&rows);
     out.extend(elsewhere);
+    if !conflicts.is_empty() {
+        out.push_str("conflicts (also logged by each sync that renders them):\n");
+        out.extend(conflicts);
+    }
     out
 }
 
@@ -436,7 +461,8 @@ mod tests {
         let nodes: Vec<Value> = serde_json::from_str(
             r#"[{"node":"n1","switch-connected":true,"connection":3,"role":"equal",
                "writes":true,"flows":120,"groups":2,"last-sync":{"time":"2026-11-24T09:41:00.120Z",
-               "revision":5,"result":"ok","duration-ms":12.345},"syncs":[]},
+               "revision":5,"result":"ok","duration-ms":12.345},"syncs":[],
+               "conflicts":["default/web: endpoint fd00::5 is not used: the service has no IPv6 address"]},
               {"node":"n2","switch-connected":false,"writes":false,"master":"tcp:10.0.0.2:6653",
                "rest":"http://10.0.0.2:8181","syncs":[]}]"#,
         )
@@ -445,22 +471,45 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[0],
-            "NAME   SWITCH          ROLE                      FLOWS   GROUPS   LAST SYNC                  REVISION   TOOK"
+            "NAME   SWITCH          ROLE                      FLOWS   GROUPS   LAST SYNC                  REVISION   TOOK     CONFLICTS"
         );
         assert_eq!(
             lines[1],
-            "n1     connected (3)   equal (sole controller)   120     2        2026-11-24T09:41:00.120Z   5          12.3ms"
+            "n1     connected (3)   equal (sole controller)   120     2        2026-11-24T09:41:00.120Z   5          12.3ms   1"
         );
         assert_eq!(
             lines[2],
-            "n2     not connected   -                         -       -        never                      -          -"
+            "n2     not connected   -                         -       -        never                      -          -        -"
         );
         assert_eq!(
             lines[3],
             "node n2 is mastered by another replica (tcp:10.0.0.2:6653; ask `svcflow get nodes \
              --rest http://10.0.0.2:8181`)"
         );
+        assert_eq!(
+            lines[4..],
+            [
+                "conflicts (also logged by each sync that renders them):",
+                "n1: default/web: endpoint fd00::5 is not used: the service has no IPv6 address"
+            ]
+        );
         assert_eq!(path_segment("a b/c"), "a%20b%2Fc");
+    }
+
+    #[test]
+    fn a_nodes_table_lists_a_bounded_number_of_conflicts() {
+        let many: Vec<String> = (0..23).map(|i| format!("conflict {i}")).collect();
+        let nodes = vec![serde_json::json!({"node": "n1", "writes": true, "conflicts": many})];
+        let t = nodes_table(&nodes);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].ends_with(" 23"), "{t}");
+        assert_eq!(lines[3], "n1: conflict 0", "{t}");
+        assert_eq!(lines[22], "n1: conflict 19", "{t}");
+        assert_eq!(
+            lines[23], "n1: … and 3 more (`svcflow get nodes n1 -o json` lists them all)",
+            "{t}"
+        );
+        assert_eq!(lines.len(), 24, "{t}");
     }
 
     #[test]

@@ -402,6 +402,8 @@ fn components() -> Value {
                 "groups": { "type": "integer", "description": "groups desired, as of that sync" },
                 "last-sync": schema_ref("SyncState"),
                 "syncs": { "type": "array", "items": schema_ref("SyncState"), "description": "the last 10, newest first" },
+                "conflicts": { "type": "array", "items": { "type": "string" },
+                    "description": "what the node's desired state cannot honour, as its task last rendered it; absent for a node this replica does not write" },
             } },
             "SyncState": { "type": "object", "required": ["time", "revision", "result"], "properties": {
                 "time": { "type": "string", "format": "date-time", "example": "2026-11-24T09:41:00.120Z" },

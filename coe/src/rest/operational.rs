@@ -111,6 +111,11 @@ pub struct NodeState {
     pub last_sync: Option<SyncState>,
     /// The last syncs, successful or not, newest first (a bounded few).
     pub syncs: Vec<SyncState>,
+    /// What the node's desired state cannot honour, as its task last rendered it (each also
+    /// logged when rendered): inputs the pipeline cannot serve on the node, and flows that
+    /// two owners render differently. Absent for a node this controller does not write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<Vec<String>>,
 }
 
 /// One sync of a node's switch to a model revision.

@@ -42,6 +42,11 @@ pub fn page(
         Ok(nodes) => nodes_table(&mut out, nodes),
         Err(e) => unavailable(&mut out, "nodes-error", e),
     }
+    out.push_str("<h2>Conflicts</h2>\n");
+    match nodes {
+        Ok(nodes) => conflicts_list(&mut out, nodes),
+        Err(e) => unavailable(&mut out, "conflicts-error", e),
+    }
     out.push_str("<h2>Services</h2>\n");
     match services {
         Ok(services) => services_table(&mut out, services),
@@ -185,6 +190,33 @@ fn nodes_table(out: &mut String, nodes: &[NodeState]) {
     out.push_str("</table>\n");
 }
 
+/// What each node this replica writes cannot honour, one item per conflict.
+fn conflicts_list(out: &mut String, nodes: &[NodeState]) {
+    let all: Vec<(&str, &String)> = nodes
+        .iter()
+        .flat_map(|n| {
+            let conflicts = n.conflicts.as_deref().unwrap_or_default();
+            conflicts.iter().map(move |c| (n.node.as_str(), c))
+        })
+        .collect();
+    if all.is_empty() {
+        out.push_str(
+            "<p class=\"none\" id=\"no-conflicts\">None on the nodes this replica writes.</p>\n",
+        );
+        return;
+    }
+    out.push_str("<ul id=\"conflicts\">\n");
+    for (node, conflict) in all {
+        let node = escape(node);
+        let _ = writeln!(
+            out,
+            "<li class=\"conflict\" data-node=\"{node}\"><b>{node}</b>: {}</li>",
+            escape(conflict)
+        );
+    }
+    out.push_str("</ul>\n");
+}
+
 fn services_table(out: &mut String, services: &[ServiceState]) {
     if services.is_empty() {
         out.push_str("<p class=\"none\">No service is installed.</p>\n");
@@ -320,6 +352,7 @@ mod tests {
             groups: Some(2),
             last_sync: None,
             syncs: Vec::new(),
+            conflicts: Some(Vec::new()),
         }
     }
 
@@ -332,6 +365,7 @@ mod tests {
         let mut evil = node("<script>alert(1)</script>");
         evil.master = Some("\"><img src=x>".into());
         evil.rest = Some("javascript:alert(1)\"".into());
+        evil.conflicts = Some(vec!["default/x: endpoint <img src=y> is not used".into()]);
         let service = ServiceState {
             uid: "u\"1".into(),
             namespace: "default".into(),
@@ -401,7 +435,19 @@ mod tests {
         n2.writes = false;
         n2.master = Some("tcp:10.0.0.2:6653".into());
         n2.rest = Some("http://10.0.0.2:8181".into());
-        let html = page(&Ok(vec![n1, n2]), &Err("no switch yet".into()));
+        let html = page(&Ok(vec![n1.clone(), n2]), &Err("no switch yet".into()));
+        assert!(
+            html.contains("<p class=\"none\" id=\"no-conflicts\">"),
+            "{html}"
+        );
+        n1.conflicts = Some(vec!["node n6: no tunnel to it".into()]);
+        let with = page(&Ok(vec![n1]), &Err("no switch yet".into()));
+        assert!(
+            with.contains(
+                "<li class=\"conflict\" data-node=\"n1\"><b>n1</b>: node n6: no tunnel to it</li>"
+            ),
+            "{with}"
+        );
         assert!(
             html.contains(
                 "<tr class=\"node\" data-node=\"n1\" data-connected=\"true\" \

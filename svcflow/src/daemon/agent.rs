@@ -46,6 +46,8 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) enum Query {
     /// What the node's switch was last synced to.
     Snapshot(oneshot::Sender<Snapshot>),
+    /// What the node's desired state cannot honour, as last rendered.
+    Conflicts(oneshot::Sender<Vec<String>>),
     /// The dry-run plan: what a sync would change on the live switch now, as the lines of an
     /// `ovs-ofctl bundle` file.
     Plan(oneshot::Sender<Result<Vec<String>, String>>),
@@ -252,6 +254,9 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
                             model: model.clone(),
                         });
                     }
+                }
+                Query::Conflicts(reply) => {
+                    let _ = reply.send(engine.shards().conflicts());
                 }
                 Query::Trace(ask, reply) => {
                     let model = p.models.borrow().clone();

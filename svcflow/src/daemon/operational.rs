@@ -124,6 +124,34 @@ impl Operational {
     }
 }
 
+impl Operational {
+    /// Each node's conflicts, asked of the tasks of the nodes this controller writes, all at
+    /// once; a task that does not answer within [`ROLE_TIMEOUT`] (its switch left meanwhile)
+    /// is left out.
+    async fn conflicts(&self) -> BTreeMap<String, Vec<String>> {
+        let views: Vec<(String, NodeView)> = match self.installed.read() {
+            Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Err(_) => return BTreeMap::new(),
+        };
+        let mut asks = tokio::task::JoinSet::new();
+        for (node, view) in views {
+            asks.spawn(async move {
+                let (tx, rx) = oneshot::channel();
+                view.query.send(Query::Conflicts(tx)).await.ok()?;
+                let answer = tokio::time::timeout(ROLE_TIMEOUT, rx).await.ok()?.ok()?;
+                Some((node, answer))
+            });
+        }
+        let mut out = BTreeMap::new();
+        while let Some(answer) = asks.join_next().await {
+            if let Ok(Some((node, conflicts))) = answer {
+                out.insert(node, conflicts);
+            }
+        }
+        out
+    }
+}
+
 /// One departed node's plan and what it is planned against, or None if it is not departed
 /// (its switch came back meanwhile) or no longer in the model.
 fn departed_plan(
@@ -239,6 +267,7 @@ impl OperationalSource for Operational {
                     roles.insert(node, role);
                 }
             }
+            let conflicts = self.conflicts().await;
             let names: BTreeSet<&String> = model.iter().chain(records.keys()).collect();
             Ok(names
                 .into_iter()
@@ -260,6 +289,7 @@ impl OperationalSource for Operational {
                         groups: record.totals.map(|t| t.1),
                         last_sync: record.last_ok,
                         syncs: record.history.into_iter().collect(),
+                        conflicts: conflicts.get(node).cloned(),
                     }
                 })
                 .collect())
