@@ -124,32 +124,27 @@ impl Operational {
     }
 }
 
-impl Operational {
-    /// Each node's conflicts, asked of the tasks of the nodes this controller writes, all at
-    /// once; a task that does not answer within [`ROLE_TIMEOUT`] (its switch left meanwhile)
-    /// is left out.
-    async fn conflicts(&self) -> BTreeMap<String, Vec<String>> {
-        let views: Vec<(String, NodeView)> = match self.installed.read() {
-            Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            Err(_) => return BTreeMap::new(),
-        };
-        let mut asks = tokio::task::JoinSet::new();
-        for (node, view) in views {
-            asks.spawn(async move {
+/// Asks the tasks of the nodes this controller writes (`installed`) for their conflicts, all
+/// at once, starting now; a task that does not answer within [`ROLE_TIMEOUT`] (its switch
+/// left meanwhile, or a long sync holds it) is left out.
+fn ask_conflicts(installed: &Installed) -> tokio::task::JoinSet<Option<(String, Vec<String>)>> {
+    let mut asks = tokio::task::JoinSet::new();
+    let views: Vec<(String, NodeView)> = match installed.read() {
+        Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        Err(_) => return asks,
+    };
+    for (node, view) in views {
+        asks.spawn(async move {
+            let ask = async {
                 let (tx, rx) = oneshot::channel();
                 view.query.send(Query::Conflicts(tx)).await.ok()?;
-                let answer = tokio::time::timeout(ROLE_TIMEOUT, rx).await.ok()?.ok()?;
-                Some((node, answer))
-            });
-        }
-        let mut out = BTreeMap::new();
-        while let Some(answer) = asks.join_next().await {
-            if let Ok(Some((node, conflicts))) = answer {
-                out.insert(node, conflicts);
-            }
-        }
-        out
+                rx.await.ok()
+            };
+            let answer = tokio::time::timeout(ROLE_TIMEOUT, ask).await.ok()??;
+            Some((node, answer))
+        });
     }
+    asks
 }
 
 /// One departed node's plan and what it is planned against, or None if it is not departed
@@ -245,7 +240,9 @@ impl OperationalSource for Operational {
                 Some((me, rows)) => (me.as_str(), rows.by_node()),
                 None => ("", BTreeMap::new()),
             };
-            // Each connected switch says this connection's role, all at once.
+            // Each written node's task says its conflicts, and each connected switch this
+            // connection's role, all at once.
+            let mut conflict_asks = ask_conflicts(&self.installed);
             let mut asks = tokio::task::JoinSet::new();
             for (node, record) in &records {
                 if let Some((_, switch)) = &record.switch {
@@ -267,7 +264,12 @@ impl OperationalSource for Operational {
                     roles.insert(node, role);
                 }
             }
-            let conflicts = self.conflicts().await;
+            let mut conflicts = BTreeMap::new();
+            while let Some(answer) = conflict_asks.join_next().await {
+                if let Ok(Some((node, listed))) = answer {
+                    conflicts.insert(node, listed);
+                }
+            }
             let names: BTreeSet<&String> = model.iter().chain(records.keys()).collect();
             Ok(names
                 .into_iter()
