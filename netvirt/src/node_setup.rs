@@ -264,22 +264,17 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
 /// address cannot be the tunnel's source for the first second or two.
 pub fn tunnel_endpoint_commands(setup: &NodeSetup, address: ipnet::IpNet) -> Vec<Vec<String>> {
     let bridge = setup.bridge.clone();
-    let mut add: Vec<String> = vec!["ip".into()];
-    if address.addr().is_ipv6() {
-        add.push("-6".into());
-    }
-    add.extend([
-        "addr".into(),
-        "replace".into(),
-        address.to_string(),
-        "dev".into(),
-        bridge.clone(),
-    ]);
-    if address.addr().is_ipv6() {
-        add.push("nodad".into());
-    }
+    let v6 = address.addr().is_ipv6();
+    let address = address.to_string();
+    let add: Vec<&str> = if v6 {
+        vec![
+            "ip", "-6", "addr", "replace", &address, "dev", &bridge, "nodad",
+        ]
+    } else {
+        vec!["ip", "addr", "replace", &address, "dev", &bridge]
+    };
     vec![
-        add,
+        add.into_iter().map(String::from).collect(),
         vec![
             "ip".into(),
             "link".into(),

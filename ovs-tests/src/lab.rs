@@ -1722,17 +1722,15 @@ impl Lab {
         let mut commands = netvirt::node_setup::host_gateway_commands(&setup, &config, &node);
         if self.topology.underlay.encap != "none" {
             // The tunnel endpoint, as `svcflow node-setup NODE --address ADDR/LEN` prints it.
-            let prefix = self.topology.underlay.subnet.prefix_len();
-            let address = match (self.topology.underlay.ipv6_only, n.spec.address6) {
-                (true, Some(address6)) => ipnet::IpNet::V6(
-                    ipnet::Ipv6Net::new(address6, 64)
-                        .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?,
-                ),
-                _ => ipnet::IpNet::V4(
-                    Ipv4Net::new(n.spec.address, prefix)
-                        .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?,
+            let (ip, prefix) = match (self.topology.underlay.ipv6_only, n.spec.address6) {
+                (true, Some(address6)) => (IpAddr::V6(address6), 64),
+                _ => (
+                    IpAddr::V4(n.spec.address),
+                    self.topology.underlay.subnet.prefix_len(),
                 ),
             };
+            let address = ipnet::IpNet::new(ip, prefix)
+                .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?;
             commands.extend(netvirt::node_setup::tunnel_endpoint_commands(
                 &setup, address,
             ));
@@ -1879,6 +1877,10 @@ impl Lab {
             )?;
         }
         for node in &t.nodes {
+            let host_ip = node
+                .model_ips(t.underlay.ipv6_only)
+                .first()
+                .map(ToString::to_string);
             for pod in &node.pods {
                 // A dual-stack interface is listed once per family.
                 let interfaces: Vec<serde_json::Value> = std::iter::once(IpAddr::V4(pod.ip))
@@ -1895,10 +1897,7 @@ impl Lab {
                     "pod:uid": pod.name,
                     "pod:name": pod.name,
                     "pod:network-NS": pod.namespace,
-                    "pod:host-ip-address": node
-                        .model_ips(t.underlay.ipv6_only)
-                        .first()
-                        .map(ToString::to_string),
+                    "pod:host-ip-address": host_ip,
                     "pod:port-mac-address": pod.model_mac(),
                     "pod:interface": interfaces,
                 }]});
