@@ -250,39 +250,37 @@ pub fn bindings(replica: &Replica, bridge: &str) -> NodeBindings {
 }
 
 /// What a node of the userspace datapath runs for the overlay (`--encap geneve|vxlan`), as
-/// `ip` commands: its underlay address `address` (with the underlay's prefix) goes onto the
-/// bridge's own port, which the datapath's native tunnelling uses as the tunnel endpoint: it
-/// routes the encapsulated packets out of it (svcflow's flows send them on out of the uplink)
-/// and decapsulates what svcflow sends to it. With the kernel datapath the node's own routing
-/// does this and nothing is needed. The other nodes' addresses must be on-link through it,
-/// or routed by a gateway on-link (a routed underlay's router answering ARP or neighbour
-/// solicitations for them, or a route the node adds).
+/// `ip` commands: its underlay addresses `addresses` (each with the underlay's prefix; one
+/// per family the node has, its tunnel endpoints) go onto the bridge's own port, which the
+/// datapath's native tunnelling uses as the tunnel endpoint: it routes the encapsulated
+/// packets out of it (svcflow's flows send them on out of the uplink) and decapsulates what
+/// svcflow sends to it. With the kernel datapath the node's own routing does this and
+/// nothing is needed. The other nodes' addresses must be on-link through it, or routed by a
+/// gateway on-link (a routed underlay's router answering ARP or neighbour solicitations for
+/// them, or a route the node adds).
 ///
-/// An IPv6 address (the endpoint of a node with no IPv4 address) is added without duplicate
-/// address detection (`nodad`): the switch answers neighbour solicitations for the node's
-/// addresses on the uplink, so the host would never hear a duplicate, and a tentative
-/// address cannot be the tunnel's source for the first second or two.
-pub fn tunnel_endpoint_commands(setup: &NodeSetup, address: ipnet::IpNet) -> Vec<Vec<String>> {
+/// An IPv6 address is added without duplicate address detection (`nodad`): the switch
+/// answers neighbour solicitations for the node's addresses on the uplink, so the host would
+/// never hear a duplicate, and a tentative address cannot be the tunnel's source for the
+/// first second or two.
+pub fn tunnel_endpoint_commands(setup: &NodeSetup, addresses: &[ipnet::IpNet]) -> Vec<Vec<String>> {
     let bridge = setup.bridge.clone();
-    let v6 = address.addr().is_ipv6();
-    let address = address.to_string();
-    let add: Vec<&str> = if v6 {
-        vec![
-            "ip", "-6", "addr", "replace", &address, "dev", &bridge, "nodad",
-        ]
-    } else {
-        vec!["ip", "addr", "replace", &address, "dev", &bridge]
-    };
-    vec![
-        add.into_iter().map(String::from).collect(),
-        vec![
-            "ip".into(),
-            "link".into(),
-            "set".into(),
-            bridge,
-            "up".into(),
-        ],
-    ]
+    let words = |w: &[&str]| w.iter().map(|w| w.to_string()).collect::<Vec<String>>();
+    let mut out: Vec<Vec<String>> = addresses
+        .iter()
+        .map(|a| {
+            let address = a.to_string();
+            if a.addr().is_ipv6() {
+                words(&[
+                    "ip", "-6", "addr", "replace", &address, "dev", &bridge, "nodad",
+                ])
+            } else {
+                words(&["ip", "addr", "replace", &address, "dev", &bridge])
+            }
+        })
+        .collect();
+    out.push(words(&["ip", "link", "set", &bridge, "up"]));
+    out
 }
 
 /// The commands that give the gateway port's host side its address and routes, so that the

@@ -69,6 +69,7 @@ fn the_pipeline_document_quotes_only_real_output() {
         "minimal-form",
         "dual-stack",
         "overlay6",
+        "overlay-mixed",
     ] {
         let (flows, groups) = render(&root.join("tests/scenarios").join(name));
         rendered.push_str(&flows);
@@ -133,28 +134,33 @@ fn flow_mods_are_written_from_the_packed_instructions_byte_for_byte() {
     assert_eq!(encoded, 2 * flows);
 }
 
-/// A node's tunnel endpoint is its IPv4 address, else its IPv6 one, and two nodes reach each
-/// other through the tunnel only when their endpoints are of one family. A node whose
-/// endpoint is of the other family (or that has no address) cannot be reached, and its peers
-/// say so (a conflict, logged at each sync that renders it) rather than leaving its pods
-/// without a route in silence; so does a node with no address at all. An all-IPv6 cluster
-/// has no conflict (the `overlay6` scenario holds its flows).
+/// A node's tunnel endpoints are its first address of each family, and two nodes reach each
+/// other through the tunnel over a family both have (IPv4 when both have both). A node with no
+/// family in common with this one (or with no address) cannot be reached, and its peers say so
+/// (a conflict, kept in the nodes view) rather than leaving its pods without a route in
+/// silence; so does a node with no address at all. Once this node has an address of the
+/// peer's family too, the peer is reached over it (the `overlay-mixed` scenario holds such a
+/// cluster's flows); an all-IPv6 cluster has no conflict (`overlay6`).
 #[test]
 fn an_overlay_peer_of_the_other_family_is_reported_not_skipped() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
     let text = |name: &str| std::fs::read_to_string(root.join(name).join("input.toml")).unwrap();
-    for (scenario, peer_ip, cidr, why) in [
+    for (scenario, peer_ip, cidr, why, own_other) in [
         (
             "overlay",
             "fd00:50::16",
             "fd00:10:244:6::/64",
-            "its tunnel endpoint fd00:50::16 is IPv6, this node's 192.168.50.11 is IPv4",
+            "no address family in common: its tunnel endpoints are fd00:50::16 (IPv6), \
+             this node's 192.168.50.11 (IPv4)",
+            "fd00:50::11",
         ),
         (
             "overlay6",
             "192.168.50.16",
             "10.244.6.0/24",
-            "its tunnel endpoint 192.168.50.16 is IPv4, this node's fd00:50::11 is IPv6",
+            "no address family in common: its tunnel endpoints are 192.168.50.16 (IPv4), \
+             this node's fd00:50::11 (IPv6)",
+            "192.168.50.11",
         ),
     ] {
         let mut s = Scenario::parse(&text(scenario)).unwrap();
@@ -171,6 +177,27 @@ fn an_overlay_peer_of_the_other_family_is_reported_not_skipped() {
                 && conflicts[0].contains(why)
                 && conflicts[0].contains(cidr),
             "{scenario}: {conflicts:?}"
+        );
+        // This node gets an address of the peer's family too: the peer is reached over it.
+        let mut both = s.clone();
+        both.node.ips.push(own_other.parse().unwrap());
+        both.model
+            .nodes
+            .insert(both.node.name.clone(), both.node.clone());
+        let out = both.desired();
+        assert!(out.conflicts.is_empty(), "{scenario}: {:?}", out.conflicts);
+        let field = if peer_ip.contains(':') {
+            "tun_ipv6_dst"
+        } else {
+            "tun_dst"
+        };
+        let routed = out.state.flows.iter().any(|(k, e)| {
+            let text = netvirt::flow::DumpFlow(k, e).to_string();
+            text.contains(&format!("dst={cidr} ")) && text.contains(&format!("{peer_ip}->{field}"))
+        });
+        assert!(
+            routed,
+            "{scenario}: {cidr} should go to {peer_ip} by {field}"
         );
         // A peer with no address at all.
         s.model.nodes.get_mut("n6").unwrap().ips.clear();

@@ -234,6 +234,7 @@ fn topology(n: usize) -> Topology {
                 name: format!("n{}", i + 1),
                 address: Ipv4Addr::new(192, 168, 50, 10 + third),
                 address6: None,
+                ipv6_only: false,
                 pod_cidr: Ipv4Net::new(Ipv4Addr::new(10, 244, third, 0), 24).unwrap(),
                 pod_cidr6: None,
                 pods,

@@ -209,6 +209,12 @@ pub struct NodeSpec {
     /// refuses IPv6 routes with an IPv4 next hop ("IPv6 does not support RTA_VIA").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address6: Option<Ipv6Addr>,
+    /// Whether the node alone is IPv6-only on the underlay (as every node is with
+    /// `underlay.ipv6-only`): posted with its `address6` as its only address, among nodes
+    /// that may have both, so it tunnels over IPv6 with every other node. Needs an
+    /// encapsulation and its `address6`. `false` by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipv6_only: bool,
     /// Its pods' range; the first address is their virtual gateway.
     pub pod_cidr: Ipv4Net,
     /// Its pods' IPv6 range, if the node is dual-stack; the first address after the
@@ -232,10 +238,11 @@ impl NodeSpec {
             .map(|c| Ipv6Addr::from(u128::from(c.network()).wrapping_add(1)))
     }
 
-    /// The node's addresses in the model: its IPv4 and IPv6 ones, or (an IPv6-only underlay)
-    /// its IPv6 one alone.
-    pub fn model_ips(&self, ipv6_only: bool) -> Vec<IpAddr> {
-        let v4 = (!ipv6_only).then_some(IpAddr::V4(self.address));
+    /// The node's addresses in the model: its IPv4 and IPv6 ones, or (an IPv6-only underlay,
+    /// or the node alone IPv6-only) its IPv6 one alone.
+    pub fn model_ips(&self, underlay_ipv6_only: bool) -> Vec<IpAddr> {
+        let v4 = !(underlay_ipv6_only || self.ipv6_only);
+        let v4 = v4.then_some(IpAddr::V4(self.address));
         v4.into_iter()
             .chain(self.address6.map(IpAddr::V6))
             .collect()
@@ -581,6 +588,15 @@ impl Topology {
                     node.name
                 )));
             }
+        }
+        let unfit =
+            |n: &&NodeSpec| n.ipv6_only && (self.underlay.encap == "none" || n.address6.is_none());
+        if let Some(node) = self.nodes.iter().find(unfit) {
+            return Err(invalid(format!(
+                "node {}: ipv6-only needs an encapsulation (geneve or vxlan) and the node's \
+                 `address6`: it tunnels over IPv6",
+                node.name
+            )));
         }
         let router = self.underlay.router();
         let mut addresses = BTreeSet::from([router]);
@@ -1645,8 +1661,9 @@ impl Lab {
                         "-qw",
                         &format!("net.ipv4.conf.{peer}.proxy_arp=1"),
                     ])?;
-                    if self.topology.underlay.ipv6_only {
-                        // Linux proxies neighbour discovery only for the addresses listed.
+                    if spec.address6.is_some() {
+                        // Its IPv6 endpoint's peers are on-link too. Linux proxies neighbour
+                        // discovery only for the addresses listed.
                         run(&[
                             "sysctl",
                             "-qw",
@@ -1721,18 +1738,22 @@ impl Lab {
         let config = netvirt::config::Config::default();
         let mut commands = netvirt::node_setup::host_gateway_commands(&setup, &config, &node);
         if self.topology.underlay.encap != "none" {
-            // The tunnel endpoint, as `svcflow node-setup NODE --address ADDR/LEN` prints it.
-            let (ip, prefix) = match (self.topology.underlay.ipv6_only, n.spec.address6) {
-                (true, Some(address6)) => (IpAddr::V6(address6), 64),
-                _ => (
-                    IpAddr::V4(n.spec.address),
-                    self.topology.underlay.subnet.prefix_len(),
-                ),
-            };
-            let address = ipnet::IpNet::new(ip, prefix)
-                .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))?;
+            // The tunnel endpoints (the node's address of each family in the model), as
+            // `svcflow node-setup NODE --address ADDR/LEN …` prints them.
+            let addresses = node
+                .ips
+                .iter()
+                .map(|&ip| {
+                    let prefix = match ip {
+                        IpAddr::V4(_) => self.topology.underlay.subnet.prefix_len(),
+                        IpAddr::V6(_) => 64,
+                    };
+                    ipnet::IpNet::new(ip, prefix)
+                        .map_err(|e| invalid(format!("node {}: {e}", n.spec.name)))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             commands.extend(netvirt::node_setup::tunnel_endpoint_commands(
-                &setup, address,
+                &setup, &addresses,
             ));
         }
         for command in commands {
@@ -2512,6 +2533,40 @@ mod tests {
             err.as_deref()
                 .is_some_and(|e| e.contains("node n1: underlay.ipv6-only needs")),
             "{err:?}"
+        );
+    }
+
+    #[test]
+    fn an_ipv6_only_node_needs_an_encapsulation_and_its_address6() {
+        let base = include_str!("../lab/three-nodes.toml");
+        let n2 = "name = \"n2\"\n";
+        assert!(base.contains(n2));
+        let only = base.replace(n2, &format!("{n2}ipv6-only = true\n"));
+        let err = Topology::parse(&only).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("node n2: ipv6-only needs")),
+            "{err:?}"
+        );
+        let encapsulated = only.replace("[underlay]\n", "[underlay]\nencap = \"geneve\"\n");
+        let err = Topology::parse(&encapsulated).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("node n2: ipv6-only needs")),
+            "{err:?}"
+        );
+        let t = Topology::parse(
+            &encapsulated.replace(n2, &format!("{n2}address6 = \"fd00:50::12\"\n")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let n2 = &t.nodes[1];
+        assert_eq!(
+            n2.model_ips(false),
+            [IpAddr::V6("fd00:50::12".parse().unwrap())]
+        );
+        assert_eq!(
+            t.nodes[0].model_ips(false),
+            [IpAddr::V4(t.nodes[0].address)]
         );
     }
 

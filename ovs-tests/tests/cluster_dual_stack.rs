@@ -455,3 +455,67 @@ fn pods_of_both_families_work_across_nodes_over_an_ipv6_underlay() {
         "n1 should have learned n2's address's next hop:\n{neighbours}"
     );
 }
+
+/// A mixed underlay: n2 is IPv6-only (posted with its IPv6 address alone) among dual-stack
+/// nodes n1 and n3, whose hosts hold both their addresses on `br-int` (`svcflow node-setup
+/// --address` once per family). Each pair of nodes tunnels over a family both have: n1 and
+/// n3 over IPv4, either of them and n2 over IPv6. Pods of both families reach each other
+/// across every pair, and the services work from n1 as on the other underlays.
+#[test]
+fn an_ipv6_only_node_among_dual_stack_nodes_is_reached_over_ipv6_tunnels() {
+    let mut t = topology("geneve");
+    t.nodes[1].ipv6_only = true;
+    let mut n3 = t.nodes[1].clone();
+    n3.name = "n3".into();
+    n3.ipv6_only = false;
+    n3.address = "192.168.50.13".parse().unwrap();
+    n3.address6 = Some("fd00:50::13".parse().unwrap());
+    n3.pod_cidr = "10.244.3.0/24".parse().unwrap();
+    n3.pod_cidr6 = Some("fd00:10:244:3::/64".parse().unwrap());
+    n3.pods[0].name = "n3-a".into();
+    n3.pods[0].ip = "10.244.3.11".parse().unwrap();
+    n3.pods[0].ip6 = Some("fd00:10:244:3::11".parse().unwrap());
+    t.nodes.push(n3);
+    let c = DualStack::up_with(t);
+    let routes = c.router_routes6();
+    assert!(
+        !routes.contains("fd00:10:244"),
+        "the router routes IPv6 pod CIDRs:\n{routes}"
+    );
+    // The premise: each pair tunnels over the family both have.
+    let flows = |node: &str| c.lab.node(node).unwrap().dump_flows("br-int").unwrap();
+    let n1 = flows("n1");
+    for want in [
+        "set_field:fd00:50::12->tun_ipv6_dst",
+        "set_field:192.168.50.13->tun_dst",
+    ] {
+        assert!(n1.contains(want), "n1's flows should {want}:\n{n1}");
+    }
+    let n2 = flows("n2");
+    for want in [
+        "set_field:fd00:50::11->tun_ipv6_dst",
+        "set_field:fd00:50::13->tun_ipv6_dst",
+    ] {
+        assert!(n2.contains(want), "n2's flows should {want}:\n{n2}");
+    }
+    assert!(!n2.contains("->tun_dst"), "n2 has no IPv4 endpoint:\n{n2}");
+    assert!(
+        !c.lab.daemon_log_tail(400).contains("no tunnel to it"),
+        "a conflict:\n{}",
+        c.lab.daemon_log_tail(400)
+    );
+    c.check();
+    c.check_trace("(tunnel) to fd00:50::12 (node n2)");
+    // Every pair, both families, each side seeing the other's own address.
+    let pods = ["n1-a", "n2-a", "n3-a"];
+    for from in pods {
+        for to in pods.iter().filter(|p| **p != from) {
+            let (a4, b4) = (
+                c.lab.pod(from).unwrap().ip().to_string(),
+                c.lab.pod(to).unwrap().ip().to_string(),
+            );
+            c.expect(from, &format!("{b4}:8080"), to, &a4);
+            c.expect(from, &format!("[{}]:8080", c.ip6(to)), to, &c.ip6(from));
+        }
+    }
+}

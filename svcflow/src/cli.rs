@@ -182,10 +182,11 @@ pub struct NodeSetupArgs {
     pub node: String,
     /// The node's underlay address with the underlay's prefix, e.g. 192.168.50.11/24: with
     /// --encap, it goes onto br-int's own port (the userspace datapath's tunnel endpoint).
-    /// The endpoint is the node's IPv4 address, or its IPv6 one (e.g. fd00:50::11/64) when
-    /// it has no IPv4 address.
+    /// Give it once per family the node has an address of (e.g. also fd00:50::11/64): the
+    /// node's first address of each family is a tunnel endpoint, and each pair of nodes
+    /// tunnels over a family both have.
     #[arg(long, value_name = "CIDR")]
-    pub address: Option<ipnet::IpNet>,
+    pub address: Vec<ipnet::IpNet>,
     /// The node's pod CIDR (the gateway port's host side routes it) [default: none].
     #[arg(long, value_name = "CIDR")]
     pub pod_cidr: Option<Ipv4Net>,

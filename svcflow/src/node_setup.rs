@@ -43,29 +43,41 @@ pub fn script(args: &NodeSetupArgs) -> Result<String, String> {
     for c in host_gateway_commands(&setup, &config, &node) {
         out.push_str(&line(&c));
     }
-    match (encap, datapath.as_str(), args.address) {
+    for (i, a) in args.address.iter().enumerate() {
+        if let Some(b) = args.address[i + 1..]
+            .iter()
+            .find(|b| b.addr().is_ipv6() == a.addr().is_ipv6())
+        {
+            return Err(format!(
+                "--address {a} and --address {b} are of one family: give the node's underlay \
+                 address once per family (its first of each is a tunnel endpoint)"
+            ));
+        }
+    }
+    match (encap, datapath.as_str(), &args.address[..]) {
         (Encap::None, _, _) => {}
         (_, "system", _) => out.push_str(
             "# The overlay on the kernel datapath: the node's own routing reaches the other \
              nodes; nothing more to do.\n",
         ),
-        (_, _, Some(address)) => {
-            out.push_str(&format!(
-                "# The overlay ({}) on the userspace datapath: the node's underlay address moves \
-                 onto br-int's own port, the tunnel endpoint. The other nodes' addresses must be \
-                 on-link through it, or reached through a router that answers ARP for them.\n",
-                encap.name()
-            ));
-            for c in tunnel_endpoint_commands(&setup, address) {
-                out.push_str(&line(&c));
-            }
-        }
-        (_, _, None) => {
+        (_, _, []) => {
             return Err(
                 "the overlay on the userspace datapath needs --address (the node's underlay \
-                 address and prefix)"
+                 address and prefix, once per family)"
                     .into(),
             );
+        }
+        (_, _, addresses) => {
+            out.push_str(&format!(
+                "# The overlay ({}) on the userspace datapath: the node's underlay addresses move \
+                 onto br-int's own port, the tunnel endpoints. The other nodes' addresses must be \
+                 on-link through it, or reached through a router that answers ARP (and neighbour \
+                 solicitations) for them.\n",
+                encap.name()
+            ));
+            for c in tunnel_endpoint_commands(&setup, addresses) {
+                out.push_str(&line(&c));
+            }
         }
     }
     Ok(out)
@@ -124,6 +136,32 @@ mod tests {
             v6.contains("ip -6 addr replace fd00:50::11/64 dev br-int nodad\n"),
             "{v6}"
         );
+        // A dual-stack node: an endpoint of each family, the bridge brought up once.
+        let both = run(&[
+            "n1",
+            "--address",
+            "192.168.50.11/24",
+            "--address",
+            "fd00:50::11/64",
+        ])
+        .unwrap();
+        assert!(
+            both.contains(
+                "ip addr replace 192.168.50.11/24 dev br-int\n\
+                 ip -6 addr replace fd00:50::11/64 dev br-int nodad\n\
+                 ip link set br-int up\n"
+            ),
+            "{both}"
+        );
+        let twice = run(&[
+            "n1",
+            "--address",
+            "192.168.50.11/24",
+            "--address",
+            "10.0.0.1/8",
+        ])
+        .unwrap_err();
+        assert!(twice.contains("once per family"), "{twice}");
         assert!(text.contains("svc-gw"), "{text}");
         let none = run(&["n1", "--pod-cidr", "10.244.1.0/24", "--encap", "none"]).unwrap();
         assert!(!none.contains("dev br-int"), "{none}");

@@ -126,7 +126,7 @@ mod skeleton;
 
 use affinity::*;
 use build::*;
-use node::{set_tunnel_destination, tunnel_endpoint};
+use node::{set_tunnel_destination, tunnel_destination};
 use services::*;
 
 pub(crate) use crate::family::{Family, addr_value};

@@ -14,9 +14,9 @@ impl Builder<'_> {
         // the uplink for one of them and no node port takes is refused (a new connection) or
         // dropped, where routing it would send it back out of the uplink, to come back
         // again until its TTL ran out.
-        let hosted = self.host_address(node, bindings);
+        let hosted = self.host_addresses(node, bindings);
         if bindings.uplink.is_some() {
-            for &ip in node.ips.iter().filter(|ip| Some(**ip) != hosted) {
+            for &ip in node.ips.iter().filter(|ip| !hosted.contains(ip)) {
                 self.refuse_unserved(ip, true);
                 let from_uplink = to_addr(ip).with(reg::FROM_UPLINK, 1u32);
                 self.flow(table::L3, 100, from_uplink, c, vec![]);
@@ -165,13 +165,17 @@ impl Builder<'_> {
         }
     }
 
-    /// The node's address its host holds behind the bridge, on its own (LOCAL) port: the
-    /// overlay's tunnel endpoint on the userspace datapath (`svcflow node-setup --address`),
-    /// its [`tunnel_endpoint`].
-    fn host_address(&self, node: &Node, bindings: &NodeBindings) -> Option<IpAddr> {
+    /// The node's addresses its host holds behind the bridge, on its own (LOCAL) port: the
+    /// overlay's tunnel endpoints on the userspace datapath (`svcflow node-setup --address`
+    /// for each), its [`tunnel_endpoints`].
+    fn host_addresses(&self, node: &Node, bindings: &NodeBindings) -> Vec<IpAddr> {
         let hosted =
             self.overlay(bindings) && bindings.uplink.is_some() && bindings.local_mac.is_some();
-        hosted.then(|| tunnel_endpoint(node)).flatten()
+        if hosted {
+            tunnel_endpoints(node).collect()
+        } else {
+            Vec::new()
+        }
     }
 
     /// Whether the overlay is in use: an encapsulation, and the tunnel port on the bridge.
@@ -217,15 +221,102 @@ impl Builder<'_> {
         ) else {
             return;
         };
-        // The node's address on LOCAL, as `node_ports` decided which addresses the host holds.
-        let Some(node_ip) = self.host_address(node, bindings) else {
+        // The node's addresses on LOCAL, as `node_ports` decided which addresses the host
+        // holds: one tunnel endpoint per family it has an address of.
+        let hosted = self.host_addresses(node, bindings);
+        if hosted.is_empty() {
             self.out.conflicts.push(format!(
                 "node {}: no address, so no tunnel endpoint: its pods and the other nodes' \
                  pods cannot reach each other",
                 node.name
             ));
             return;
-        };
+        }
+        let c = cookie::make(cookie::NODE, 0);
+        for &node_ip in &hosted {
+            self.tunnel_endpoint(node_ip, udp, uplink.ofport, local_mac);
+        }
+        // What LOCAL sends of no endpoint's family (ARP, say) leaves by the uplink too.
+        self.flow(
+            table::CLASSIFIER,
+            119,
+            in_port(OFPP_LOCAL),
+            c,
+            apply(vec![output(uplink.ofport)]),
+        );
+        // Out of the tunnel: the tunnel id is the ELAN (for floods), and the packet is
+        // marked as from the tunnel, which is neither from outside nor from a local pod.
+        self.flow(
+            table::CLASSIFIER,
+            100,
+            in_port(tunnel),
+            c,
+            vec![
+                Instruction::ApplyActions(vec![
+                    Action::RegMove {
+                        src: Subfield {
+                            field: Field::TunId,
+                            ofs: 0,
+                            n_bits: 24,
+                        },
+                        dst: Subfield {
+                            field: reg::ELAN,
+                            ofs: 0,
+                            n_bits: 24,
+                        },
+                    },
+                    set(reg::FROM_UPLINK, reg::FROM_TUNNEL),
+                ]),
+                goto(table::ARP),
+            ],
+        );
+        for other in model.nodes.values().filter(|n| n.name != node.name) {
+            // The other node's endpoint of a family this one has an endpoint of (IPv4 when
+            // both have both) carries both families of pods.
+            let to_other = match tunnel_destination(node, other) {
+                Ok(ip) => set_tunnel_destination(ip),
+                Err(why) => {
+                    if !other.pod_cidrs.is_empty() {
+                        let cidrs: Vec<String> =
+                            other.pod_cidrs.iter().map(ToString::to_string).collect();
+                        self.out.conflicts.push(format!(
+                            "node {}: no tunnel to it ({why}): its pod CIDRs {} are not \
+                             routed into the tunnel, so its pods are unreachable from this \
+                             node",
+                            other.name,
+                            cidrs.join(", ")
+                        ));
+                    }
+                    continue;
+                }
+            };
+            for &pods in &other.pod_cidrs {
+                let m = to_net(pods);
+                self.flow(
+                    table::L3,
+                    50,
+                    m,
+                    c,
+                    vec![
+                        Instruction::ApplyActions(vec![
+                            set(Field::EthSrc, mac_value(cfg.gateway_mac)),
+                            set(Field::EthDst, mac_value(cfg.gateway_mac)),
+                            Action::DecNwTtl,
+                            to_other.clone(),
+                            set(reg::OUT_PORT, tunnel),
+                        ]),
+                        goto(table::OUTPUT),
+                    ],
+                );
+            }
+        }
+    }
+
+    /// The flows of one of the node's tunnel endpoints, `node_ip`, which its host holds on
+    /// LOCAL: the datapath's encapsulated packets of its family leave by the uplink, and
+    /// what comes for it (encapsulated or not) goes to LOCAL.
+    fn tunnel_endpoint(&mut self, node_ip: IpAddr, udp: u16, uplink: u32, local_mac: MacAddr) {
+        let cfg = self.config;
         let family = Family::of(node_ip);
         let eth_type = family.eth_type();
         let c = cookie::make(cookie::NODE, 0);
@@ -242,23 +333,16 @@ impl Builder<'_> {
                 .with(Field::IpProto, 17u8)
                 .with(Field::UdpDst, udp),
             c,
-            apply(vec![output(uplink.ofport)]),
+            apply(vec![output(uplink)]),
         );
         self.flow(
             table::CLASSIFIER,
             120,
             in_port(OFPP_LOCAL).with(Field::EthType, eth_type),
             c,
-            apply(vec![ct_commit(cfg.hairpin_zone), output(uplink.ofport)]),
+            apply(vec![ct_commit(cfg.hairpin_zone), output(uplink)]),
         );
-        self.flow(
-            table::CLASSIFIER,
-            119,
-            in_port(OFPP_LOCAL),
-            c,
-            apply(vec![output(uplink.ofport)]),
-        );
-        let encapsulated = in_port(uplink.ofport)
+        let encapsulated = in_port(uplink)
             .with(Field::EthType, eth_type)
             .with(Field::IpProto, 17u8)
             .with(family.dst(), addr_value(node_ip))
@@ -305,10 +389,10 @@ impl Builder<'_> {
         // The answers to the host's (and the datapath's) ARP requests or neighbour
         // solicitations for the next hop.
         let arp_reply = match family {
-            Family::V4 => in_port(uplink.ofport)
+            Family::V4 => in_port(uplink)
                 .with(Field::EthType, 0x0806u16)
                 .with(Field::ArpOp, 2u16),
-            Family::V6 => in_port(uplink.ofport)
+            Family::V6 => in_port(uplink)
                 .with(Field::EthType, eth_type)
                 .with(Field::IpProto, 58u8)
                 .with(Field::Icmpv6Type, 136u8)
@@ -321,79 +405,6 @@ impl Builder<'_> {
             c,
             apply(vec![output(OFPP_LOCAL)]),
         );
-        // Out of the tunnel: the tunnel id is the ELAN (for floods), and the packet is
-        // marked as from the tunnel, which is neither from outside nor from a local pod.
-        self.flow(
-            table::CLASSIFIER,
-            100,
-            in_port(tunnel),
-            c,
-            vec![
-                Instruction::ApplyActions(vec![
-                    Action::RegMove {
-                        src: Subfield {
-                            field: Field::TunId,
-                            ofs: 0,
-                            n_bits: 24,
-                        },
-                        dst: Subfield {
-                            field: reg::ELAN,
-                            ofs: 0,
-                            n_bits: 24,
-                        },
-                    },
-                    set(reg::FROM_UPLINK, reg::FROM_TUNNEL),
-                ]),
-                goto(table::ARP),
-            ],
-        );
-        for other in model.nodes.values().filter(|n| n.name != node.name) {
-            // The other node's endpoint, of this one's family, carries both families of pods.
-            let to_other = match tunnel_endpoint(other) {
-                Some(ip) if Family::of(ip) == family => set_tunnel_destination(ip),
-                theirs => {
-                    if !other.pod_cidrs.is_empty() {
-                        let cidrs: Vec<String> =
-                            other.pod_cidrs.iter().map(ToString::to_string).collect();
-                        let why = match theirs {
-                            Some(ip) => format!(
-                                "its tunnel endpoint {ip} is {}, this node's {node_ip} is \
-                                 {family}",
-                                Family::of(ip)
-                            ),
-                            None => "it has no address".to_string(),
-                        };
-                        self.out.conflicts.push(format!(
-                            "node {}: no tunnel to it ({why}): its pod CIDRs {} are not \
-                             routed into the tunnel, so its pods are unreachable from this \
-                             node",
-                            other.name,
-                            cidrs.join(", ")
-                        ));
-                    }
-                    continue;
-                }
-            };
-            for &pods in &other.pod_cidrs {
-                let m = to_net(pods);
-                self.flow(
-                    table::L3,
-                    50,
-                    m,
-                    c,
-                    vec![
-                        Instruction::ApplyActions(vec![
-                            set(Field::EthSrc, mac_value(cfg.gateway_mac)),
-                            set(Field::EthDst, mac_value(cfg.gateway_mac)),
-                            Action::DecNwTtl,
-                            to_other.clone(),
-                            set(reg::OUT_PORT, tunnel),
-                        ]),
-                        goto(table::OUTPUT),
-                    ],
-                );
-            }
-        }
     }
 
     /// Service connections from outside the node (the uplink) or from the node's own host
@@ -454,11 +465,39 @@ impl Builder<'_> {
     }
 }
 
-/// A node's overlay tunnel endpoint: its first IPv4 address, else its first IPv6 one. Two
-/// nodes reach each other through the tunnel only when their endpoints are of one family
-/// (the datapath routes the outer packet from the endpoint its host holds on LOCAL).
-pub(crate) fn tunnel_endpoint(node: &Node) -> Option<IpAddr> {
-    node.ip_of(Family::V4).or_else(|| node.ip_of(Family::V6))
+/// A node's overlay tunnel endpoints: its first IPv4 address and its first IPv6 one (each
+/// that it has), which its host holds on LOCAL (the datapath routes an outer packet from the
+/// endpoint of its family).
+pub(crate) fn tunnel_endpoints(node: &Node) -> impl Iterator<Item = IpAddr> + '_ {
+    Family::BOTH.into_iter().filter_map(|f| node.ip_of(f))
+}
+
+/// Where `from`'s tunnel sends what is for `to`'s pods: `to`'s IPv4 endpoint when both nodes
+/// have one, else its IPv6 one when both have one. Else why there is no tunnel between them.
+pub(crate) fn tunnel_destination(from: &Node, to: &Node) -> Result<IpAddr, String> {
+    for family in Family::BOTH {
+        if let (Some(_), Some(theirs)) = (from.ip_of(family), to.ip_of(family)) {
+            return Ok(theirs);
+        }
+    }
+    let families = |n: &Node| -> String {
+        let fs: Vec<String> = tunnel_endpoints(n)
+            .map(|ip| format!("{ip} ({})", Family::of(ip)))
+            .collect();
+        if fs.is_empty() {
+            "none".into()
+        } else {
+            fs.join(", ")
+        }
+    };
+    if to.ips.is_empty() {
+        return Err("it has no address".into());
+    }
+    Err(format!(
+        "no address family in common: its tunnel endpoints are {}, this node's {}",
+        families(to),
+        families(from)
+    ))
 }
 
 /// Sets the tunnel's destination to `ip`: `tun_dst` for IPv4, `tun_ipv6_dst` for IPv6.

@@ -117,21 +117,18 @@ impl Builder<'_> {
             }
         }
         // With the overlay, an ELAN spans the cluster: its flood also reaches, through the
-        // tunnel with the ELAN as the tunnel id, every other node that has pods of it and a
-        // tunnel endpoint of this node's family (one of the other family is reported by
-        // `tunnel`).
+        // tunnel with the ELAN as the tunnel id, every other node that has pods of it, at its
+        // tunnel endpoint of a family both nodes have (one with none in common is reported
+        // by `tunnel`).
         let mut remote: BTreeMap<u32, BTreeSet<IpAddr>> = BTreeMap::new();
-        let own = tunnel_endpoint(node).map(Family::of);
-        if let (Some(_), Some(_), Some(own)) = (self.config.encap.udp_port(), bindings.tunnel, own)
-        {
+        if let (Some(_), Some(_)) = (self.config.encap.udp_port(), bindings.tunnel) {
             for pod in model.pods.values().filter(|p| p.node != node.name) {
                 let (Some(&elan), Some(ip)) = (
                     elans.get(&pod.namespace),
                     model
                         .nodes
                         .get(&pod.node)
-                        .and_then(tunnel_endpoint)
-                        .filter(|ip| Family::of(ip) == own),
+                        .and_then(|other| tunnel_destination(node, other).ok()),
                 ) else {
                     continue;
                 };
