@@ -272,7 +272,10 @@ proptest! {
                 shards.conflicts().into_iter().collect();
             let delta = shards.update(&s.node, &s.model, &s.config, &s.bindings);
             // What an update reports is a conflict, and every conflict it made is reported.
-            let now: std::collections::BTreeSet<String> = shards.conflicts().into_iter().collect();
+            let listed = shards.conflicts();
+            // The count kept as shards change is the number listed.
+            prop_assert_eq!(shards.conflict_count(), listed.len(), "after {:?}", e);
+            let now: std::collections::BTreeSet<String> = listed.into_iter().collect();
             let recent: std::collections::BTreeSet<String> =
                 shards.recent_conflicts().iter().cloned().collect();
             prop_assert!(recent.is_subset(&now), "{:?} not in {:?}", recent, now);
@@ -584,6 +587,35 @@ fn recent_conflicts_are_those_of_the_last_update() {
     );
     shards.refresh(&s.node, &s.model, &s.config, &s.bindings);
     assert_eq!(shards.recent_conflicts(), shards.conflicts());
+}
+
+/// The conflict count kept as shards change follows the winner of a shared flow: two
+/// colliding copies of a service each collide with it, and once it leaves, the first copy
+/// wins and the second still collides with it.
+#[test]
+fn the_conflict_count_follows_the_winner_of_a_shared_flow() {
+    let mut s = base();
+    let mut shards = Shards::default();
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    let counted = |shards: &Shards| {
+        assert_eq!(shards.conflict_count(), shards.conflicts().len());
+        shards.conflict_count()
+    };
+    let alone = counted(&shards);
+    let original = nth_key(&s, 0).unwrap();
+    perform(&mut s, &Edit::CopyService(0, 7, true));
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    let one_copy = counted(&shards);
+    assert!(one_copy > alone, "a colliding copy collides");
+    perform(&mut s, &Edit::CopyService(0, 8, true));
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    let two_copies = counted(&shards);
+    assert_eq!(two_copies - alone, 2 * (one_copy - alone));
+    // The original, which sorts first and wins, leaves.
+    s.model.services.remove(&original);
+    s.model.endpoints.remove(&original);
+    shards.update(&s.node, &s.model, &s.config, &s.bindings);
+    assert_eq!(counted(&shards), one_copy, "the copies still collide");
 }
 
 /// IPv6 addresses svcflow does not program are said, not skipped silently: a dual-stack

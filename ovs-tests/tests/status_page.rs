@@ -136,6 +136,16 @@ fn the_nodes_view_get_nodes_and_the_status_page_show_the_real_switch() {
     assert!(!syncs.is_empty() && syncs.len() <= 10, "{view}");
     assert_eq!(syncs[0], *last, "the newest sync is the last success");
     assert_eq!(n1["conflicts"], serde_json::json!([]), "{view}");
+    let conflicts_metric = || {
+        let scrape = sb
+            .node(&["curl", "-sS", "-f", "http://127.0.0.1:10249/metrics"])
+            .unwrap();
+        scrape
+            .lines()
+            .find_map(|l| l.strip_prefix("svcflow_conflicts{node=\"n1\"} "))
+            .map(str::to_string)
+    };
+    assert_eq!(conflicts_metric().as_deref(), Some("0"));
     assert!(
         syncs.iter().any(|s| s["flows-added"].as_u64() > Some(0)),
         "a sync added flows: {view}"
@@ -160,6 +170,8 @@ fn the_nodes_view_get_nodes_and_the_status_page_show_the_real_switch() {
         view = serde_json::from_str(&sb.node(&["curl", "-sS", "-f", NODES]).unwrap()).unwrap();
         view["svcflow:nodes"]["nodes"][0]["conflicts"] == serde_json::json!([conflict])
     });
+    // And `svcflow_conflicts` counts it, kept as the shards change.
+    assert_eq!(conflicts_metric().as_deref(), Some("1"));
 
     // `svcflow get nodes`: the table and the JSON.
     let bin = ovs_tests::svcflow::svcflow_binary().unwrap();

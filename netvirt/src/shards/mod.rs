@@ -161,6 +161,18 @@ struct Seen {
 /// A flow's owners; nearly every flow has one, held inline.
 type Owners = smallvec::SmallVec<[Owner; 1]>;
 
+/// A flow with more than one owner: all of them, in order (the first one's entry is the
+/// desired one), and how many of the others render it differently (its collisions).
+struct SharedFlow {
+    owners: Owners,
+    differing: usize,
+}
+
+/// Whether two owners' entries for one flow collide (the first one's wins).
+fn differs(a: &FlowEntry, b: &FlowEntry) -> bool {
+    a.instructions != b.instructions
+}
+
 /// Adds `owner` to `owners` in its place: they are kept in order, the first one winning.
 fn add_owner(owners: &mut Owners, owner: &Owner) {
     let at = owners.partition_point(|o| o < owner);
@@ -193,8 +205,12 @@ pub struct Shards {
     /// node). Unordered: [`Shards::sorted_flows`] gives them in table order.
     flow_owner: KeyMap<Owner>,
     /// The flows with more than one owner, where collisions can be: all their owners, in
-    /// order (the first is `flow_owner`'s).
-    shared: KeyMap<Owners>,
+    /// order (the first is `flow_owner`'s), and their collisions.
+    shared: KeyMap<SharedFlow>,
+    /// How many conflicts the shards report of their own, summed as they come and go.
+    own_conflicts: usize,
+    /// How many collisions the shared flows have, summed as they change.
+    collided: usize,
     group_owners: BTreeMap<u32, Owner>,
     ids: ids::Allocator,
     /// The service that needs each group name.
@@ -247,6 +263,8 @@ impl Shards {
             released: Vec::new(),
             flow_owner: KeyMap::default(),
             shared: KeyMap::default(),
+            own_conflicts: 0,
+            collided: 0,
             group_owners: BTreeMap::new(),
             ids: ids::Allocator::new(group::SERVICE_MAX),
             name_owner: BTreeMap::new(),
@@ -1179,52 +1197,116 @@ impl Shards {
     /// The owners of flow `key`, in order.
     fn owners(&self, key: &FlowKey) -> Option<&[Owner]> {
         match self.shared.get(key) {
-            Some(owners) => Some(owners),
+            Some(shared) => Some(&shared.owners),
             None => self.flow_owner.get(key).map(std::slice::from_ref),
         }
     }
 
-    /// Adds `owner` to flow `key`'s owners.
+    /// How many conflicts [`Shards::conflicts`] would list, kept as shards come and go (in
+    /// time proportional to what they touch, not to the state).
+    pub fn conflict_count(&self) -> usize {
+        self.own_conflicts + self.collided
+    }
+
+    /// How many of `owners` after the first render flow `key` differently from the first.
+    fn count_differing(&self, key: &FlowKey, owners: &[Owner]) -> usize {
+        let Some(kept) = owners.first().and_then(|o| self.entry(o, key)) else {
+            return 0;
+        };
+        owners[1..]
+            .iter()
+            .filter_map(|o| self.entry(o, key))
+            .filter(|e| differs(e, kept))
+            .count()
+    }
+
+    /// Counts flow `key`'s collisions again (its first owner changed) and keeps the sum.
+    fn recount(&mut self, key: &FlowKey) {
+        let Some(shared) = self.shared.get(key) else {
+            return;
+        };
+        let (was, now) = (shared.differing, self.count_differing(key, &shared.owners));
+        if let Some(shared) = self.shared.get_mut(key) {
+            shared.differing = now;
+        }
+        self.collided = self.collided - was + now;
+    }
+
+    /// Adds `owner`, whose shard is already held, to flow `key`'s owners.
     fn add_flow_owner(&mut self, key: &Arc<FlowKey>, owner: &Owner) {
         use std::collections::hash_map::Entry;
-        match self.flow_owner.entry(Arc::clone(key)) {
+        let first = match self.flow_owner.entry(Arc::clone(key)) {
             Entry::Vacant(slot) => {
                 slot.insert(owner.clone());
+                return;
             }
-            Entry::Occupied(mut first) => {
-                let owners = self
-                    .shared
-                    .entry(Arc::clone(key))
-                    .or_insert_with(|| smallvec::smallvec![first.get().clone()]);
-                add_owner(owners, owner);
-                if let Some(winner) = owners.first() {
-                    first.insert(winner.clone());
-                }
-            }
+            Entry::Occupied(first) => first.get().clone(),
+        };
+        let wins = *owner < first;
+        // Unless it wins (when every other owner is compared with it), one comparison.
+        let differing = !wins
+            && matches!(
+                (self.entry(owner, key), self.entry(&first, key)),
+                (Some(e), Some(kept)) if differs(e, kept)
+            );
+        let shared = self
+            .shared
+            .entry(Arc::clone(key))
+            .or_insert_with(|| SharedFlow {
+                owners: smallvec::smallvec![first],
+                differing: 0,
+            });
+        add_owner(&mut shared.owners, owner);
+        if wins {
+            self.flow_owner.insert(Arc::clone(key), owner.clone());
+            self.recount(key);
+        } else if differing {
+            shared.differing += 1;
+            self.collided += 1;
         }
     }
 
-    /// Takes `owner` from flow `key`'s owners, if it is one.
-    fn remove_owner(&mut self, key: &FlowKey, owner: &Owner) {
-        let Some(owners) = self.shared.get_mut(key) else {
+    /// Takes `owner`, whose shard is no longer held and rendered flow `key` as `was`, from
+    /// the flow's owners, if it is one.
+    fn remove_owner(&mut self, key: &FlowKey, owner: &Owner, was: &FlowEntry) {
+        let Some(shared) = self.shared.get(key) else {
             if self.flow_owner.get(key) == Some(owner) {
                 self.flow_owner.remove(key);
             }
             return;
         };
-        owners.retain(|o| o != owner);
-        match owners.first().cloned() {
+        let Some(first) = shared.owners.first() else {
+            return;
+        };
+        let won = first == owner;
+        let differing = !won
+            && shared.owners.contains(owner)
+            && self.entry(first, key).is_some_and(|k| differs(was, k));
+        let Some(shared) = self.shared.get_mut(key) else {
+            return;
+        };
+        shared.owners.retain(|o| o != owner);
+        if differing {
+            shared.differing -= 1;
+            self.collided -= 1;
+        }
+        match shared.owners.first().cloned() {
             Some(winner) => {
-                let alone = owners.len() < 2;
+                let alone = shared.owners.len() < 2;
                 if let Some(first) = self.flow_owner.get_mut(key) {
                     *first = winner;
                 }
-                if alone {
-                    self.shared.remove(key);
+                if won {
+                    self.recount(key);
+                }
+                if alone && let Some(gone) = self.shared.remove(key) {
+                    self.collided -= gone.differing;
                 }
             }
             None => {
-                self.shared.remove(key);
+                if let Some(gone) = self.shared.remove(key) {
+                    self.collided -= gone.differing;
+                }
                 self.flow_owner.remove(key);
             }
         }
@@ -1305,8 +1387,9 @@ impl Shards {
             if before.is_some() {
                 self.stale.extend(stale_conntrack(old, new.as_deref()));
             }
-            for key in old.flows.keys() {
-                self.remove_owner(key, &owner);
+            self.own_conflicts -= old.conflicts.len();
+            for (key, was) in old.flows.iter() {
+                self.remove_owner(key, &owner, was);
             }
             for id in old.groups.keys() {
                 if self.group_owners.get(id) == Some(&owner) {
@@ -1324,17 +1407,19 @@ impl Shards {
         if !new.conflicts.is_empty() {
             self.conflicted.insert(owner.clone());
         }
+        self.own_conflicts += new.conflicts.len();
+        // Held first, so that its entries can be compared with the other owners'.
+        match &owner {
+            Owner::Node => self.node = Some(Arc::clone(&new)),
+            Owner::Service(key) => {
+                self.services.insert(Arc::clone(key), Arc::clone(&new));
+            }
+        }
         for key in new.flows.keys() {
             self.add_flow_owner(key, &owner);
         }
         for id in new.groups.keys() {
             self.group_owners.insert(*id, owner.clone());
-        }
-        match owner {
-            Owner::Node => self.node = Some(new),
-            Owner::Service(key) => {
-                self.services.insert(key, new);
-            }
         }
     }
 }

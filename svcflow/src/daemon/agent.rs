@@ -468,6 +468,7 @@ async fn sync(
     let (flows, groups) = engine.shards().len();
     p.metrics
         .no_local(name, engine.shards().no_local_endpoints());
+    p.metrics.conflicts(name, engine.shards().conflict_count());
     let took = started.elapsed();
     p.metrics
         .synced(name, model.revision, took, &report, (flows, groups));

@@ -109,6 +109,7 @@ pub(crate) struct Metrics {
     bundles: Family<BundleLabel, Counter>,
     sent_bundles: Family<BundleLabel, Counter>,
     no_local: Family<PolicyLabel, Gauge>,
+    conflicts: Family<NodeLabel, Gauge>,
     conntrack_flushes: Family<NodeLabel, Counter>,
     ovsdb_connected: Family<NodeLabel, Gauge>,
     rest_requests: Family<CodeLabel, Counter>,
@@ -138,6 +139,7 @@ impl Metrics {
             bundles: Family::default(),
             sent_bundles: Family::default(),
             no_local: Family::default(),
+            conflicts: Family::default(),
             conntrack_flushes: Family::default(),
             ovsdb_connected: Family::default(),
             rest_requests: Family::default(),
@@ -185,6 +187,11 @@ impl Metrics {
             "svcflow_flows",
             "Flows desired on the node's switch",
             m.flows.clone(),
+        );
+        registry.register(
+            "svcflow_conflicts",
+            "Inputs the node's desired state cannot all honour (as the nodes view lists them): an endpoint or address its service cannot use, a node the overlay cannot reach, a flow two services render differently",
+            m.conflicts.clone(),
         );
         registry.register(
             "svcflow_groups",
@@ -381,6 +388,15 @@ impl Metrics {
                 })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
+    }
+
+    /// How many conflicts a node's desired state has, as last synced.
+    pub(crate) fn conflicts(&self, node: &str, count: usize) {
+        self.conflicts
+            .get_or_create(&NodeLabel {
+                node: node.to_string(),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// A Kubernetes watch relisted or failed.
@@ -671,6 +687,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("svcflow_flows{node=\"n1\"} 12"), "{text}");
+        m.conflicts("n1", 2);
+        assert!(
+            m.encode().contains("svcflow_conflicts{node=\"n1\"} 2"),
+            "{text}"
+        );
         assert!(
             text.contains("svcflow_syncs_total{node=\"n2\",result=\"ok\"} 2"),
             "{text}"
