@@ -64,7 +64,15 @@ pub struct NodeSetup {
     /// [`REPLICA_KEY`]) once the switch has been disconnected from it this many seconds
     /// (`status:sec_since_disconnect`); None keeps every target.
     pub departed_after: Option<u64>,
+    /// The longest the switch waits between attempts to dial svcflow, in seconds (the
+    /// Controller row's `max_backoff`): after a restart, svcflow has its switches back
+    /// within this long. OVS's own default is 8.
+    pub max_backoff_secs: u64,
 }
+
+/// svcflow's default [`NodeSetup::max_backoff_secs`]: a switch dials a restarted svcflow
+/// within a second instead of OVS's up to 8.
+pub const MAX_BACKOFF_SECS: u64 = 1;
 
 /// The `external_ids` key that marks a controller target as an svcflow replica's.
 pub const REPLICA_KEY: &str = "svcflow-replica";
@@ -87,6 +95,7 @@ impl Default for NodeSetup {
             encap: crate::config::Encap::None,
             shared_controller: false,
             departed_after: None,
+            max_backoff_secs: MAX_BACKOFF_SECS,
         }
     }
 }
@@ -117,6 +126,10 @@ pub fn setup_ops(replica: &Replica, setup: &NodeSetup) -> Result<Vec<Operation>,
         // flood of connection attempts cannot take svcflow's CPU.
         rate_limit: Some(PACKET_IN_RATE),
         burst_limit: Some(PACKET_IN_BURST),
+        // OVS takes milliseconds and keeps whole seconds.
+        max_backoff: Some(
+            i64::try_from(setup.max_backoff_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+        ),
         external_ids: if setup.shared_controller {
             BTreeMap::from([(REPLICA_KEY.to_string(), "true".to_string())])
         } else {

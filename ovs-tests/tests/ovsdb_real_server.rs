@@ -124,13 +124,17 @@ async fn bridge_with_internal_port_and_external_ids() {
         connection_mode: Some("out-of-band".into()),
         rate_limit: Some(1000),
         burst_limit: Some(250),
+        max_backoff: Some(1000),
         ..ControllerSpec::default()
     }];
     assert!(vs.set_controllers("br-test", &ctl).await.unwrap() > 0);
     assert_eq!(vs.set_controllers("br-test", &ctl).await.unwrap(), 0);
-    // The real server took the packet-in limits (its schema checks them).
+    // The real server took the packet-in limits and the backoff (its schema checks them).
     let c = vs.replica.read().controllers();
-    assert_eq!((c[0].rate_limit, c[0].burst_limit), (Some(1000), Some(250)));
+    assert_eq!(
+        (c[0].rate_limit, c[0].burst_limit, c[0].max_backoff),
+        (Some(1000), Some(250), Some(1000))
+    );
 
     // Controllers sharing the switch each add their own target and keep the others'.
     let other = ovsdb::vswitch::ControllerSpec {

@@ -855,3 +855,91 @@ fn a_burst_of_1000_endpoint_changes_coalesces_into_a_few_bundles_and_converges()
     let counts = ovs_tests::tally(&cluster.client.connect("tcp", VIP, 10, &[]).unwrap());
     assert_eq!(counts, BTreeMap::from([("pa".to_string(), 10)]));
 }
+
+/// When ovs-vswitchd's attempts to dial a controller failed, in seconds of the day, from its
+/// log after the first `skip` bytes (`…Z|…|rconn|WARN|br-int<->TARGET: connection failed`).
+fn failed_dials(sb: &Sandbox, skip: usize) -> Vec<f64> {
+    let log = std::fs::read_to_string(sb.dir().join("log/ovs-vswitchd.log")).unwrap();
+    log.get(skip..)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("|rconn|") && l.contains(": connection failed"))
+        .filter_map(|l| {
+            // 2026-11-29T08:11:39.417Z|…
+            let time = l.split_once('T')?.1.split_once('Z')?.0;
+            let mut hms = time.split(':');
+            let (h, m, s) = (hms.next()?, hms.next()?, hms.next()?);
+            Some(
+                h.parse::<f64>().ok()? * 3600.0
+                    + m.parse::<f64>().ok()? * 60.0
+                    + s.parse::<f64>().ok()?,
+            )
+        })
+        .collect()
+}
+
+/// A stopped svcflow is redialled every `--switch-max-backoff` seconds: svcflow writes its
+/// Controller row's `max_backoff` (1 s by default, where OVS alone doubles its wait up to
+/// 8 s), so a daemon restarted after a longer stop has its switch back within that long.
+/// ovs-vswitchd logs each wait, and the row follows the flag in place, without a reconnect.
+#[test]
+fn a_stopped_svcflow_is_redialled_every_max_backoff_seconds() {
+    let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let mut daemon = Daemon::start(&sb, 1, "info").unwrap();
+    let synced = wait_for("the switch to connect", Duration::from_secs(30), || {
+        daemon
+            .log()
+            .contains("node n1: its switch is connection")
+            .then_some(())
+    });
+    if let Err(e) = synced {
+        panic!("{e}\n{}", daemon.log());
+    }
+    let backoff = |sb: &Sandbox| {
+        sb.vsctl(&["get", "controller", BR, "max_backoff"])
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(backoff(&sb), "1000");
+    let skip = std::fs::read_to_string(sb.dir().join("log/ovs-vswitchd.log"))
+        .unwrap()
+        .len();
+    daemon.kill();
+    // Long enough for OVS's own backoff to have waited 1, 2 and 4 seconds.
+    std::thread::sleep(Duration::from_secs(6));
+    let dials = failed_dials(&sb, skip);
+    let gaps: Vec<f64> = dials.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        dials.len() >= 4 && gaps.iter().all(|g| *g < 1.5),
+        "ovs-vswitchd should have dialled about every second: {dials:?}"
+    );
+    // Restarted with another bound: the row follows, and the switch stays connected.
+    let daemon = Daemon::start_with(&sb, 2, "info", &["--switch-max-backoff", "3"]).unwrap();
+    let synced = wait_for(
+        "the switch to dial the restarted daemon",
+        Duration::from_secs(30),
+        || {
+            daemon
+                .log()
+                .contains("node n1: its switch is connection")
+                .then_some(())
+        },
+    );
+    if let Err(e) = synced {
+        panic!("{e}\n{}", daemon.log());
+    }
+    let moved = wait_for("max_backoff 3000", Duration::from_secs(10), || {
+        (backoff(&sb) == "3000").then_some(())
+    });
+    if let Err(e) = moved {
+        panic!("{e}: {}\n{}", backoff(&sb), daemon.log());
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        daemon.log().matches("its switch is connection").count(),
+        1,
+        "one connection, not dropped by the change:\n{}",
+        daemon.log()
+    );
+}

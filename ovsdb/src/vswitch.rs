@@ -95,6 +95,9 @@ pub struct Controller {
     pub rate_limit: Option<i64>,
     /// Packet-ins it may send in a burst above the rate (`controller_burst_limit`).
     pub burst_limit: Option<i64>,
+    /// The longest the switch waits between attempts to connect, in milliseconds
+    /// (`max_backoff`; unset: OVS's 8 s).
+    pub max_backoff: Option<i64>,
     pub is_connected: bool,
     pub external_ids: BTreeMap<String, String>,
     /// What ovs-vswitchd reports: `state`, `sec_since_connect`, `sec_since_disconnect`, …
@@ -174,6 +177,7 @@ impl Controller {
             connection_mode: string(r, "connection_mode"),
             rate_limit: r.get("controller_rate_limit").and_then(Datum::as_integer),
             burst_limit: r.get("controller_burst_limit").and_then(Datum::as_integer),
+            max_backoff: r.get("max_backoff").and_then(Datum::as_integer),
             is_connected: r
                 .get("is_connected")
                 .and_then(Datum::as_bool)
@@ -311,6 +315,7 @@ pub fn monitor_requests() -> BTreeMap<String, MonitorRequest> {
                 "connection_mode",
                 "controller_rate_limit",
                 "controller_burst_limit",
+                "max_backoff",
                 "is_connected",
                 "external_ids",
                 "status",
@@ -504,6 +509,8 @@ pub struct ControllerSpec {
     pub connection_mode: Option<String>,
     pub rate_limit: Option<i64>,
     pub burst_limit: Option<i64>,
+    /// `max_backoff`, in milliseconds (OVS takes whole seconds, at least 1).
+    pub max_backoff: Option<i64>,
     /// The row's `external_ids` (all of them: others are removed).
     pub external_ids: BTreeMap<String, String>,
 }
@@ -517,6 +524,7 @@ impl ControllerSpec {
             ("connection_mode", opt_str(&self.connection_mode)),
             ("controller_rate_limit", opt_int(self.rate_limit)),
             ("controller_burst_limit", opt_int(self.burst_limit)),
+            ("max_backoff", opt_int(self.max_backoff)),
             ("external_ids", datum_smap(&self.external_ids)),
         ])
     }
@@ -527,11 +535,13 @@ impl ControllerSpec {
             &c.connection_mode,
             c.rate_limit,
             c.burst_limit,
+            c.max_backoff,
             &c.external_ids,
         ) == (
             &self.connection_mode,
             self.rate_limit,
             self.burst_limit,
+            self.max_backoff,
             &self.external_ids,
         )
     }

@@ -8,7 +8,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 
 use crate::config::{
     ConfigError, FileConfig, RunConfig, TlsFiles, parse_datapath_type, parse_election,
-    parse_kubernetes, parse_log_level, parse_ovsdb_remote, parse_port_range,
+    parse_kubernetes, parse_log_level, parse_max_backoff, parse_ovsdb_remote, parse_port_range,
 };
 
 /// svcflow: an OpenFlow controller that replaces kube-proxy and iptables on Open vSwitch.
@@ -351,6 +351,11 @@ pub struct RunArgs {
     /// keeps every target [default: 600].
     #[arg(long, value_name = "SECONDS")]
     pub replica_gone_after: Option<u64>,
+    /// The longest a node's switch waits between attempts to dial svcflow (its Controller
+    /// row's `max_backoff`; OVS's own default is 8): a restarted svcflow has every switch
+    /// back within this long. 1 to 3600 [default: 1].
+    #[arg(long, value_name = "SECONDS")]
+    pub switch_max_backoff: Option<u64>,
     /// How replicas elect each switch's master: `ovsdb` (RFC 7047 locks on the --store
     /// ovsdb: database), `lease` (one coordination.k8s.io Lease per node; needs Kubernetes)
     /// or `off` (a single replica); see docs/ha.md [default: ovsdb with an ovsdb: store, else
@@ -550,6 +555,9 @@ impl RunArgs {
                     .or(file.replica_gone_after)
                     .unwrap_or(600),
             ),
+            switch_max_backoff: std::time::Duration::from_secs(parse_max_backoff(
+                self.switch_max_backoff.or(file.switch_max_backoff),
+            )?),
             election,
         };
         let exposed = crate::tls::policy::plain_beyond_loopback(&config);
@@ -764,6 +772,29 @@ mod tests {
             .merge(FileConfig::default())
             .unwrap_err();
         assert!(err.0.contains("`system` (kernel) or `netdev`"), "{err}");
+    }
+
+    #[test]
+    fn the_switch_max_backoff_is_a_second_unless_set_from_1_to_3600() {
+        let backoff = |argv: &[&str], file: FileConfig| {
+            run_args(argv)
+                .merge(file)
+                .map(|c| c.switch_max_backoff.as_secs())
+        };
+        assert_eq!(backoff(&[], FileConfig::default()), Ok(1));
+        assert_eq!(
+            backoff(&["--switch-max-backoff", "8"], FileConfig::default()),
+            Ok(8)
+        );
+        let file = FileConfig {
+            switch_max_backoff: Some(5),
+            ..FileConfig::default()
+        };
+        assert_eq!(backoff(&[], file), Ok(5));
+        for bad in ["0", "3601"] {
+            let err = backoff(&["--switch-max-backoff", bad], FileConfig::default()).unwrap_err();
+            assert!(err.0.contains("from 1 to 3600"), "{err}");
+        }
     }
 
     #[test]

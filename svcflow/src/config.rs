@@ -57,6 +57,9 @@ pub struct RunConfig {
     /// Replicas: a bridge drops another replica's target once the switch has been
     /// disconnected from it this long; zero keeps every target.
     pub replica_gone_after: std::time::Duration,
+    /// The longest a node's switch waits between attempts to dial this daemon (the
+    /// Controller row's `max_backoff`), in whole seconds.
+    pub switch_max_backoff: std::time::Duration,
     /// How replicas elect each switch's master.
     pub election: ElectionMode,
 }
@@ -81,6 +84,18 @@ impl ElectionMode {
     /// Whether several replicas share the switches.
     pub fn replicated(&self) -> bool {
         !matches!(self, ElectionMode::Off)
+    }
+}
+
+/// `--switch-max-backoff SECONDS`: 1 to 3600, [`netvirt::node_setup::MAX_BACKOFF_SECS`] by
+/// default.
+pub fn parse_max_backoff(seconds: Option<u64>) -> Result<u64, ConfigError> {
+    match seconds.unwrap_or(netvirt::node_setup::MAX_BACKOFF_SECS) {
+        s @ 1..=3600 => Ok(s),
+        s => Err(ConfigError(format!(
+            "switch max backoff {s} s: from 1 to 3600 s (OVS waits at least a second between \
+             attempts to dial)"
+        ))),
     }
 }
 
@@ -218,6 +233,8 @@ pub struct FileConfig {
     pub hold_down: Option<u64>,
     /// See [`RunConfig::replica_gone_after`], in seconds.
     pub replica_gone_after: Option<u64>,
+    /// See [`RunConfig::switch_max_backoff`], in seconds.
+    pub switch_max_backoff: Option<u64>,
     /// `off`, `ovsdb` or `lease`.
     pub election: Option<String>,
     /// The Leases' namespace.

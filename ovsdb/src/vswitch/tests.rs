@@ -248,6 +248,7 @@ fn controllers_and_external_ids() {
         connection_mode: Some("out-of-band".into()),
         rate_limit: Some(1000),
         burst_limit: Some(250),
+        max_backoff: Some(1000),
         ..ControllerSpec::default()
     }];
     let ops = set_controllers_ops(&r, "br0", &limited).unwrap();
@@ -256,9 +257,10 @@ fn controllers_and_external_ids() {
     assert_eq!(
         (
             r.controllers()[0].rate_limit,
-            r.controllers()[0].burst_limit
+            r.controllers()[0].burst_limit,
+            r.controllers()[0].max_backoff
         ),
-        (Some(1000), Some(250))
+        (Some(1000), Some(250), Some(1000))
     );
     assert!(set_controllers_ops(&r, "br0", &limited).unwrap().is_empty());
 

@@ -302,6 +302,7 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         encap: config.pipeline.encap,
         shared_controller: replicated,
         departed_after: Some(config.replica_gone_after.as_secs()).filter(|s| replicated && *s > 0),
+        max_backoff_secs: config.switch_max_backoff.as_secs(),
         ..NodeSetup::default()
     };
     if config.pipeline.encap != netvirt::config::Encap::None && config.datapath_type == "netdev" {
