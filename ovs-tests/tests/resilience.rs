@@ -885,16 +885,23 @@ fn failed_dials(sb: &Sandbox, skip: usize) -> Vec<f64> {
 #[test]
 fn a_stopped_svcflow_is_redialled_every_max_backoff_seconds() {
     let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    // Waits until the switch has dialled `daemon`.
+    let dialled = |daemon: &Daemon| {
+        let up = wait_for(
+            "the switch to dial svcflow",
+            Duration::from_secs(30),
+            || {
+                let log = daemon.log();
+                log.contains("node n1: its switch is connection")
+                    .then_some(())
+            },
+        );
+        if let Err(e) = up {
+            panic!("{e}\n{}", daemon.log());
+        }
+    };
     let mut daemon = Daemon::start(&sb, 1, "info").unwrap();
-    let synced = wait_for("the switch to connect", Duration::from_secs(30), || {
-        daemon
-            .log()
-            .contains("node n1: its switch is connection")
-            .then_some(())
-    });
-    if let Err(e) = synced {
-        panic!("{e}\n{}", daemon.log());
-    }
+    dialled(&daemon);
     let backoff = |sb: &Sandbox| {
         sb.vsctl(&["get", "controller", BR, "max_backoff"])
             .unwrap()
@@ -916,19 +923,7 @@ fn a_stopped_svcflow_is_redialled_every_max_backoff_seconds() {
     );
     // Restarted with another bound: the row follows, and the switch stays connected.
     let daemon = Daemon::start_with(&sb, 2, "info", &["--switch-max-backoff", "3"]).unwrap();
-    let synced = wait_for(
-        "the switch to dial the restarted daemon",
-        Duration::from_secs(30),
-        || {
-            daemon
-                .log()
-                .contains("node n1: its switch is connection")
-                .then_some(())
-        },
-    );
-    if let Err(e) = synced {
-        panic!("{e}\n{}", daemon.log());
-    }
+    dialled(&daemon);
     let moved = wait_for("max_backoff 3000", Duration::from_secs(10), || {
         (backoff(&sb) == "3000").then_some(())
     });
