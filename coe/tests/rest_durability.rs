@@ -306,6 +306,38 @@ fn state_invalid_under_a_new_configuration_is_refused() {
             .len(),
         1
     );
+    // Opened for repair, the same state comes with the rule it breaks and the file stays
+    // as it was; writes are still checked, and one that corrects the item makes the state
+    // valid again.
+    let narrow = Rules {
+        node_port_range: 31000..=32000,
+    };
+    let bytes = std::fs::read(wal_path(dir.path())).unwrap();
+    let (mut d, invalid) = DurableStore::open_for_repair(dir.path(), narrow.clone()).unwrap();
+    assert!(
+        invalid
+            .unwrap()
+            .to_string()
+            .contains("services[s1].service-ports[0].node-port")
+    );
+    assert_eq!(d.store().services.len(), 1);
+    assert_eq!(std::fs::read(wal_path(dir.path())).unwrap(), bytes);
+    let with_port = |port: u16| {
+        let body = json!({ "services": [ { "uid": "s1", "cluster-ip-address": "10.96.0.1",
+            "service-ports": [ { "port": 80, "node-port": port } ] } ] });
+        Change::Upsert(parse::item_body(Kind::Service, "s1", body.to_string().as_bytes()).unwrap())
+    };
+    assert!(d.apply(with_port(30081)).is_err(), "still checked");
+    d.apply(with_port(31080)).unwrap();
+    drop(d);
+    assert_eq!(
+        open_store(dir.path(), narrow)
+            .unwrap()
+            .store()
+            .services
+            .len(),
+        1
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use coe::rest::durable::{ApplyError, DurableStore};
+use coe::rest::durable::{ApplyError, DurableStore, OpenError};
 use coe::rest::replicated::{Replicated, SCHEMA, WriteError};
 use coe::rest::store::Rules;
 use coe::rest::{StoreKind, transfer};
@@ -20,9 +20,13 @@ pub fn run(command: &StoreCommand) -> Result<String, String> {
         StoreCommand::Schema => Ok(SCHEMA.to_string()),
         StoreCommand::Export(args) => {
             let (store, rules, dir) = target(args)?;
+            // What the current rules refuse in a local store, exported all the same.
+            let mut refused = None;
             let doc = match store {
                 StoreKind::Local => {
-                    let d = DurableStore::open(&dir, rules).map_err(|e| local_error(&dir, e))?;
+                    let (d, invalid) = DurableStore::open_for_repair(&dir, rules)
+                        .map_err(|e| local_error(&dir, e))?;
+                    refused = invalid;
                     transfer::export(d.store(), d.seq())
                 }
                 StoreKind::Ovsdb(remotes) => on_cluster(&remotes, rules, |r| async move {
@@ -36,11 +40,19 @@ pub fn run(command: &StoreCommand) -> Result<String, String> {
             let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
             std::fs::write(&args.file, text + "\n")
                 .map_err(|e| format!("writing {}: {e}", args.file.display()))?;
-            Ok(format!(
+            let mut out = format!(
                 "exported revision {} to {}\n",
                 doc["revision"],
                 args.file.display()
-            ))
+            );
+            if let Some(error) = refused {
+                out.push_str(&format!(
+                    "the current rules refuse this state ({error}), so svcflow run refuses to \
+                     start on it: correct that in {} and run svcflow store import with it\n",
+                    args.file.display()
+                ));
+            }
+            Ok(out)
         }
         StoreCommand::Import(args) => {
             let (store, rules, dir) = target(args)?;
@@ -50,13 +62,20 @@ pub fn run(command: &StoreCommand) -> Result<String, String> {
                 transfer::changes(&bytes).map_err(|e| format!("{}: {e}", args.file.display()))?;
             match store {
                 StoreKind::Local => {
-                    let mut d =
-                        DurableStore::open(&dir, rules).map_err(|e| local_error(&dir, e))?;
+                    // A state the current rules refuse is what an import corrects: each
+                    // container is replaced, and checked as a PUT would be.
+                    let (mut d, _) = DurableStore::open_for_repair(&dir, rules.clone())
+                        .map_err(|e| local_error(&dir, e))?;
                     for change in changes {
                         d.apply(change).map_err(|e| match e {
                             ApplyError::Request(e) => format!("refused: {}", e.body()),
                             ApplyError::Wal(e) => format!("storing the change: {e}"),
                         })?;
+                    }
+                    if let Err(e) = d.store().check(&rules, &Default::default()) {
+                        return Err(format!(
+                            "imported, but the current rules still refuse the state ({e})"
+                        ));
                     }
                     Ok(format!(
                         "imported; the local store is at revision {}\n",
@@ -94,11 +113,12 @@ fn target(args: &StoreArgs) -> Result<(StoreKind, Rules, PathBuf), String> {
     Ok((store, rules, dir))
 }
 
-fn local_error(dir: &std::path::Path, e: impl std::fmt::Display) -> String {
-    format!(
-        "the local store in {}: {e} (a running daemon holds it: stop it first)",
-        dir.display()
-    )
+fn local_error(dir: &std::path::Path, e: OpenError) -> String {
+    let hint = match e {
+        OpenError::Locked(_) => " (a running daemon holds it: stop it first)",
+        _ => "",
+    };
+    format!("the local store in {}: {e}{hint}", dir.display())
 }
 
 /// Runs `f` on a mirror of the cluster once it has a leader and the state.

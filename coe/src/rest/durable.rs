@@ -77,7 +77,9 @@ pub enum OpenError {
     /// port range).
     #[error(
         "{path}: the stored state is not valid under the current configuration: {error}; \
-         fix the configuration or the offending object (the file was left as it is)"
+         fix the configuration, or the offending object: `svcflow store export FILE` writes \
+         the state out all the same, and `svcflow store import FILE` takes it back once \
+         corrected (the file was left as it is)"
     )]
     Invalid {
         /// The log.
@@ -172,8 +174,27 @@ impl Changed {
 }
 
 impl DurableStore {
-    /// Opens (or creates) the state in `dir` and replays it.
+    /// Opens (or creates) the state in `dir` and replays it; state that `rules` refuse is an
+    /// error ([`OpenError::Invalid`]).
     pub fn open(dir: &Path, rules: Rules) -> Result<Self, OpenError> {
+        let (durable, invalid) = Self::open_for_repair(dir, rules)?;
+        match invalid {
+            None => Ok(durable),
+            Some(error) => Err(OpenError::Invalid {
+                path: dir.join(WAL_FILE),
+                error,
+            }),
+        }
+    }
+
+    /// Opens the state as [`DurableStore::open`] does, also when `rules` refuse it (after an
+    /// upgrade that tightened a rule, or a narrower configuration): with the first rule it
+    /// breaks, so that it can still be exported, corrected and imported back
+    /// (`svcflow store`). Every write is still checked against `rules`.
+    pub fn open_for_repair(
+        dir: &Path,
+        rules: Rules,
+    ) -> Result<(Self, Option<RequestError>), OpenError> {
         let dir_err = |source| OpenError::Dir {
             path: dir.to_path_buf(),
             source,
@@ -222,12 +243,7 @@ impl DurableStore {
                 }
             }
         }
-        store
-            .check(&rules, &Touched::default())
-            .map_err(|error| OpenError::Invalid {
-                path: path.clone(),
-                error,
-            })?;
+        let invalid = store.check(&rules, &Touched::default()).err();
         let mut durable = Self {
             _lock: lock,
             store,
@@ -240,10 +256,11 @@ impl DurableStore {
                 ..Changed::default()
             },
         };
-        if durable.wal.records() > COMPACT_AT {
+        // A refused state stays in the file exactly as it is until a write.
+        if invalid.is_none() && durable.wal.records() > COMPACT_AT {
             durable.compact()?;
         }
-        Ok(durable)
+        Ok((durable, invalid))
     }
 
     /// Validates, logs and applies `change`. On `Ok` the change is on disk.
