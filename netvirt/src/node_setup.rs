@@ -183,6 +183,42 @@ fn departed(c: &Controller, me: &str, after: u64) -> bool {
             .is_some_and(|s| s >= after)
 }
 
+/// Operations that make `ovs-vswitchd` reconfigure (`next_cfg` one higher, as `ovs-vsctl`
+/// does), or none without an Open_vSwitch row.
+///
+/// svcflow runs them once the switch reports its connection to it (`is_connected`):
+/// `ovs-vswitchd` hands a controller's `max_backoff` to the connection only at a
+/// reconfiguration while that connection is up (a new controller's starts with OVS's 8 s,
+/// and `connmgr`'s new connections do not take the row's value; the value then holds across
+/// reconnections), so without one the switch would still wait up to 8 s between attempts
+/// after svcflow stops.
+pub fn reconfigure_ops(replica: &Replica) -> Vec<Operation> {
+    let Some(root) = replica.open_vswitch() else {
+        return Vec::new();
+    };
+    vec![Operation::mutate(
+        "Open_vSwitch",
+        vec![ovsdb::ops::Condition::uuid(root.uuid)],
+        vec![ovsdb::ops::Mutation::new(
+            "next_cfg",
+            ovsdb::ops::Mutator::Add,
+            ovsdb::datum::Datum::integer(1),
+        )],
+    )]
+}
+
+/// Whether `bridge`'s switch says it is connected to controller `target`.
+pub fn controller_connected(replica: &Replica, bridge: &str, target: &str) -> bool {
+    replica.bridge(bridge).is_some_and(|b| {
+        b.controllers.iter().any(|u| {
+            replica
+                .row("Controller", u)
+                .map(|row| Controller::from_row(*u, row))
+                .is_some_and(|c| c.target == target && c.is_connected)
+        })
+    })
+}
+
 /// The targets of `bridge`'s controllers that its switch says it is connected to: the
 /// svcflow replicas the switch can reach, as ovs-vswitchd reports them (`is_connected`).
 pub fn connected_controllers(

@@ -880,28 +880,52 @@ fn failed_dials(sb: &Sandbox, skip: usize) -> Vec<f64> {
 
 /// A stopped svcflow is redialled every `--switch-max-backoff` seconds: svcflow writes its
 /// Controller row's `max_backoff` (1 s by default, where OVS alone doubles its wait up to
-/// 8 s), so a daemon restarted after a longer stop has its switch back within that long.
-/// ovs-vswitchd logs each wait, and the row follows the flag in place, without a reconnect.
+/// 8 s), and has ovs-vswitchd reconfigure once the switch reports the connection (only then
+/// does the connection take the row's value), so a daemon restarted after a longer stop has
+/// its switch back within that long. ovs-vswitchd logs each failed attempt, and the row
+/// follows the flag in place, without a reconnect.
 #[test]
 fn a_stopped_svcflow_is_redialled_every_max_backoff_seconds() {
     let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
-    // Waits until the switch has dialled `daemon`.
+    // Waits until the switch has dialled `daemon`, and ovs-vswitchd has reconfigured since
+    // (it hands the connection the row's `max_backoff` only then).
     let dialled = |daemon: &Daemon| {
         let up = wait_for(
             "the switch to dial svcflow",
             Duration::from_secs(30),
             || {
                 let log = daemon.log();
-                log.contains("node n1: its switch is connection")
-                    .then_some(())
+                (log.contains("node n1: its switch is connection")
+                    && log.contains("node n1: its switch dialled this daemon; ovs-vswitchd asked"))
+                .then_some(())
             },
         );
         if let Err(e) = up {
             panic!("{e}\n{}", daemon.log());
         }
+        let cfg = |column: &str| sb.vsctl(&["get", "Open_vSwitch", ".", column]).unwrap();
+        let caught_up = wait_for(
+            "ovs-vswitchd to reconfigure",
+            Duration::from_secs(10),
+            || (cfg("cur_cfg") == cfg("next_cfg")).then_some(()),
+        );
+        if let Err(e) = caught_up {
+            panic!("{e}\n{}", daemon.log());
+        }
     };
+    let next_cfg = || {
+        sb.vsctl(&["get", "Open_vSwitch", ".", "next_cfg"])
+            .unwrap()
+            .trim()
+            .parse::<i64>()
+            .unwrap()
+    };
+    let before = next_cfg();
     let mut daemon = Daemon::start(&sb, 1, "info").unwrap();
     dialled(&daemon);
+    // svcflow's own request: nothing else here raises next_cfg (read-only ovs-vsctl calls
+    // do not).
+    assert!(next_cfg() > before, "no reconfiguration was asked for");
     let backoff = |sb: &Sandbox| {
         sb.vsctl(&["get", "controller", BR, "max_backoff"])
             .unwrap()

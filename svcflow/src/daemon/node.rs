@@ -13,7 +13,10 @@ use super::metrics::Metrics;
 
 use coe::rest::Published;
 use netvirt::desired::NodeBindings;
-use netvirt::node_setup::{NodeSetup, bindings, connected_controllers, datapath_id, setup_ops};
+use netvirt::node_setup::{
+    NodeSetup, bindings, connected_controllers, controller_connected, datapath_id, reconfigure_ops,
+    setup_ops,
+};
 use ovsdb::ClientConfig;
 use ovsdb::vswitch::VSwitch;
 use tokio::sync::{mpsc, watch};
@@ -211,6 +214,8 @@ async fn keep_converged(
 ) {
     let mut reported: Option<NodeBindings> = None;
     let mut controllers: Option<std::collections::BTreeSet<String>> = None;
+    // Whether the switch was connected to this daemon when last looked at.
+    let mut dialled = false;
     loop {
         // Compute into a local: the replica guard must not live across an await.
         let ops = setup_ops(&vs.replica.read(), setup);
@@ -282,6 +287,23 @@ async fn keep_converged(
             }
             controllers = Some(connected);
         }
+        // Once the switch has dialled this daemon, ovs-vswitchd reconfigures (`next_cfg`), so
+        // that the live connection takes the Controller row's `max_backoff`
+        // (`reconfigure_ops` says why).
+        let connected = controller_connected(&vs.replica.read(), &setup.bridge, &setup.controller);
+        if connected && !dialled {
+            let ops = reconfigure_ops(&vs.replica.read());
+            if let Err(e) = vs.client.transact("Open_vSwitch", ops).await {
+                tracing::warn!("node {node}: asking ovs-vswitchd to reconfigure failed: {e}");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+            tracing::info!(
+                "node {node}: its switch dialled this daemon; ovs-vswitchd asked to reconfigure, \
+                 so that the connection takes max_backoff"
+            );
+        }
+        dialled = connected;
         let last = reported.clone();
         let last_controllers = controllers.clone();
         let changed = vs
@@ -290,8 +312,9 @@ async fn keep_converged(
                 let setup_needed = setup_ops(r, setup).map_or(true, |ops| !ops.is_empty());
                 (setup_needed
                     || Some(bindings(r, &setup.bridge)) != last
-                    || live(r).is_some_and(|c| Some(c) != last_controllers))
-                .then_some(())
+                    || live(r).is_some_and(|c| Some(c) != last_controllers)
+                    || controller_connected(r, &setup.bridge, &setup.controller) != dialled)
+                    .then_some(())
             })
             .await;
         match changed {
