@@ -207,18 +207,6 @@ pub fn reconfigure_ops(replica: &Replica) -> Vec<Operation> {
     )]
 }
 
-/// Whether `bridge`'s switch says it is connected to controller `target`.
-pub fn controller_connected(replica: &Replica, bridge: &str, target: &str) -> bool {
-    replica.bridge(bridge).is_some_and(|b| {
-        b.controllers.iter().any(|u| {
-            replica
-                .row("Controller", u)
-                .map(|row| Controller::from_row(*u, row))
-                .is_some_and(|c| c.target == target && c.is_connected)
-        })
-    })
-}
-
 /// The targets of `bridge`'s controllers that its switch says it is connected to: the
 /// svcflow replicas the switch can reach, as ovs-vswitchd reports them (`is_connected`).
 pub fn connected_controllers(

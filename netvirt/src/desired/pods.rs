@@ -122,14 +122,19 @@ impl Builder<'_> {
         // by `tunnel`).
         let mut remote: BTreeMap<u32, BTreeSet<IpAddr>> = BTreeMap::new();
         if let (Some(_), Some(_)) = (self.config.encap.udp_port(), bindings.tunnel) {
+            // Each other node's destination, chosen once per node rather than per pod.
+            let reached: BTreeMap<&str, IpAddr> = model
+                .nodes
+                .values()
+                .filter(|other| other.name != node.name)
+                .filter_map(|other| {
+                    Some((other.name.as_str(), tunnel_destination(node, other).ok()?))
+                })
+                .collect();
             for pod in model.pods.values().filter(|p| p.node != node.name) {
-                let (Some(&elan), Some(ip)) = (
-                    elans.get(&pod.namespace),
-                    model
-                        .nodes
-                        .get(&pod.node)
-                        .and_then(|other| tunnel_destination(node, other).ok()),
-                ) else {
+                let (Some(&elan), Some(&ip)) =
+                    (elans.get(&pod.namespace), reached.get(pod.node.as_str()))
+                else {
                     continue;
                 };
                 if members.contains_key(&elan) {

@@ -1170,28 +1170,32 @@ impl Shards {
             .iter()
             .filter(|o| *o != &first && owners.binary_search(o).is_ok())
             .filter_map(|o| self.entry(o, key))
-            .filter(|dropped| dropped.instructions != kept.instructions)
+            .filter(|dropped| differs(dropped, kept))
             .map(|dropped| collision_message(key, kept, dropped))
             .collect()
     }
 
     /// The owners of flow `key` whose entries differ from the first owner's, which wins.
     fn collision(&self, key: &FlowKey) -> Vec<String> {
-        let mut out = Vec::new();
-        let Some(owners) = self.owners(key) else {
-            return out;
-        };
-        let Some(kept) = owners.first().and_then(|o| self.entry(o, key)) else {
-            return out;
-        };
-        for other in &owners[1..] {
-            if let Some(dropped) = self.entry(other, key)
-                && dropped.instructions != kept.instructions
-            {
-                out.push(collision_message(key, kept, dropped));
-            }
-        }
-        out
+        let owners = self.owners(key).unwrap_or_default();
+        self.differing(key, owners)
+            .map(|(kept, dropped)| collision_message(key, kept, dropped))
+            .collect()
+    }
+
+    /// The entries of `owners` after the first that render flow `key` differently from the
+    /// first's, each with the first's (which wins).
+    fn differing<'a>(
+        &'a self,
+        key: &'a FlowKey,
+        owners: &'a [Owner],
+    ) -> impl Iterator<Item = (&'a FlowEntry, &'a FlowEntry)> + 'a {
+        let kept = owners.first().and_then(|o| self.entry(o, key));
+        owners
+            .iter()
+            .skip(1)
+            .filter_map(move |o| Some((kept?, self.entry(o, key)?)))
+            .filter(|(kept, e)| differs(e, kept))
     }
 
     /// The owners of flow `key`, in order.
@@ -1208,24 +1212,15 @@ impl Shards {
         self.own_conflicts + self.collided
     }
 
-    /// How many of `owners` after the first render flow `key` differently from the first.
-    fn count_differing(&self, key: &FlowKey, owners: &[Owner]) -> usize {
-        let Some(kept) = owners.first().and_then(|o| self.entry(o, key)) else {
-            return 0;
-        };
-        owners[1..]
-            .iter()
-            .filter_map(|o| self.entry(o, key))
-            .filter(|e| differs(e, kept))
-            .count()
-    }
-
     /// Counts flow `key`'s collisions again (its first owner changed) and keeps the sum.
     fn recount(&mut self, key: &FlowKey) {
         let Some(shared) = self.shared.get(key) else {
             return;
         };
-        let (was, now) = (shared.differing, self.count_differing(key, &shared.owners));
+        let (was, now) = (
+            shared.differing,
+            self.differing(key, &shared.owners).count(),
+        );
         if let Some(shared) = self.shared.get_mut(key) {
             shared.differing = now;
         }

@@ -14,8 +14,7 @@ use super::metrics::Metrics;
 use coe::rest::Published;
 use netvirt::desired::NodeBindings;
 use netvirt::node_setup::{
-    NodeSetup, bindings, connected_controllers, controller_connected, datapath_id, reconfigure_ops,
-    setup_ops,
+    NodeSetup, bindings, connected_controllers, datapath_id, reconfigure_ops, setup_ops,
 };
 use ovsdb::ClientConfig;
 use ovsdb::vswitch::VSwitch;
@@ -290,7 +289,10 @@ async fn keep_converged(
         // Once the switch has dialled this daemon, ovs-vswitchd reconfigures (`next_cfg`), so
         // that the live connection takes the Controller row's `max_backoff`
         // (`reconfigure_ops` says why).
-        let connected = controller_connected(&vs.replica.read(), &setup.bridge, &setup.controller);
+        let dials_me = |r: &ovsdb::Replica| {
+            connected_controllers(r, &setup.bridge).contains(&setup.controller)
+        };
+        let connected = dials_me(&vs.replica.read());
         if connected && !dialled {
             let ops = reconfigure_ops(&vs.replica.read());
             if let Err(e) = vs.client.transact("Open_vSwitch", ops).await {
@@ -313,7 +315,7 @@ async fn keep_converged(
                 (setup_needed
                     || Some(bindings(r, &setup.bridge)) != last
                     || live(r).is_some_and(|c| Some(c) != last_controllers)
-                    || controller_connected(r, &setup.bridge, &setup.controller) != dialled)
+                    || dials_me(r) != dialled)
                     .then_some(())
             })
             .await;
