@@ -937,12 +937,15 @@ fn a_stopped_svcflow_is_redialled_every_max_backoff_seconds() {
         .unwrap()
         .len();
     daemon.kill();
-    // Long enough for OVS's own backoff to have waited 1, 2 and 4 seconds.
+    // Long enough for OVS's own backoff to have waited 1, 2 and 4 seconds: two failed
+    // attempts in 6 s, against five or so a second apart. ovs-vswitchd counts its wait in
+    // whole seconds of its busy main loop, so one gap may stretch toward 2 s on a loaded
+    // machine (1.5 s was seen in CI); none reaches the doubled waits.
     std::thread::sleep(Duration::from_secs(6));
     let dials = failed_dials(&sb, skip);
     let gaps: Vec<f64> = dials.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
-        dials.len() >= 4 && gaps.iter().all(|g| *g < 1.5),
+        dials.len() >= 4 && gaps.iter().all(|g| *g < 2.5),
         "ovs-vswitchd should have dialled about every second: {dials:?}"
     );
     // Restarted with another bound: the row follows, and the switch stays connected.
