@@ -185,13 +185,17 @@ fn add_owner(owners: &mut Owners, owner: &Owner) {
 /// since the keys come from the inputs.
 type KeyMap<V> = HashMap<Arc<FlowKey>, V, foldhash::fast::RandomState>;
 
+/// The service shards by key: hashed, as every step of an update looks its flow's owner up
+/// here (ordered, the key comparisons were a tenth of a first load's CPU, issue 19).
+type ServiceMap = HashMap<Arc<ServiceKey>, Arc<Shard>, foldhash::fast::FixedState>;
+
 /// The desired state of one node, by shard.
 pub struct Shards {
     /// Hash of what every shard depends on besides its own inputs.
     context: Option<u64>,
     seen: Option<Seen>,
     node: Option<Arc<Shard>>,
-    services: BTreeMap<Arc<ServiceKey>, Arc<Shard>>,
+    services: ServiceMap,
     /// Where service shards are shared with other nodes' `Shards`.
     renders: Renders,
     /// The model this node renders or last rendered, among those `renders` holds (none
@@ -257,7 +261,7 @@ impl Shards {
             context: None,
             seen: None,
             node: None,
-            services: BTreeMap::new(),
+            services: ServiceMap::default(),
             renders: renders.clone(),
             generation: None,
             released: Vec::new(),
@@ -1025,7 +1029,9 @@ impl Shards {
                 out.state.groups.insert(*id, g.clone());
             }
         }
-        for shard in self.node.iter().chain(self.services.values()) {
+        let mut services: Vec<(&Arc<ServiceKey>, &Arc<Shard>)> = self.services.iter().collect();
+        services.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for shard in self.node.iter().chain(services.into_iter().map(|(_, s)| s)) {
             out.services
                 .extend(shard.services.iter().map(|(k, v)| (k.clone(), v.clone())));
             out.conflicts.extend(shard.conflicts.iter().cloned());
