@@ -31,11 +31,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///   gives freed pages back with `MADV_FREE`, which the kernel still counts in the resident
 ///   set until it needs the memory, so the daemon looked (and was limited as) 30–40 MiB
 ///   bigger after a bulk load (issue 19).
-/// - `PURGE_DELAY=0`: give freed pages back at once rather than 10 ms later, which after a
-///   bulk load's bursts of frees kept another 10–20 MiB resident.
+/// - `PURGE_DELAY=100`: give freed pages back 100 ms after they are freed, not the 1 s
+///   mimalloc waits by default (which kept 20–30 MiB more resident after a bulk load). At 0
+///   the pages a load frees and takes again within moments were given back and faulted in
+///   again: at 30,000 services the kernel's time in the daemon during a full load was
+///   0.36–0.42 s against 0.20–0.27 s at 100 ms (× 10 endpoints: 1.01 against 0.56 s), for
+///   8–10 MiB more resident (`docs/performance.md`).
 const ALLOCATOR_ENV: [(&str, &str); 2] = [
     ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
-    ("MIMALLOC_PURGE_DELAY", "0"),
+    ("MIMALLOC_PURGE_DELAY", "100"),
 ];
 
 /// Starts this program again with [`ALLOCATOR_ENV`] if any of it is unset; returns only if
