@@ -21,7 +21,11 @@
 //!    PUT of its service (same order and reason as 1), timed from the first request to the
 //!    sync line of the second's revision; p50 and p99;
 //! 5. the daemon's peak RSS (`VmHWM` of its `/proc/PID/status`) after all of the above, and
-//!    its RSS (`VmRSS`) just after the full load and at the end.
+//!    its RSS (`VmRSS`) just after the full load and at the end;
+//! 6. the CPU time of the daemon and of `ovs-vswitchd` during the full load and of
+//!    `ovs-ofctl` and `ovs-vswitchd` during the anchor; for the daemon also its user and
+//!    kernel time and its minor page faults in the load (printed with each size, not in the
+//!    table).
 //!
 //! Confirmation comes from the daemon's log: after the switch's barrier it logs
 //! `node n1: synced model revision R: … (F flows, G groups desired)`
@@ -84,8 +88,8 @@ use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
 use ovs_tests::bench::{
-    Anchor, AnchorFiles, command_output, cpu_time, env_list, ms, peak_rss_kib, percentiles,
-    release_daemon, rss_kib,
+    Anchor, AnchorFiles, ProcStat, command_output, cpu_time, env_list, ms, peak_rss_kib,
+    percentiles, release_daemon, rss_kib,
 };
 use ovs_tests::http::Http;
 use ovs_tests::svcflow::fixture::NODE_IP;
@@ -444,6 +448,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         .vswitchd_pid()
         .expect("the sandbox's ovs-vswitchd pidfile");
     let cpu_before = (cpu_time(pid), cpu_time(vswitchd));
+    let stat_before = ProcStat::of(pid);
     let start = Instant::now();
     let ep_reply = put(
         &mut http,
@@ -479,6 +484,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         cpu_time(pid) - cpu_before.0,
         cpu_time(vswitchd) - cpu_before.1,
     );
+    let load_stat = ProcStat::of(pid).since(stat_before);
     let rss_loaded_kib = rss_kib(pid);
     if let Some(child) = perf {
         // perf writes its file on SIGINT.
@@ -592,8 +598,8 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         "S={s} E={e}: anchor {:.3} s (ratio {:.2}); endpoint change p50 {:.2} / p99 {:.2} ms; \
          added service p50 {:.2} / p99 {:.2} ms; item PUT reply p50 {:.2} / p99 {:.2} ms; \
          {syncs} syncs logged; RSS peak {} MiB, after the load {} MiB, at the end {} MiB; CPU \
-         during the load: svcflow {:.3} s, ovs-vswitchd {:.3} s; during the anchor: ovs-ofctl \
-         {:.3} s, ovs-vswitchd {:.3} s",
+         during the load: svcflow {:.3} s (user {:.2} s, kernel {:.2} s; {} minor faults), \
+         ovs-vswitchd {:.3} s; during the anchor: ovs-ofctl {:.3} s, ovs-vswitchd {:.3} s",
         anchor.as_secs_f64(),
         full_load.as_secs_f64() / anchor.as_secs_f64(),
         ms(row.change.0),
@@ -606,6 +612,9 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         rss_loaded_kib / 1024,
         rss_after_kib / 1024,
         load_cpu.0.as_secs_f64(),
+        load_stat.user.as_secs_f64(),
+        load_stat.kernel.as_secs_f64(),
+        load_stat.minor_faults,
         load_cpu.1.as_secs_f64(),
         anchor_cpu.0.as_secs_f64(),
         anchor_cpu.1.as_secs_f64(),

@@ -162,6 +162,56 @@ pub fn cpu_time(pid: u32) -> Duration {
     stat_ticks(&pid.to_string(), 11)
 }
 
+/// What `/proc/PID/stat` says of process `pid` so far: its minor page faults and its user
+/// and kernel CPU time (all its threads). Two readings' difference shows where a load's
+/// CPU went: a fault costs the kernel's time, and memory the allocator gives back and takes
+/// again moments later costs faults (`docs/performance.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Minor page faults.
+    pub minor_faults: u64,
+    /// CPU time in user mode.
+    pub user: Duration,
+    /// CPU time in the kernel.
+    pub kernel: Duration,
+}
+
+impl ProcStat {
+    /// Process `pid`'s counters now.
+    pub fn of(pid: u32) -> Self {
+        let which = pid.to_string();
+        let count = |at: usize| stat_field(&which, at);
+        let hz = rustix::param::clock_ticks_per_second().max(1);
+        let ticks = |t: u64| Duration::from_nanos(t * 1_000_000_000 / hz);
+        ProcStat {
+            minor_faults: count(7),
+            user: ticks(count(11)),
+            kernel: ticks(count(12)),
+        }
+    }
+
+    /// What happened between `earlier` and this reading.
+    pub fn since(self, earlier: ProcStat) -> ProcStat {
+        ProcStat {
+            minor_faults: self.minor_faults.saturating_sub(earlier.minor_faults),
+            user: self.user.saturating_sub(earlier.user),
+            kernel: self.kernel.saturating_sub(earlier.kernel),
+        }
+    }
+}
+
+/// Field `at` of `/proc/<which>/stat`, counted after the command name (which is in
+/// parentheses and may hold spaces).
+fn stat_field(which: &str, at: usize) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{which}/stat"))
+        .unwrap_or_else(|e| panic!("reading /proc/{which}/stat: {e}"));
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(at))
+        .unwrap_or_else(|| panic!("/proc/{which}/stat is too short"))
+        .parse()
+        .unwrap_or(0)
+}
+
 /// The CPU time this process's waited-for children have used so far (user and system).
 pub fn children_cpu_time() -> Duration {
     stat_ticks("self", 13)
@@ -170,18 +220,7 @@ pub fn children_cpu_time() -> Duration {
 /// The sum of two clock-tick fields of `/proc/<which>/stat`, `at` and the one after it,
 /// counted after the command name (which is in parentheses and may hold spaces).
 fn stat_ticks(which: &str, at: usize) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{which}/stat"))
-        .unwrap_or_else(|e| panic!("reading /proc/{which}/stat: {e}"));
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = fields
-        .get(at..at + 2)
-        .unwrap_or_else(|| panic!("/proc/{which}/stat is too short"))
-        .iter()
-        .map(|f| f.parse::<u64>().unwrap_or(0))
-        .sum();
+    let ticks = stat_field(which, at) + stat_field(which, at + 1);
     let hz = rustix::param::clock_ticks_per_second().max(1);
     Duration::from_nanos(ticks * 1_000_000_000 / hz)
 }
