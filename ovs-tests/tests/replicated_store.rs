@@ -36,6 +36,15 @@ mod tempdir {
 }
 
 fn replica(cluster: &RaftCluster, n: usize) -> Replica {
+    replica_with(cluster, n, 30000..=32767)
+}
+
+/// [`replica`] with its own node-port range.
+fn replica_with(
+    cluster: &RaftCluster,
+    n: usize,
+    node_ports: std::ops::RangeInclusive<u16>,
+) -> Replica {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -45,6 +54,7 @@ fn replica(cluster: &RaftCluster, n: usize) -> Replica {
     std::fs::create_dir_all(&dir).unwrap();
     let mut config = RestConfig::new(&dir);
     config.store = StoreKind::Ovsdb(cluster.remotes());
+    config.node_port_range = node_ports;
     let (addr, revision) = rt.block_on(async {
         let nb = Northbound::open(&config, Arc::new(Unavailable)).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -629,4 +639,111 @@ fn two_daemons_take_a_write_loop_through_a_leader_change() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// The published model of `r` once `done` holds of it (up to 10 s).
+fn wait_published(
+    r: &Replica,
+    what: &str,
+    done: impl Fn(&coe::rest::Published) -> bool,
+) -> Arc<coe::rest::Published> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = r.revision.borrow().clone();
+        if done(&now) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: replica {} published revision {} with services {:?}",
+            r.addr,
+            now.revision,
+            now.model.services.keys().collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A replica never programs what its own rules refuse. Another replica, with the default
+/// node-port range, writes a service on node port 30080; a replica limited to 31000–31999
+/// keeps publishing the last state it accepted (its switches stay as they were) while it
+/// still takes writes, each checked against its rules. One of them, removing that service,
+/// mends the state, and the replica publishes everything written meanwhile.
+#[test]
+fn a_replica_does_not_publish_a_state_its_rules_refuse() {
+    let key = |name: &str| netvirt::model::ServiceKey::new("default", name);
+    let cluster = cluster();
+    let wide = replica(&cluster, 1);
+    let narrow = replica_with(&cluster, 2, 31000..=31999);
+    wait_ready(&wide);
+    wait_ready(&narrow);
+    let mut w = http(&wide);
+    let mut n = http(&narrow);
+    put_node(&mut w);
+    assert_eq!(put_service(&mut w, "web", "10.96.0.60").status, 200);
+    let accepted = wait_published(&narrow, "web on the narrow replica", |p| {
+        p.model.services.contains_key(&key("web"))
+    });
+
+    let node_port = service("np", "10.96.0.61").replace(
+        r#""service:target-port":"8080""#,
+        r#""service:target-port":"8080","service:node-port":30080"#,
+    );
+    let r = w
+        .request(
+            "PUT",
+            &format!("{SERVICES}/services/np"),
+            node_port.as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // The narrow replica's own write of the same is refused, as ever.
+    let r = n
+        .request(
+            "PUT",
+            &format!("{SERVICES}/services/np2"),
+            node_port.replace("\"np\"", "\"np2\"").as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    assert!(String::from_utf8_lossy(&r.body).contains("30080"));
+    wait_published(&wide, "np on the wide replica", |p| {
+        p.model.services.contains_key(&key("np"))
+    });
+    // It mirrors the cluster (reads show np) but publishes none of it, nor what follows.
+    assert!(has_service(&mut n, "np"));
+    assert_eq!(put_service(&mut n, "api", "10.96.0.62").status, 200);
+    assert!(has_service(&mut w, "api"));
+    std::thread::sleep(Duration::from_secs(1));
+    let held = narrow.revision.borrow().clone();
+    assert_eq!(
+        held.revision, accepted.revision,
+        "the narrow replica published a refused state"
+    );
+    assert!(!held.model.services.contains_key(&key("np")));
+    assert!(!held.model.services.contains_key(&key("api")));
+    // A replica started with the same rules on that state publishes nothing of it.
+    let late = replica_with(&cluster, 3, 31000..=31999);
+    wait_ready(&late);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        late.revision.borrow().revision,
+        0,
+        "a replica started on a state its rules refuse published it"
+    );
+
+    // Removing np through the narrow replica mends the state: it publishes all of it.
+    let r = n
+        .request("DELETE", &format!("{SERVICES}/services/np"), b"")
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mended = wait_published(&narrow, "api once np is gone", |p| {
+        p.model.services.contains_key(&key("api"))
+    });
+    assert!(!mended.model.services.contains_key(&key("np")));
+    assert!(mended.model.services.contains_key(&key("web")));
+    let late = wait_published(&late, "the mended state on the late replica", |p| {
+        p.model.services.contains_key(&key("api"))
+    });
+    assert_eq!(late.revision, mended.revision);
 }

@@ -236,6 +236,13 @@ pub struct Mirror {
     changed: Changed,
     /// Rows that could not be read, with why (reported once each).
     pub bad_rows: Vec<String>,
+    /// This replica's rules, which the state other replicas wrote is checked against.
+    rules: Rules,
+    /// The first of this replica's rules the mirrored state breaks, if it breaks one: the
+    /// other replicas run with other rules (a wider node-port range), or this one's were
+    /// narrowed. The publisher then holds the last state it accepted, as a local store
+    /// refuses to open such a state (`docs/store.md`).
+    pub refused: Option<RequestError>,
 }
 
 impl Mirror {
@@ -246,7 +253,8 @@ impl Mirror {
         updates: &ovsdb::monitor::TableUpdates,
         replica: &ovsdb::Replica,
     ) {
-        if kind == (UpdateKind::Initial { replace: true }) {
+        let whole = kind == (UpdateKind::Initial { replace: true });
+        if whole {
             self.full_reads += 1;
             self.store = Store::default();
             self.items.clear();
@@ -293,6 +301,7 @@ impl Mirror {
         }
         self.store.apply_effects(&effects);
         self.changed.record(&effects);
+        self.check(whole, &effects);
         if let Some(rows) = updates.get("Revision") {
             for uuid in rows.keys() {
                 match replica.row("Revision", uuid) {
@@ -324,6 +333,33 @@ impl Mirror {
             }
         }
         self.synced = true;
+    }
+
+    /// Checks the state against this replica's rules after `effects`: all of it after a
+    /// whole read or while it is refused (a write may have mended it), else what they wrote.
+    fn check(&mut self, whole: bool, effects: &[Effect]) {
+        let verdict = if whole || self.refused.is_some() {
+            self.store.check(&self.rules, &Default::default())
+        } else {
+            self.store.check_effects(&self.rules, effects)
+        };
+        match (&verdict, &self.refused) {
+            (Err(e), None) => tracing::error!(
+                "OVSDB store: the cluster's state breaks this replica's rules: {e}; this replica \
+                 keeps its switches on the last state it accepted until the state or its \
+                 configuration (--node-port-range) is corrected (docs/store.md)"
+            ),
+            (Err(e), Some(was)) if e != was => {
+                tracing::error!(
+                    "OVSDB store: the cluster's state still breaks this replica's rules: {e}"
+                )
+            }
+            (Ok(()), Some(_)) => tracing::info!(
+                "OVSDB store: the cluster's state meets this replica's rules again; publishing it"
+            ),
+            _ => {}
+        }
+        self.refused = verdict.err();
     }
 
     /// What changed since the last call, for the publisher.
@@ -432,7 +468,10 @@ impl Replicated {
     ) -> Result<Self, String> {
         let (client, mut events) =
             Client::connect_cluster(remotes, DB, config).map_err(|e| e.to_string())?;
-        let mirror = Arc::new(Mutex::new(Mirror::default()));
+        let mirror = Arc::new(Mutex::new(Mirror {
+            rules: rules.clone(),
+            ..Mirror::default()
+        }));
         let (status_tx, status) = watch::channel(Status::Searching);
         let (applied_tx, applied) = watch::channel(0u64);
         let task_mirror = mirror.clone();

@@ -480,6 +480,12 @@ impl Publisher {
                     if m.revision == published && !m.has_changes() {
                         continue;
                     }
+                    // A state this replica's rules refuse is not published: the switches
+                    // keep the last one it accepted. Its changes wait for the state to be
+                    // mended (the mirror says why, once).
+                    if m.refused.is_some() {
+                        continue;
+                    }
                     let changed = m.take_changed();
                     let next = publish(
                         changed,

@@ -413,6 +413,24 @@ impl Store {
         Ok((effects, touched))
     }
 
+    /// Checks what `effects` wrote (already applied) against `rules`, as a write's check
+    /// does: in time proportional to them, on a store that was valid before them. A replica
+    /// of the replicated store checks so what other replicas wrote, under their own rules.
+    pub fn check_effects(&mut self, rules: &Rules, effects: &[Effect]) -> Result<(), RequestError> {
+        let mut touched = Touched::default();
+        for effect in effects {
+            // Taking an item out never breaks a rule: every rule is about one item or a pair.
+            if let Effect::Upsert(item) = effect {
+                touched.insert(item.kind(), item.uid());
+            }
+        }
+        if touched.len() == 0 {
+            return Ok(());
+        }
+        let scope = self.scope(&touched);
+        self.check_in(rules, &touched, &scope)
+    }
+
     /// Applies logged effects. Never fails; used for replay.
     pub fn apply_effects(&mut self, effects: &[Effect]) {
         drop(self.apply_effects_undoable(effects));
