@@ -88,6 +88,21 @@ fn put_service(h: &mut Http, uid: &str, ip: &str) -> Reply {
     .unwrap()
 }
 
+/// Service `uid` on `ip`, its port on node port 30080 (the default range's, outside
+/// 31000–31999).
+fn put_node_port_service(h: &mut Http, uid: &str, ip: &str) -> Reply {
+    let body = service(uid, ip).replace(
+        r#""service:target-port":"8080""#,
+        r#""service:target-port":"8080","service:node-port":30080"#,
+    );
+    h.request(
+        "PUT",
+        &format!("{SERVICES}/services/{uid}"),
+        body.as_bytes(),
+    )
+    .unwrap()
+}
+
 /// Node n1 (192.168.50.10, pod CIDR 10.244.0.0/24), through `h`.
 fn put_node(h: &mut Http) {
     let node = r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
@@ -460,19 +475,44 @@ fn the_state_moves_from_a_local_store_to_the_cluster_and_back() {
     assert_eq!(first, read("3.json"), "and gives it back");
 }
 
+/// A cluster, an in-process replica on it, and `svcflow run --store ovsdb:` (with `args`)
+/// on a sandbox node; dropped in that order, the daemon first. Bind every field: one left
+/// to `..` is dropped at once (the cluster would stop under the test).
+struct DaemonBeside {
+    daemon: ovs_tests::svcflow::Daemon,
+    sb: ovs_tests::Sandbox,
+    a: Replica,
+    _cluster: RaftCluster,
+}
+
+fn daemon_beside(args: &[&str]) -> DaemonBeside {
+    let cluster = cluster();
+    let a = replica(&cluster, 1);
+    wait_ready(&a);
+    let sb = ovs_tests::Sandbox::start().unwrap();
+    let store = format!("ovsdb:{}", cluster.unix_remote_list());
+    let mut all = vec!["--store", store.as_str()];
+    all.extend_from_slice(args);
+    let daemon = ovs_tests::svcflow::Daemon::start_with(&sb, 1, "info", &all).unwrap();
+    DaemonBeside {
+        daemon,
+        sb,
+        a,
+        _cluster: cluster,
+    }
+}
+
 /// A write to one replica reaches the switch another replica drives: `svcflow run --store
 /// ovsdb:` on a sandbox node (over the members' Unix sockets, from the node's namespace)
 /// installs the service that the in-process replica accepted.
 #[test]
 fn a_write_to_one_replica_reaches_the_switch_of_another() {
-    use ovs_tests::Sandbox;
-    use ovs_tests::svcflow::Daemon;
-    let cluster = cluster();
-    let a = replica(&cluster, 1);
-    wait_ready(&a);
-    let sb = Sandbox::start().unwrap();
-    let store = format!("ovsdb:{}", cluster.unix_remote_list());
-    let daemon = Daemon::start_with(&sb, 1, "info", &["--store", &store]).unwrap();
+    let DaemonBeside {
+        daemon,
+        sb,
+        a,
+        _cluster,
+    } = daemon_beside(&[]);
     let mut h = http(&a);
     put_node(&mut h);
     assert_eq!(put_service(&mut h, "web", "10.96.0.60").status, 200);
@@ -685,26 +725,10 @@ fn a_replica_does_not_publish_a_state_its_rules_refuse() {
         p.model.services.contains_key(&key("web"))
     });
 
-    let node_port = service("np", "10.96.0.61").replace(
-        r#""service:target-port":"8080""#,
-        r#""service:target-port":"8080","service:node-port":30080"#,
-    );
-    let r = w
-        .request(
-            "PUT",
-            &format!("{SERVICES}/services/np"),
-            node_port.as_bytes(),
-        )
-        .unwrap();
+    let r = put_node_port_service(&mut w, "np", "10.96.0.61");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     // The narrow replica's own write of the same is refused, as ever.
-    let r = n
-        .request(
-            "PUT",
-            &format!("{SERVICES}/services/np2"),
-            node_port.replace("\"np\"", "\"np2\"").as_bytes(),
-        )
-        .unwrap();
+    let r = put_node_port_service(&mut n, "np2", "10.96.0.63");
     assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
     assert!(String::from_utf8_lossy(&r.body).contains("30080"));
     wait_published(&wide, "np on the wide replica", |p| {
@@ -746,4 +770,94 @@ fn a_replica_does_not_publish_a_state_its_rules_refuse() {
         p.model.services.contains_key(&key("api"))
     });
     assert_eq!(late.revision, mended.revision);
+}
+
+/// The same through a daemon on a real switch: while the cluster's state breaks its rules,
+/// `svcflow_store_refused` is 1, its log names the item, and its switch gets none of the
+/// state (not the refused service, nor one written after it); once the item is removed, the
+/// metric is 0 again and the switch gets what was written meanwhile.
+#[test]
+fn a_daemon_on_a_state_its_rules_refuse_says_so_and_keeps_its_switch() {
+    let DaemonBeside {
+        daemon,
+        sb,
+        a,
+        _cluster,
+    } = daemon_beside(&["--node-port-range", "31000-31999"]);
+    let refused = || {
+        let scrape = sb
+            .node(&["curl", "-sS", "-f", "http://127.0.0.1:10249/metrics"])
+            .unwrap_or_default();
+        scrape.lines().find_map(|l| {
+            l.strip_prefix("svcflow_store_refused ")?
+                .trim()
+                .parse::<u8>()
+                .ok()
+        })
+    };
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ok() {
+            assert!(
+                Instant::now() < deadline,
+                "{what}\nflows:\n{}\ndaemon log:\n{}",
+                sb.dump_flows("br-int").unwrap_or_default(),
+                daemon.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // A flow to the address itself (not to 10.96.0.600 and the like).
+    let on_switch = |ip: &str| {
+        let flows = sb.dump_flows("br-int").unwrap_or_default();
+        let at = format!("nw_dst={ip}");
+        flows.match_indices(&at).any(|(i, _)| {
+            !flows[i + at.len()..].starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        })
+    };
+    let mut h = http(&a);
+    put_node(&mut h);
+    assert_eq!(put_service(&mut h, "web", "10.96.0.60").status, 200);
+    wait("web on the switch", &|| on_switch("10.96.0.60"));
+    assert_eq!(refused(), Some(0));
+
+    let r = put_node_port_service(&mut h, "np", "10.96.0.61");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(put_service(&mut h, "api", "10.96.0.62").status, 200);
+    wait("svcflow_store_refused 1", &|| refused() == Some(1));
+    assert!(
+        daemon
+            .log()
+            .contains("breaks this replica's rules: services[np]"),
+        "{}",
+        daemon.log()
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        !on_switch("10.96.0.61"),
+        "the refused service reached the switch"
+    );
+    assert!(
+        !on_switch("10.96.0.62"),
+        "a state the daemon refuses reached the switch"
+    );
+    assert!(
+        on_switch("10.96.0.60"),
+        "the switch lost the last accepted state"
+    );
+
+    let r = h
+        .request("DELETE", &format!("{SERVICES}/services/np"), b"")
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    wait("api on the switch once np is gone", &|| {
+        on_switch("10.96.0.62")
+    });
+    assert_eq!(refused(), Some(0));
+    assert!(!on_switch("10.96.0.61"));
+    assert!(
+        daemon.log().contains("meets this replica's rules again"),
+        "{}",
+        daemon.log()
+    );
 }

@@ -243,6 +243,8 @@ pub struct Mirror {
     /// narrowed. The publisher then holds the last state it accepted, as a local store
     /// refuses to open such a state (`docs/store.md`).
     pub refused: Option<RequestError>,
+    /// Told of every change of `refused`, as its text (see [`Replicated::refusal`]).
+    refusal: Option<watch::Sender<Option<String>>>,
 }
 
 impl Mirror {
@@ -359,7 +361,11 @@ impl Mirror {
             ),
             _ => {}
         }
+        let changed = verdict.as_ref().err() != self.refused.as_ref();
         self.refused = verdict.err();
+        if changed && let Some(tx) = &self.refusal {
+            tx.send_replace(self.refused.as_ref().map(ToString::to_string));
+        }
     }
 
     /// What changed since the last call, for the publisher.
@@ -441,6 +447,8 @@ pub struct Replicated {
     status: watch::Receiver<Status>,
     /// Bumped after each monitor update the mirror applied.
     applied: watch::Receiver<u64>,
+    /// Why the mirrored state breaks this replica's rules, while it does.
+    refusal: watch::Receiver<Option<String>>,
     rules: Rules,
     /// Serializes this replica's writes (validation uses the mirror, which a concurrent write
     /// of this replica would make stale anyway).
@@ -468,8 +476,10 @@ impl Replicated {
     ) -> Result<Self, String> {
         let (client, mut events) =
             Client::connect_cluster(remotes, DB, config).map_err(|e| e.to_string())?;
+        let (refusal_tx, refusal) = watch::channel(None);
         let mirror = Arc::new(Mutex::new(Mirror {
             rules: rules.clone(),
+            refusal: Some(refusal_tx),
             ..Mirror::default()
         }));
         let (status_tx, status) = watch::channel(Status::Searching);
@@ -547,6 +557,7 @@ impl Replicated {
             client,
             status,
             applied,
+            refusal,
             rules,
             writing: tokio::sync::Mutex::new(()),
             tokens: std::sync::atomic::AtomicU64::new(0),
@@ -566,6 +577,12 @@ impl Replicated {
             .map(|m| m.synced && m.has_revision)
             .unwrap_or(false);
         !synced || !matches!(*self.status.borrow(), Status::Leader(_))
+    }
+
+    /// Why the mirrored state breaks this replica's rules (`None` while it meets them), and
+    /// every change of that: the state is not published meanwhile ([`Mirror::refused`]).
+    pub fn refusal(&self) -> watch::Receiver<Option<String>> {
+        self.refusal.clone()
     }
 
     /// The current status.

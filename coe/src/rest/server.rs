@@ -308,6 +308,16 @@ impl Northbound {
         self.shared.models.clone()
     }
 
+    /// With a replicated store, why its state breaks this replica's rules (`None` while it
+    /// meets them) and every change of that; `None` with a local store, which refuses to open
+    /// such a state instead.
+    pub fn store_refusal(&self) -> Option<watch::Receiver<Option<String>>> {
+        match &self.shared.backing {
+            Backing::Local(_) => None,
+            Backing::Replicated(r) => Some(r.refusal()),
+        }
+    }
+
     /// The latest publication.
     pub fn published(&self) -> Arc<Published> {
         self.shared.models.borrow().clone()

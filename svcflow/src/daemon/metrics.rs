@@ -113,6 +113,7 @@ pub(crate) struct Metrics {
     conntrack_flushes: Family<NodeLabel, Counter>,
     ovsdb_connected: Family<NodeLabel, Gauge>,
     rest_requests: Family<CodeLabel, Counter>,
+    store_refused: Gauge,
     watch_relists: Family<ResourceLabel, Counter>,
     watch_failures: Family<ResourceLabel, Counter>,
     health: Mutex<Health>,
@@ -143,6 +144,7 @@ impl Metrics {
             conntrack_flushes: Family::default(),
             ovsdb_connected: Family::default(),
             rest_requests: Family::default(),
+            store_refused: Gauge::default(),
             watch_relists: Family::default(),
             watch_failures: Family::default(),
             health: Mutex::default(),
@@ -192,6 +194,13 @@ impl Metrics {
             "svcflow_conflicts",
             "Inputs the node's desired state cannot all honour (as the nodes view lists them): an endpoint or address its service cannot use, a node the overlay cannot reach, a flow two services render differently",
             m.conflicts.clone(),
+        );
+        registry.register(
+            "svcflow_store_refused",
+            "1 while the replicated store's state breaks this replica's rules (another \
+             node-port range): the replica publishes none of it and its switches keep the last \
+             state it accepted; 0 otherwise",
+            m.store_refused.clone(),
         );
         registry.register(
             "svcflow_groups",
@@ -397,6 +406,11 @@ impl Metrics {
                 node: node.to_string(),
             })
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Whether the replicated store's state breaks this replica's rules.
+    pub(crate) fn store_refused(&self, refused: bool) {
+        self.store_refused.set(i64::from(refused));
     }
 
     /// A Kubernetes watch relisted or failed.

@@ -262,6 +262,17 @@ async fn serve(config: RunConfig) -> Result<(), String> {
         let metrics = metrics.clone();
         Arc::new(move |status| metrics.rest(status))
     });
+    if let Some(mut refusal) = nb.store_refusal() {
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            loop {
+                metrics.store_refused(refusal.borrow_and_update().is_some());
+                if refusal.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
     let models = nb.subscribe();
     tracing::info!(
         revision = models.borrow().revision,
