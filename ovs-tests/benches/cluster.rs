@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
 use ovs_tests::bench::{
-    command_output, env_list, ms, peak_rss_kib, percentiles, release_daemon, rss_kib,
+    command_output, cpu_time, env_list, ms, peak_rss_kib, percentiles, release_daemon, rss_kib,
 };
 use ovs_tests::http::Http;
 use ovs_tests::lab::{
@@ -334,22 +334,6 @@ fn put(http: &mut Http, log: &LogWatch, path: &str, body: &[u8]) -> Duration {
         ));
     }
     start.elapsed()
-}
-
-/// CPU time (user and system) process `pid` has used so far.
-fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap_or_else(|e| panic!("reading /proc/{pid}/stat: {e}"));
-    // utime and stime are the 12th and 13th fields after the parenthesised command name, in
-    // clock ticks (100 a second on Linux).
-    let fields: Vec<u64> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .unwrap_or("")
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    Duration::from_millis((fields[11] + fields[12]) * 10)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -447,8 +447,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     let vswitchd = sb
         .vswitchd_pid()
         .expect("the sandbox's ovs-vswitchd pidfile");
-    let cpu_before = (cpu_time(pid), cpu_time(vswitchd));
-    let stat_before = ProcStat::of(pid);
+    let cpu_before = (ProcStat::of(pid), cpu_time(vswitchd));
     let start = Instant::now();
     let ep_reply = put(
         &mut http,
@@ -480,11 +479,8 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     }
     let totals = |flows: u64, groups: u64| (!chained).then_some((flows, groups));
     let full_load = done - start;
-    let load_cpu = (
-        cpu_time(pid) - cpu_before.0,
-        cpu_time(vswitchd) - cpu_before.1,
-    );
-    let load_stat = ProcStat::of(pid).since(stat_before);
+    let load_stat = ProcStat::of(pid).since(cpu_before.0);
+    let load_cpu = (load_stat.cpu(), cpu_time(vswitchd) - cpu_before.1);
     let rss_loaded_kib = rss_kib(pid);
     if let Some(child) = perf {
         // perf writes its file on SIGINT.

@@ -179,15 +179,18 @@ pub struct ProcStat {
 impl ProcStat {
     /// Process `pid`'s counters now.
     pub fn of(pid: u32) -> Self {
-        let which = pid.to_string();
-        let count = |at: usize| stat_field(&which, at);
-        let hz = rustix::param::clock_ticks_per_second().max(1);
-        let ticks = |t: u64| Duration::from_nanos(t * 1_000_000_000 / hz);
+        let fields = stat_fields(&pid.to_string());
+        let count = |at: usize| fields.get(at).copied().unwrap_or(0);
         ProcStat {
             minor_faults: count(7),
             user: ticks(count(11)),
             kernel: ticks(count(12)),
         }
+    }
+
+    /// Its CPU time, user and kernel.
+    pub fn cpu(self) -> Duration {
+        self.user + self.kernel
     }
 
     /// What happened between `earlier` and this reading.
@@ -200,16 +203,28 @@ impl ProcStat {
     }
 }
 
-/// Field `at` of `/proc/<which>/stat`, counted after the command name (which is in
-/// parentheses and may hold spaces).
-fn stat_field(which: &str, at: usize) -> u64 {
+/// The numeric fields of `/proc/<which>/stat` (read once), counted after the command name
+/// (which is in parentheses and may hold spaces); at least the 13 that hold the children's
+/// CPU times.
+fn stat_fields(which: &str) -> Vec<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{which}/stat"))
         .unwrap_or_else(|e| panic!("reading /proc/{which}/stat: {e}"));
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(at))
-        .unwrap_or_else(|| panic!("/proc/{which}/stat is too short"))
-        .parse()
-        .unwrap_or(0)
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .map(|f| f.parse().unwrap_or(0))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(fields.len() > 14, "/proc/{which}/stat is too short");
+    fields
+}
+
+/// Clock ticks as time.
+fn ticks(t: u64) -> Duration {
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Duration::from_nanos(t * 1_000_000_000 / hz)
 }
 
 /// The CPU time this process's waited-for children have used so far (user and system).
@@ -220,9 +235,8 @@ pub fn children_cpu_time() -> Duration {
 /// The sum of two clock-tick fields of `/proc/<which>/stat`, `at` and the one after it,
 /// counted after the command name (which is in parentheses and may hold spaces).
 fn stat_ticks(which: &str, at: usize) -> Duration {
-    let ticks = stat_field(which, at) + stat_field(which, at + 1);
-    let hz = rustix::param::clock_ticks_per_second().max(1);
-    Duration::from_nanos(ticks * 1_000_000_000 / hz)
+    let fields = stat_fields(which);
+    ticks(fields[at] + fields[at + 1])
 }
 
 /// What a command prints, trimmed (or why it could not run), for a bench's header.

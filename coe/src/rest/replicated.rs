@@ -241,10 +241,8 @@ pub struct Mirror {
     /// The first of this replica's rules the mirrored state breaks, if it breaks one: the
     /// other replicas run with other rules (a wider node-port range), or this one's were
     /// narrowed. The publisher then holds the last state it accepted, as a local store
-    /// refuses to open such a state (`docs/store.md`).
-    pub refused: Option<RequestError>,
-    /// Told of every change of `refused`, as its text (see [`Replicated::refusal`]).
-    refusal: Option<watch::Sender<Option<String>>>,
+    /// refuses to open such a state (`docs/store.md`); [`Replicated::refusal`] follows it.
+    refused: watch::Sender<Option<RequestError>>,
 }
 
 impl Mirror {
@@ -340,12 +338,13 @@ impl Mirror {
     /// Checks the state against this replica's rules after `effects`: all of it after a
     /// whole read or while it is refused (a write may have mended it), else what they wrote.
     fn check(&mut self, whole: bool, effects: &[Effect]) {
-        let verdict = if whole || self.refused.is_some() {
+        let was = self.refused.borrow().clone();
+        let verdict = if whole || was.is_some() {
             self.store.check(&self.rules, &Default::default())
         } else {
             self.store.check_effects(&self.rules, effects)
         };
-        match (&verdict, &self.refused) {
+        match (&verdict, &was) {
             (Err(e), None) => tracing::error!(
                 "OVSDB store: the cluster's state breaks this replica's rules: {e}; this replica \
                  keeps its switches on the last state it accepted until the state or its \
@@ -361,11 +360,17 @@ impl Mirror {
             ),
             _ => {}
         }
-        let changed = verdict.as_ref().err() != self.refused.as_ref();
-        self.refused = verdict.err();
-        if changed && let Some(tx) = &self.refusal {
-            tx.send_replace(self.refused.as_ref().map(ToString::to_string));
-        }
+        let now = verdict.err();
+        self.refused.send_if_modified(|refused| {
+            let changed = *refused != now;
+            *refused = now;
+            changed
+        });
+    }
+
+    /// Whether the state breaks this replica's rules (it is not published meanwhile).
+    pub fn refuses(&self) -> bool {
+        self.refused.borrow().is_some()
     }
 
     /// What changed since the last call, for the publisher.
@@ -447,8 +452,6 @@ pub struct Replicated {
     status: watch::Receiver<Status>,
     /// Bumped after each monitor update the mirror applied.
     applied: watch::Receiver<u64>,
-    /// Why the mirrored state breaks this replica's rules, while it does.
-    refusal: watch::Receiver<Option<String>>,
     rules: Rules,
     /// Serializes this replica's writes (validation uses the mirror, which a concurrent write
     /// of this replica would make stale anyway).
@@ -476,10 +479,8 @@ impl Replicated {
     ) -> Result<Self, String> {
         let (client, mut events) =
             Client::connect_cluster(remotes, DB, config).map_err(|e| e.to_string())?;
-        let (refusal_tx, refusal) = watch::channel(None);
         let mirror = Arc::new(Mutex::new(Mirror {
             rules: rules.clone(),
-            refusal: Some(refusal_tx),
             ..Mirror::default()
         }));
         let (status_tx, status) = watch::channel(Status::Searching);
@@ -557,7 +558,6 @@ impl Replicated {
             client,
             status,
             applied,
-            refusal,
             rules,
             writing: tokio::sync::Mutex::new(()),
             tokens: std::sync::atomic::AtomicU64::new(0),
@@ -580,9 +580,10 @@ impl Replicated {
     }
 
     /// Why the mirrored state breaks this replica's rules (`None` while it meets them), and
-    /// every change of that: the state is not published meanwhile ([`Mirror::refused`]).
-    pub fn refusal(&self) -> watch::Receiver<Option<String>> {
-        self.refusal.clone()
+    /// every change of that: the state is not published meanwhile ([`Mirror::refuses`]).
+    pub fn refusal(&self) -> watch::Receiver<Option<RequestError>> {
+        let m = self.mirror.lock().unwrap_or_else(PoisonError::into_inner);
+        m.refused.subscribe()
     }
 
     /// The current status.

@@ -311,7 +311,7 @@ impl Northbound {
     /// With a replicated store, why its state breaks this replica's rules (`None` while it
     /// meets them) and every change of that; `None` with a local store, which refuses to open
     /// such a state instead.
-    pub fn store_refusal(&self) -> Option<watch::Receiver<Option<String>>> {
+    pub fn store_refusal(&self) -> Option<watch::Receiver<Option<RequestError>>> {
         match &self.shared.backing {
             Backing::Local(_) => None,
             Backing::Replicated(r) => Some(r.refusal()),
@@ -493,7 +493,7 @@ impl Publisher {
                     // A state this replica's rules refuse is not published: the switches
                     // keep the last one it accepted. Its changes wait for the state to be
                     // mended (the mirror says why, once).
-                    if m.refused.is_some() {
+                    if m.refuses() {
                         continue;
                     }
                     let changed = m.take_changed();
