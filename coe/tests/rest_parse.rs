@@ -32,12 +32,39 @@ fn a_member_given_twice_is_refused_with_its_path() {
             "services[0].service-ports[0].port",
         ),
         (br#"{"service:services":[],"services":[]}"#, "services"),
+        // Under one name too: JSON parsers differ on which one wins, so neither does.
+        (
+            br#"{"services":[{"uid":"u1","name":"a","name":"b"}]}"#,
+            "services[0].name",
+        ),
+        (
+            br#"{"services":[{"uid":"u1","service-ports":[{"port":80,"port":81}]}]}"#,
+            "services[0].service-ports[0].port",
+        ),
     ] {
         let err = parse::container_body(Kind::Service, body).unwrap_err();
         let text = format!("{err:?} {err}");
         assert!(text.contains("more than once"), "{text}");
         assert!(text.contains(path), "{path}: {text}");
     }
+}
+
+/// An object of many members (unknown ones are ignored, not their repeats) is checked by
+/// sorting its names, so its cost stays n log n.
+#[test]
+fn a_repeat_among_many_members_is_refused() {
+    let mut members: Vec<String> = (0..40).map(|i| format!(r#""x{i}":{i}"#)).collect();
+    members.push(r#""x7":0"#.into());
+    let body = format!(r#"{{"services":[{{"uid":"u1",{}}}]}}"#, members.join(","));
+    let err = parse::container_body(Kind::Service, body.as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("more than once"), "{err}");
+    assert!(format!("{err:?} {err}").contains("x7"), "{err}");
+    let item = format!(r#"{{"services":[{{"uid":"u1",{}}}]}}"#, members.join(","));
+    let err = parse::item_body(Kind::Service, "u1", item.as_bytes()).unwrap_err();
+    assert!(format!("{err:?} {err}").contains("x7"), "{err}");
+    members.pop();
+    let body = format!(r#"{{"services":[{{"uid":"u1",{}}}]}}"#, members.join(","));
+    assert!(parse::container_body(Kind::Service, body.as_bytes()).is_ok());
 }
 
 /// Names that print like other names are refused: Unicode control and format characters

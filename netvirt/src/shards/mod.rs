@@ -186,8 +186,9 @@ fn add_owner(owners: &mut Owners, owner: &Owner) {
 type KeyMap<V> = HashMap<Arc<FlowKey>, V, foldhash::fast::RandomState>;
 
 /// The service shards by key: hashed, as every step of an update looks its flow's owner up
-/// here (ordered, the key comparisons were a tenth of a first load's CPU, issue 19).
-type ServiceMap = HashMap<Arc<ServiceKey>, Arc<Shard>, foldhash::fast::FixedState>;
+/// here (ordered, the key comparisons were a tenth of a first load's CPU, issue 19). Seeded
+/// at random per process, as [`KeyMap`]: services are named by the inputs.
+type ServiceMap = HashMap<Arc<ServiceKey>, Arc<Shard>, foldhash::fast::RandomState>;
 
 /// The desired state of one node, by shard.
 pub struct Shards {

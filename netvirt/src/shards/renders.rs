@@ -25,6 +25,8 @@
 //! kind is recorded: there is nobody to take it.
 
 use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use smallvec::SmallVec;
@@ -40,10 +42,11 @@ use super::Shard;
 pub struct Renders(Arc<Mutex<RenderCache>>);
 
 /// Keyed by the shards' own `Arc`'d keys, one small list each: a copy of every service's
-/// key and a four-entry vector per service cost ~3 MiB at 30,000 services (issue 19).
+/// key and a four-entry vector per service cost ~3 MiB at 30,000 services (issue 19). Hashed
+/// with foldhash seeded per process (SipHash was 2% of a 30,000-service load's CPU).
 #[derive(Default)]
 struct RenderCache {
-    by_service: HashMap<Arc<ServiceKey>, Vec<Weak<Shard>>>,
+    by_service: HashMap<Arc<ServiceKey>, Vec<Weak<Shard>>, RandomState>,
     alike: Alike,
     /// How many [`Shards`](super::Shards) share the cache.
     nodes: usize,
@@ -67,7 +70,7 @@ struct Alike {
     next: u64,
     /// Each such service's last renders, from different models (nodes on different models
     /// each find theirs): at most [`RENDERS_KEPT`].
-    entries: HashMap<Arc<ServiceKey>, SmallVec<[Entry; 1]>>,
+    entries: HashMap<Arc<ServiceKey>, SmallVec<[Entry; 1]>, RandomState>,
 }
 
 /// How many renders of one service, from different models, are kept for other nodes.
@@ -120,12 +123,11 @@ impl Renders {
     pub(super) fn intern(&self, key: &ServiceKey, shard: Shard) -> Arc<Shard> {
         let mut cache = self.lock();
         cache.counts.rendered += 1;
-        if !cache.by_service.contains_key(key) {
-            let held = shard.key.clone().unwrap_or_else(|| Arc::new(key.clone()));
-            cache.by_service.insert(held, Vec::with_capacity(1));
-        }
         let Some(live) = cache.by_service.get_mut(key) else {
-            return Arc::new(shard);
+            let held = shard.key.clone().unwrap_or_else(|| Arc::new(key.clone()));
+            let shard = Arc::new(shard);
+            cache.by_service.insert(held, vec![Arc::downgrade(&shard)]);
+            return shard;
         };
         let mut found = None;
         live.retain(|weak| match weak.upgrade() {

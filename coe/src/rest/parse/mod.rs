@@ -8,15 +8,15 @@
 
 use std::net::IpAddr;
 
-use serde_json::{Map, Value};
-
 use super::error::{RequestError, excerpt};
 
 mod stream;
+mod tree;
 use super::types::{
     EndpointAddress, EndpointPort, Endpoints, Interface, Item, K8sNode, Kind, NetworkType, Pod,
     Protocol, Service, ServicePort,
 };
+use tree::{Json, Object};
 
 /// Module prefixes stripped from member names.
 const PREFIXES: [&str; 3] = ["service:", "pod:", "k8s-node:"];
@@ -36,12 +36,12 @@ pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError
 /// a different one is an error.
 pub fn item_body(kind: Kind, uid: &str, body: &[u8]) -> Result<Item, RequestError> {
     let top = read_object(body)?;
-    let value = member(&top, kind.list()).ok_or_else(|| {
+    let value = top.get(kind.list()).ok_or_else(|| {
         RequestError::malformed(format!("expected member `{}`", kind.qualified_list()))
     })?;
     let item = match value {
-        Value::Array(items) if items.len() == 1 => &items[0],
-        Value::Array(items) => {
+        Json::Array(items) if items.len() == 1 => &items[0],
+        Json::Array(items) => {
             return Err(RequestError::invalid(
                 kind.list(),
                 format!("expected exactly one item, got {}", items.len()),
@@ -52,57 +52,55 @@ pub fn item_body(kind: Kind, uid: &str, body: &[u8]) -> Result<Item, RequestErro
     item_value(kind, item, Some(uid), 0)
 }
 
-fn read_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
+fn read_object(body: &[u8]) -> Result<Object<'_>, RequestError> {
+    let value =
+        read_json(body).map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
     no_repeated_members(&value, &String::new)?;
     match value {
-        Value::Object(map) => Ok(map),
+        Json::Object(map) => Ok(map),
         _ => Err(RequestError::malformed("body must be a JSON object")),
     }
 }
 
 /// A member name without its module prefix.
 fn bare(key: &str) -> &str {
+    key.get(prefix_len(key)..).unwrap_or(key)
+}
+
+/// How long a member name's module prefix is (0: none).
+fn prefix_len(key: &str) -> usize {
     PREFIXES
         .iter()
-        .find_map(|p| key.strip_prefix(p))
-        .unwrap_or(key)
+        .find(|p| key.starts_with(*p))
+        .map_or(0, |p| p.len())
 }
 
-/// Member `key` of `obj`, given with or without a module prefix (a body never has both:
-/// [`no_repeated_members`] refuses it).
-fn member<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    obj.get(key)
-        .or_else(|| obj.iter().find(|(k, _)| bare(k) == key).map(|(_, v)| v))
+/// Reads one JSON text into a [`Json`] tree.
+fn read_json(text: &[u8]) -> Result<Json<'_>, serde_json::Error> {
+    Json::parse(text, prefix_len)
 }
 
-/// Refuses an object that gives a member twice, once with a module prefix and once without
-/// (or under two prefixes). The path of a value is only spelled out for an error, so a
-/// valid body costs no path strings.
-fn no_repeated_members(value: &Value, path: &dyn Fn() -> String) -> Result<(), RequestError> {
+/// Refuses an object that gives a member twice: under one name, or once with a module prefix
+/// and once without (or under two prefixes). The path of a value is only spelled out for an
+/// error, so a valid body costs no path strings.
+fn no_repeated_members(value: &Json<'_>, path: &dyn Fn() -> String) -> Result<(), RequestError> {
     match value {
-        Value::Object(map) => {
-            let prefixed = map.keys().filter(|k| bare(k).len() != k.len()).count();
-            if prefixed > 0 {
-                let mut names: Vec<&str> = map.keys().map(|k| bare(k)).collect();
-                names.sort_unstable();
-                if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(RequestError::invalid(
-                        join(&path(), w[0]),
-                        "member given more than once",
-                    ));
-                }
+        Json::Object(map) => {
+            if let Some(name) = repeated(map) {
+                return Err(RequestError::invalid(
+                    join(&path(), name),
+                    "member given more than once",
+                ));
             }
-            for (key, value) in map {
-                if matches!(value, Value::Object(_) | Value::Array(_)) {
-                    no_repeated_members(value, &|| join(&path(), bare(key)))?;
+            for (_, name, value) in map.iter() {
+                if value.is_compound() {
+                    no_repeated_members(value, &|| join(&path(), name))?;
                 }
             }
         }
-        Value::Array(items) => {
+        Json::Array(items) => {
             for (i, v) in items.iter().enumerate() {
-                if matches!(v, Value::Object(_) | Value::Array(_)) {
+                if v.is_compound() {
                     no_repeated_members(v, &|| format!("{}[{i}]", path()))?;
                 }
             }
@@ -110,6 +108,26 @@ fn no_repeated_members(value: &Value, path: &dyn Fn() -> String) -> Result<(), R
         _ => {}
     }
     Ok(())
+}
+
+/// A member name (without its prefix) that `map` gives more than once, if any: the first
+/// repeat for a COE-sized object, compared pairwise; the least such name for a longer one,
+/// found by sorting (so a hostile object costs n log n, not n²).
+fn repeated<'o>(map: &'o Object<'_>) -> Option<&'o str> {
+    const PAIRWISE: usize = 16;
+    if map.len() <= PAIRWISE {
+        let mut earlier: [&str; PAIRWISE] = [""; PAIRWISE];
+        for (i, (_, name, _)) in map.iter().enumerate() {
+            if earlier[..i].contains(&name) {
+                return Some(name);
+            }
+            earlier[i] = name;
+        }
+        return None;
+    }
+    let mut names: Vec<&str> = map.iter().map(|(_, name, _)| name).collect();
+    names.sort_unstable();
+    names.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -124,34 +142,40 @@ fn join(path: &str, key: &str) -> String {
 /// in errors until its uid is known.
 fn item_value(
     kind: Kind,
-    value: &Value,
+    value: &Json<'_>,
     url_uid: Option<&str>,
     index: usize,
 ) -> Result<Item, RequestError> {
     let obj = value.as_object().ok_or_else(|| {
         RequestError::invalid(format!("{}[{index}]", kind.list()), "expected an object")
     })?;
-    let unnamed = Fields::new(obj, format!("{}[{index}]", kind.list()));
-    let mut uid = unnamed.string("uid")?;
+    let unnamed = Fields {
+        obj,
+        at: At::Index(kind, index),
+    };
+    let mut uid = unnamed.str("uid")?;
     match url_uid {
-        Some(url) if uid.is_empty() => uid = url.to_string(),
+        Some(url) if uid.is_empty() => uid = url,
         Some(url) if uid != url => {
             return Err(RequestError::invalid(
                 kind.item_name(url) + ".uid",
-                format!("`{}` differs from the key in the URL", excerpt(&uid)),
+                format!("`{}` differs from the key in the URL", excerpt(uid)),
             ));
         }
         _ => {}
     }
-    if check_uid(&uid, "").is_err() {
-        check_uid(&uid, &unnamed.at("uid"))?;
+    if check_uid(uid, "").is_err() {
+        check_uid(uid, &unnamed.at("uid"))?;
     }
-    let f = Fields::new(obj, kind.item_name(&uid));
+    let f = Fields {
+        obj,
+        at: At::Item(kind, uid),
+    };
     Ok(match kind {
-        Kind::Service => Item::Service(service(&f, uid)?),
-        Kind::Endpoints => Item::Endpoints(endpoints(&f, uid)?),
-        Kind::Pod => Item::Pod(pod(&f, uid)?),
-        Kind::Node => Item::Node(node(&f, uid)?),
+        Kind::Service => Item::Service(service(&f, uid.to_owned())?),
+        Kind::Endpoints => Item::Endpoints(endpoints(&f, uid.to_owned())?),
+        Kind::Pod => Item::Pod(pod(&f, uid.to_owned())?),
+        Kind::Node => Item::Node(node(&f, uid.to_owned())?),
     })
 }
 
@@ -197,7 +221,7 @@ fn service(f: &Fields<'_>, uid: String) -> Result<Service, RequestError> {
             Some(uids)
         }
     };
-    let external_traffic_policy = match f.string("external-traffic-policy")?.as_str() {
+    let external_traffic_policy = match f.str("external-traffic-policy")? {
         "" | "Cluster" => None,
         "Local" => Some("Local".to_string()),
         other => {
@@ -264,21 +288,21 @@ fn service_port(f: &Fields<'_>) -> Result<ServicePort, RequestError> {
         .port("port")?
         .ok_or_else(|| RequestError::invalid(f.at("port"), "required"))?;
     let target_port = match f.get("target-port") {
-        None | Some(Value::Null) => String::new(),
+        None | Some(Json::Null) => String::new(),
         // 0 (or "0", as Go prints an unset IntOrString) means the same as `port`.
-        Some(Value::Number(n)) if n.as_u64() == Some(0) => String::new(),
-        Some(Value::Number(_)) => match f.port("target-port")? {
+        Some(n) if n.as_u64() == Some(0) => String::new(),
+        Some(n) if n.is_number() => match f.port("target-port")? {
             Some(p) => p.to_string(),
             None => String::new(),
         },
-        Some(Value::String(s)) if s.is_empty() || s == "0" => String::new(),
-        Some(Value::String(s)) if s.bytes().all(|b| b.is_ascii_digit()) => {
+        Some(Json::Str(s)) if s.is_empty() || s == "0" => String::new(),
+        Some(Json::Str(s)) if s.bytes().all(|b| b.is_ascii_digit()) => {
             match f.port("target-port")? {
                 Some(p) => p.to_string(),
                 None => String::new(),
             }
         }
-        Some(Value::String(s)) => {
+        Some(Json::Str(s)) => {
             let ok = s.len() <= 63
                 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 && s.bytes().any(|b| b.is_ascii_alphabetic());
@@ -288,7 +312,7 @@ fn service_port(f: &Fields<'_>) -> Result<ServicePort, RequestError> {
                     format!("`{}` is neither a port number nor a port name", excerpt(s)),
                 ));
             }
-            s.clone()
+            s.to_string()
         }
         Some(_) => {
             return Err(RequestError::invalid(
@@ -349,8 +373,8 @@ fn endpoints(f: &Fields<'_>, uid: String) -> Result<Endpoints, RequestError> {
 }
 
 fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
-    let port_mac = match f.string("port-mac-address")? {
-        s if s.is_empty() => None,
+    let port_mac = match f.str("port-mac-address")? {
+        "" => None,
         s => Some(
             s.parse::<netvirt::model::MacAddr>()
                 .map_err(|e| RequestError::invalid(f.at("port-mac-address"), e.reason))?
@@ -364,8 +388,8 @@ fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
         if check_uid(&iface_uid, "").is_err() {
             check_uid(&iface_uid, &x.at("uid"))?;
         }
-        let network_type = match x.string("network-type")? {
-            s if s.is_empty() => None,
+        let network_type = match x.str("network-type")? {
+            "" => None,
             s => Some(match s.to_ascii_uppercase().as_str() {
                 "FLAT" => NetworkType::Flat,
                 "VLAN" => NetworkType::Vlan,
@@ -374,7 +398,7 @@ fn pod(f: &Fields<'_>, uid: String) -> Result<Pod, RequestError> {
                 _ => {
                     return Err(RequestError::invalid(
                         x.at("network-type"),
-                        format!("`{}`: expected FLAT, VLAN, VXLAN or GRE", excerpt(&s)),
+                        format!("`{}`: expected FLAT, VLAN, VXLAN or GRE", excerpt(s)),
                     ));
                 }
             }),
@@ -461,39 +485,43 @@ fn node(f: &Fields<'_>, uid: String) -> Result<K8sNode, RequestError> {
 
 /// Where an object is, spelled out only for an error message.
 enum At<'a> {
-    /// A whole path.
-    Path(String),
-    /// Entry `i` of list `key` of the object at the path.
-    Entry(&'a str, &'a str, usize),
+    /// Entry `i` of a request's list of items of a kind, its uid not yet known.
+    Index(Kind, usize),
+    /// The item of a kind with this uid.
+    Item(Kind, &'a str),
+    /// Entry `i` of list `key` of the object at the first place.
+    Entry(&'a At<'a>, &'a str, usize),
+}
+
+impl At<'_> {
+    fn path(&self) -> String {
+        match self {
+            At::Index(kind, i) => format!("{}[{i}]", kind.list()),
+            At::Item(kind, uid) => kind.item_name(uid),
+            At::Entry(parent, key, i) => format!("{}[{i}]", join(&parent.path(), key)),
+        }
+    }
 }
 
 /// Typed access to an object's members, naming `path.member` in errors.
 struct Fields<'a> {
-    obj: &'a Map<String, Value>,
+    obj: &'a Object<'a>,
     at: At<'a>,
 }
 
 impl<'a> Fields<'a> {
-    fn new(obj: &'a Map<String, Value>, path: String) -> Self {
-        Self {
-            obj,
-            at: At::Path(path),
-        }
-    }
-
     fn path(&self) -> String {
-        match &self.at {
-            At::Path(p) => p.clone(),
-            At::Entry(parent, key, i) => format!("{}[{i}]", join(parent, key)),
-        }
+        self.at.path()
     }
 
     fn at(&self, key: &str) -> String {
         join(&self.path(), key)
     }
 
-    fn get(&self, key: &str) -> Option<&'a Value> {
-        member(self.obj, key)
+    fn get(&self, key: &str) -> Option<&'a Json<'a>> {
+        // With or without a module prefix (a body never has both: [`no_repeated_members`]
+        // refuses it).
+        self.obj.get(key)
     }
 
     /// The `i`th entry of list `key`, as fields.
@@ -501,26 +529,29 @@ impl<'a> Fields<'a> {
         &'b self,
         key: &'b str,
         i: usize,
-        v: &'a Value,
+        v: &'a Json<'a>,
     ) -> Result<Fields<'b>, RequestError> {
         let obj = v.as_object().ok_or_else(|| {
             RequestError::invalid(format!("{}[{i}]", self.at(key)), "expected an object")
         })?;
-        let at = match &self.at {
-            At::Path(parent) => At::Entry(parent, key, i),
-            // An entry's own lists (none today) spell their path out.
-            At::Entry(..) => At::Path(format!("{}[{i}]", self.at(key))),
-        };
-        Ok(Fields { obj, at })
+        Ok(Fields {
+            obj,
+            at: At::Entry(&self.at, key, i),
+        })
+    }
+
+    /// A string; absent or null is empty.
+    fn str(&self, key: &str) -> Result<&'a str, RequestError> {
+        match self.get(key) {
+            None | Some(Json::Null) => Ok(""),
+            Some(Json::Str(s)) => Ok(s),
+            Some(_) => Err(RequestError::invalid(self.at(key), "expected a string")),
+        }
     }
 
     /// A string; absent or null is empty.
     fn string(&self, key: &str) -> Result<String, RequestError> {
-        match self.get(key) {
-            None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(RequestError::invalid(self.at(key), "expected a string")),
-        }
+        self.str(key).map(str::to_owned)
     }
 
     /// A Kubernetes-style name: at most 253 printable characters without `/`: no control
@@ -541,10 +572,10 @@ impl<'a> Fields<'a> {
     }
 
     /// A list; absent or null is empty.
-    fn list(&self, key: &str) -> Result<&'a [Value], RequestError> {
+    fn list(&self, key: &str) -> Result<&'a [Json<'a>], RequestError> {
         match self.get(key) {
-            None | Some(Value::Null) => Ok(&[]),
-            Some(Value::Array(a)) => Ok(a),
+            None | Some(Json::Null) => Ok(&[]),
+            Some(Json::Array(a)) => Ok(a),
             Some(_) => Err(RequestError::invalid(self.at(key), "expected a list")),
         }
     }
@@ -552,9 +583,9 @@ impl<'a> Fields<'a> {
     /// An address; absent, null or `""` is none.
     fn ip(&self, key: &str) -> Result<Option<IpAddr>, RequestError> {
         match self.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if s.is_empty() => Ok(None),
-            Some(Value::String(s)) => s.parse().map(Some).map_err(|_| {
+            None | Some(Json::Null) => Ok(None),
+            Some(Json::Str(s)) if s.is_empty() => Ok(None),
+            Some(Json::Str(s)) => s.parse().map(Some).map_err(|_| {
                 RequestError::invalid(
                     self.at(key),
                     format!("`{}` is not an IP address", excerpt(s)),
@@ -590,10 +621,10 @@ impl<'a> Fields<'a> {
 
     /// A leaf-list of addresses (a single string is taken as a list of one); `""` is skipped.
     fn ips(&self, key: &str) -> Result<Vec<IpAddr>, RequestError> {
-        let values: &[Value] = match self.get(key) {
-            None | Some(Value::Null) => &[],
-            Some(Value::Array(a)) => a,
-            Some(v @ Value::String(_)) => std::slice::from_ref(v),
+        let values: &[Json<'_>] = match self.get(key) {
+            None | Some(Json::Null) => &[],
+            Some(Json::Array(a)) => a,
+            Some(v @ Json::Str(_)) => std::slice::from_ref(v),
             Some(_) => {
                 return Err(RequestError::invalid(
                     self.at(key),
@@ -605,8 +636,8 @@ impl<'a> Fields<'a> {
         for (i, v) in values.iter().enumerate() {
             let at = || format!("{}[{i}]", self.at(key));
             match v {
-                Value::String(s) if s.is_empty() => {}
-                Value::String(s) => {
+                Json::Str(s) if s.is_empty() => {}
+                Json::Str(s) => {
                     let ip = s.parse().map_err(|_| {
                         RequestError::invalid(
                             at(),
@@ -627,9 +658,9 @@ impl<'a> Fields<'a> {
     fn int(&self, key: &str) -> Result<Option<i64>, RequestError> {
         let bad = || RequestError::invalid(self.at(key), "expected an integer");
         match self.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
-            Some(Value::String(s)) => s.trim().parse::<i64>().map(Some).map_err(|_| bad()),
+            None | Some(Json::Null) => Ok(None),
+            Some(n) if n.is_number() => n.as_i64().map(Some).ok_or_else(bad),
+            Some(Json::Str(s)) => s.trim().parse::<i64>().map(Some).map_err(|_| bad()),
             Some(_) => Err(bad()),
         }
     }
@@ -650,14 +681,14 @@ impl<'a> Fields<'a> {
 
     /// A protocol name, case-insensitive.
     fn protocol(&self, key: &str) -> Result<Option<Protocol>, RequestError> {
-        match self.string(key)? {
-            s if s.is_empty() => Ok(None),
+        match self.str(key)? {
+            "" => Ok(None),
             s => s.parse().map(Some).map_err(|_| {
                 RequestError::invalid(
                     self.at(key),
                     format!(
                         "unknown protocol `{}`: expected TCP, UDP or SCTP",
-                        excerpt(&s)
+                        excerpt(s)
                     ),
                 )
             }),

@@ -1,6 +1,7 @@
 //! A container body read entry by entry: serde visitors walk the top object and the container
 //! object and find the extent of each list entry (its JSON checked, nothing built); then each
-//! entry is read as its own small JSON tree, checked and converted ([`super::item_value`]),
+//! entry is read as its own small JSON tree (borrowing its strings from the body,
+//! [`super::tree`]), checked and converted ([`super::item_value`]),
 //! a long list's two halves on two threads. The rules are [`super`]'s: module
 //! prefixes on member names, a member given twice refused with its path, unknown members
 //! ignored (but checked for repeats), the container taking precedence over a bare list.
@@ -9,10 +10,10 @@ use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{Item, Kind, RequestError, bare, item_value, join, no_repeated_members};
+use super::tree::{Json, Read};
+use super::{Item, Kind, RequestError, bare, item_value, join, no_repeated_members, prefix_len};
 
 /// Where a visitor leaves the request error that stopped it (serde's own error type can
 /// only carry text).
@@ -108,7 +109,7 @@ impl<'de> Visitor<'de> for Top<'_> {
                 let path = kind.list().to_string();
                 list = Some(map.next_value_seed(List { kind, slot, path })?);
             } else {
-                let value: Value = map.next_value()?;
+                let value = map.next_value_seed(Read { prefix_len })?;
                 no_repeated_members(&value, &|| name.clone()).map_err(|e| fail(slot, e))?;
             }
             seen.push(name);
@@ -179,7 +180,7 @@ impl<'de> Visitor<'de> for Container<'_> {
             if name == kind.list() {
                 found = map.next_value_seed(List { kind, slot, path })?;
             } else {
-                let value: Value = map.next_value()?;
+                let value = map.next_value_seed(Read { prefix_len })?;
                 no_repeated_members(&value, &|| path.clone()).map_err(|e| fail(slot, e))?;
             }
             seen.push(name);
@@ -261,7 +262,7 @@ fn items(kind: Kind, path: &str, entries: &[&RawValue]) -> Result<Vec<Item>, Req
     let convert = |first: usize, entries: &[&RawValue]| {
         let mut items = Vec::with_capacity(entries.len());
         for (i, entry) in (first..).zip(entries) {
-            let value: Value = serde_json::from_str(entry.get())
+            let value = Json::parse_str(entry.get(), prefix_len)
                 .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
             no_repeated_members(&value, &|| format!("{path}[{i}]"))?;
             items.push(item_value(kind, &value, None, i)?);
