@@ -22,7 +22,8 @@ use netvirt::model::Model;
 /// A key both inputs define; the Kubernetes object was taken.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Conflict {
-    /// `node`, `namespace`, `pod`, `service` or `namespace-elan`.
+    /// `node`, `namespace`, `pod`, `service`, `endpoints` (REST endpoints for a service only
+    /// Kubernetes defines) or `namespace-elan`.
     pub kind: &'static str,
     /// The key.
     pub key: String,
@@ -34,6 +35,13 @@ impl std::fmt::Display for Conflict {
             write!(
                 f,
                 "REST namespace {} has the ELAN id of a Kubernetes namespace; it gets another",
+                self.key
+            )
+        } else if self.kind == "endpoints" {
+            write!(
+                f,
+                "REST endpoints {} are for a service Kubernetes defines; Kubernetes' endpoints \
+                 are used",
                 self.key
             )
         } else {
@@ -113,6 +121,16 @@ pub fn merge(
             if let Some(endpoints) = rest.endpoints.get(key) {
                 model.endpoints.insert(key.clone(), endpoints.clone());
             }
+        }
+    }
+    // A service's endpoints come with it: REST endpoints without a REST service do not go
+    // into a Kubernetes service (said, rather than dropped unseen).
+    for key in rest.endpoints.keys() {
+        if endpoints_shadowed(key, rest, kube) {
+            conflicts.push(Conflict {
+                kind: "endpoints",
+                key: key.to_string(),
+            });
         }
     }
     let mut ovsdb_remotes = kube_remotes.clone();
@@ -205,6 +223,13 @@ fn pick<K: Ord + Clone, V: Clone>(
     }
 }
 
+/// Whether REST gives endpoints for `key` whose service only Kubernetes defines.
+fn endpoints_shadowed(key: &netvirt::model::ServiceKey, rest: &Model, kube: &Model) -> bool {
+    rest.endpoints.contains_key(key)
+        && !rest.services.contains_key(key)
+        && kube.services.contains_key(key)
+}
+
 /// Merges again the keys of one map that changed on either side since the last versions
 /// (`(previous, now)` for REST and for Kubernetes), recording which keys both define.
 fn merge_keys<V: Clone + PartialEq>(
@@ -292,6 +317,15 @@ impl Merger {
                 self.shared.insert(conflict);
             } else {
                 self.shared.remove(&conflict);
+            }
+            let shadowed = Conflict {
+                kind: "endpoints",
+                key: key.to_string(),
+            };
+            if endpoints_shadowed(&key, rest, kube) {
+                self.shared.insert(shadowed);
+            } else {
+                self.shared.remove(&shadowed);
             }
             // A service's endpoints come with it; Kubernetes' otherwise, as in `merge`.
             let endpoints = if kube.services.contains_key(&key) {
@@ -474,6 +508,56 @@ mod tests {
         };
         let m = by_key.update(&Model::default(), &BTreeMap::new(), &kube, &BTreeMap::new());
         assert!(!m.model.services.ptr_eq(&kube.services));
+    }
+
+    /// REST endpoints for a service that only Kubernetes defines are not merged into it, and
+    /// the merge says so; with a REST service of their own they merge as before.
+    #[test]
+    fn rest_endpoints_of_a_kubernetes_service_are_reported_not_merged() {
+        let web = ServiceKey::new("default", "web");
+        let ep = |ip: &str| netvirt::model::Endpoint {
+            address: ip.parse().unwrap(),
+            ports: Vec::new(),
+            node: None,
+            conditions: netvirt::model::EndpointConditions::default(),
+            zone: None,
+            zone_hints: Vec::new(),
+            node_hints: Vec::new(),
+            weight: None,
+        };
+        let mut rest = Model::default();
+        rest.endpoints.insert(web.clone(), vec![ep("10.244.9.9")]);
+        let mut kube = Model::default();
+        kube.services
+            .insert(web.clone(), service("default", "web", "10.96.0.100"));
+        kube.endpoints.insert(web.clone(), vec![ep("10.244.1.1")]);
+        let m = merge(&rest, &BTreeMap::new(), &kube, &BTreeMap::new());
+        assert_eq!(m.model.endpoints[&web], kube.endpoints[&web]);
+        let said: Vec<String> = m.conflicts.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            said,
+            [
+                "REST endpoints default/web are for a service Kubernetes defines; Kubernetes' \
+              endpoints are used"
+            ]
+        );
+        // The same by key.
+        let mut by_key = Merger {
+            whole_max: None,
+            ..Merger::default()
+        };
+        assert_eq!(
+            by_key.update(&rest, &BTreeMap::new(), &kube, &BTreeMap::new()),
+            m
+        );
+        // Without the Kubernetes service there is nothing to say (and nothing to render).
+        kube.services.remove(&web);
+        let m = merge(&rest, &BTreeMap::new(), &kube, &BTreeMap::new());
+        assert!(m.conflicts.is_empty(), "{:?}", m.conflicts);
+        assert_eq!(
+            by_key.update(&rest, &BTreeMap::new(), &kube, &BTreeMap::new()),
+            m
+        );
     }
 
     /// The merger follows random edits of both inputs exactly as a whole merge would.
