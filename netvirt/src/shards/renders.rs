@@ -25,10 +25,9 @@
 //! kind is recorded: there is nobody to take it.
 
 use std::collections::HashMap;
-
-use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use foldhash::fast::RandomState;
 use smallvec::SmallVec;
 
 use crate::config::Config;

@@ -53,8 +53,8 @@ pub fn item_body(kind: Kind, uid: &str, body: &[u8]) -> Result<Item, RequestErro
 }
 
 fn read_object(body: &[u8]) -> Result<Object<'_>, RequestError> {
-    let value =
-        read_json(body).map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
+    let value = Json::parse(body, prefix_len)
+        .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
     no_repeated_members(&value, &String::new)?;
     match value {
         Json::Object(map) => Ok(map),
@@ -73,11 +73,6 @@ fn prefix_len(key: &str) -> usize {
         .iter()
         .find(|p| key.starts_with(*p))
         .map_or(0, |p| p.len())
-}
-
-/// Reads one JSON text into a [`Json`] tree.
-fn read_json(text: &[u8]) -> Result<Json<'_>, serde_json::Error> {
-    Json::parse(text, prefix_len)
 }
 
 /// Refuses an object that gives a member twice: under one name, or once with a module prefix
