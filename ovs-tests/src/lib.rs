@@ -24,6 +24,7 @@ mod netns;
 pub mod raft;
 pub mod recipe;
 mod sandbox;
+pub mod scenario_node;
 pub mod svcflow;
 
 pub use cmd::{free_port, wait_for, wait_stable};

@@ -10,44 +10,20 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-
-use netvirt::desired::{DesiredState, desired};
 use std::time::{Duration, Instant};
 
-use netvirt::agent::{SyncReport, serve_packet_ins};
+use netvirt::desired::desired;
 use netvirt::engine::Engine;
 use netvirt::flow::{DumpFlow, DumpGroup, OfctlStep};
 use netvirt::model::ServiceKey;
 use netvirt::node_setup::{NodeSetup, host_gateway_commands};
 use netvirt::plan::{Step, plan};
 use netvirt::scenario::Scenario;
-use openflow::driver::{DriverConfig, Listener};
-use ovs_tests::{Host, HostSpec, Process, Sandbox, tally};
+use openflow::driver::DriverConfig;
+use ovs_tests::scenario_node::{BR, ScenarioNode as Node, link_local, only, scenario};
+use ovs_tests::{HostSpec, Sandbox, tally};
 
-const BR: &str = "br-int";
 const EXT_IP: &str = "198.18.0.1/24";
-
-struct Node {
-    sb: Sandbox,
-    scenario: Scenario,
-    pods: BTreeMap<String, Host>,
-    ext: Host,
-    _servers: Vec<Process>,
-    /// svcflow's OpenFlow listener, which the switch dials as its controller.
-    listener: Option<Listener>,
-    engine: Option<Engine>,
-    /// What the node's health-check node ports answer, for the packet-in server, as the
-    /// daemon keeps it: from the desired state of the last sync.
-    health: tokio::sync::watch::Sender<BTreeMap<u16, netvirt::health::HealthCheck>>,
-}
-
-fn scenario(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../netvirt/tests/scenarios")
-        .join(name)
-        .join("input.toml");
-    Scenario::parse(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
 
 /// Builds the scenario's node: pods on their ofports, the gateway port with its host side, and
 /// an "external" host on the uplink that is also the uplink's next hop.
@@ -95,159 +71,7 @@ fn build(scenario: Scenario) -> Node {
         servers.push(host.serve(&pod.name, &["tcp:8080", "udp:5353"]).unwrap());
         pods.insert(pod.name.clone(), host);
     }
-    Node {
-        sb,
-        scenario,
-        pods,
-        ext,
-        _servers: servers,
-        listener: None,
-        engine: None,
-        health: tokio::sync::watch::channel(BTreeMap::new()).0,
-    }
-}
-
-impl Node {
-    fn desired(&self) -> DesiredState {
-        let s = &self.scenario;
-        let out = desired(&s.node, &s.model, &s.config, &s.bindings);
-        assert!(out.conflicts.is_empty(), "{:?}", out.conflicts);
-        out
-    }
-
-    /// Points the switch at a listener of svcflow's (a unix socket in the sandbox) and takes the
-    /// connection. Setting the first controller flushes the switch, so this comes first.
-    async fn connect_controller(&mut self) {
-        // ovs-vswitchd accepts unix controllers only inside its run directory.
-        let sock = self.sb.dir().join("run/svcflow.sock");
-        let listener = Listener::bind(
-            &format!("punix:{}", sock.display()),
-            DriverConfig::default(),
-        )
-        .await
-        .unwrap();
-        self.listener = Some(listener);
-        self.sb
-            .set_controller(BR, &format!("unix:{}", sock.display()))
-            .unwrap();
-        self.accept().await;
-    }
-
-    /// Accepts the switch's (next) connection and starts an engine and a reject server for it.
-    async fn accept(&mut self) {
-        let listener = self.listener.as_mut().unwrap();
-        let switch = tokio::time::timeout(Duration::from_secs(15), listener.accept())
-            .await
-            .expect("the switch did not connect")
-            .unwrap();
-        assert_eq!(switch.datapath_id(), self.dpid());
-        tokio::spawn(serve_packet_ins(switch.clone(), self.health.subscribe()));
-        self.engine = Some(Engine::new(switch));
-    }
-
-    fn dpid(&self) -> u64 {
-        let text = self
-            .sb
-            .vsctl(&["get", "bridge", BR, "datapath_id"])
-            .unwrap();
-        u64::from_str_radix(text.trim().trim_matches('"'), 16).unwrap()
-    }
-
-    /// Syncs the scenario through svcflow's engine, as the daemon does.
-    async fn sync(&mut self) -> SyncReport {
-        let want = self.desired();
-        let s = &self.scenario;
-        let report = self
-            .engine
-            .as_mut()
-            .unwrap()
-            .sync(&s.node, &s.model, &s.config, &s.bindings)
-            .await
-            .unwrap();
-        self.assert_switch_holds(&want);
-        self.health.send_replace(want.health);
-        report
-    }
-
-    /// The switch must hold exactly the desired state, as `ovs-ofctl` prints it.
-    fn assert_switch_holds(&self, want: &DesiredState) {
-        let mut expected: Vec<String> = want
-            .state
-            .flows
-            .iter()
-            .map(|(k, v)| DumpFlow(k, v).to_string())
-            .collect();
-        // Flows the switch learned for session affinity are its own, not netvirt's.
-        let mut actual: Vec<String> = self
-            .sb
-            .dump_flows(BR)
-            .unwrap()
-            .lines()
-            .filter(|l| !l.starts_with(" cookie=0x5341"))
-            .map(str::to_string)
-            .collect();
-        expected.sort();
-        actual.sort();
-        assert_same_lines(&actual, &expected, "flows");
-        let mut expected: Vec<String> = want
-            .state
-            .groups
-            .iter()
-            .map(|(id, g)| DumpGroup(*id, g).to_string())
-            .collect();
-        let mut actual: Vec<String> = self
-            .sb
-            .dump_groups(BR)
-            .unwrap()
-            .lines()
-            .filter(|l| l.starts_with(" group_id="))
-            .map(str::to_string)
-            .collect();
-        expected.sort();
-        actual.sort();
-        assert_same_lines(&actual, &expected, "groups");
-    }
-
-    fn pod(&self, name: &str) -> &Host {
-        &self.pods[name]
-    }
-
-    /// The flows the switch learned for session affinity (cookie mark `0x5341`).
-    fn learned(&self) -> Vec<String> {
-        self.sb
-            .dump_flows(BR)
-            .unwrap()
-            .lines()
-            .filter(|l| l.starts_with(" cookie=0x5341"))
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-/// Fails with the lines that differ (not whole dumps, which can be megabytes).
-fn assert_same_lines(actual: &[String], expected: &[String], what: &str) {
-    if actual == expected {
-        return;
-    }
-    let clip = |l: &String| l.chars().take(400).collect::<String>();
-    let missing: Vec<String> = expected
-        .iter()
-        .filter(|l| !actual.contains(l))
-        .map(clip)
-        .collect();
-    let extra: Vec<String> = actual
-        .iter()
-        .filter(|l| !expected.contains(l))
-        .map(clip)
-        .collect();
-    panic!(
-        "{what} on the switch differ from netvirt's ({} on the switch, {} expected)\n\
-         missing from the switch:\n{}\nonly on the switch:\n{}",
-        actual.len(),
-        expected.len(),
-        missing.join("\n"),
-        extra.join("\n")
-    );
+    Node::new(sb, scenario, pods, ext, servers)
 }
 
 /// Scenario `name`'s node with svcflow's engine in control and the desired state installed.
@@ -264,10 +88,6 @@ async fn installed() -> Node {
     let report = node.sync().await;
     assert_eq!(report.flows_added, node.desired().state.flows.len());
     node
-}
-
-fn only(counts: &BTreeMap<String, usize>, allowed: &[&str]) -> bool {
-    counts.keys().all(|k| allowed.contains(&k.as_str()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -616,30 +436,6 @@ fn a_plan_printed_for_ovs_ofctl_does_what_it_says() {
     node.assert_switch_holds(&want);
 }
 
-/// A pod's IPv6 link-local address, once duplicate address detection has finished.
-fn link_local(host: &Host) -> String {
-    ovs_tests::wait_for(
-        "a usable IPv6 link-local address",
-        Duration::from_secs(10),
-        || {
-            let out = host
-                .run(&[
-                    "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link",
-                ])
-                .ok()?;
-            if out.contains("tentative") {
-                return None;
-            }
-            let addr = out
-                .split_whitespace()
-                .skip_while(|w| *w != "inet6")
-                .nth(1)?;
-            Some(addr.split('/').next()?.to_string())
-        },
-    )
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elan_floods_within_its_namespace_only() {
     let node = installed().await;
@@ -812,68 +608,17 @@ async fn a_udp_client_moves_to_a_remaining_endpoint_within_a_second_of_its_endpo
     node.connect_controller().await;
     node.sync().await;
     // p3 keeps sending from one fixed 5-tuple, so conntrack pins it to one endpoint.
-    let mut stream = node
-        .pod("p3")
-        .probe_loop(
-            "udp",
-            "10.96.0.53:53",
-            &[
-                "--src-port",
-                "40053",
-                "--gap-ms",
-                "50",
-                "--timeout-ms",
-                "200",
-            ],
-        )
-        .unwrap();
-    stream.wait_for_samples(5, Duration::from_secs(10)).unwrap();
-    let pinned = match &stream.samples().last().unwrap().outcome {
-        Ok(name) => name.clone(),
-        Err(e) => panic!("the UDP client got no answer: {e}"),
-    };
-    let address = node
-        .scenario
-        .model
-        .pods
-        .values()
-        .find(|p| p.name == pinned)
-        .unwrap()
-        .ips[0];
     let dns = ServiceKey::new("default", "dns");
-    node.scenario
-        .model
-        .endpoints
-        .get_mut(&dns)
-        .unwrap()
-        .retain(|e| e.address != address);
-    let removed = Instant::now();
-    let report = node.sync().await;
-    assert_eq!(report.conntrack_flushed, 1, "{report:?}");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let samples = stream.stop().unwrap();
-    let after: Vec<_> = samples.iter().filter(|x| x.at > removed).collect();
-    let moved = after
-        .iter()
-        .find(|x| matches!(&x.outcome, Ok(name) if *name != pinned))
-        .unwrap_or_else(|| panic!("the client never left {pinned}: {after:?}"));
-    let took = moved.at - removed;
-    eprintln!("the UDP client moved off {pinned} {took:?} after the removal");
-    assert!(took < Duration::from_secs(1), "moved only after {took:?}");
-    assert!(
-        after
-            .iter()
-            .filter(|x| x.at > moved.at)
-            .all(|x| !matches!(&x.outcome, Ok(name) if *name == pinned)),
-        "the client went back to {pinned}: {after:?}"
-    );
-    let ct = node.sb.dump_conntrack(Some(65000)).unwrap();
-    let gone = format!("src={address},");
-    assert!(
-        !ct.lines()
-            .any(|l| l.starts_with("udp") && l.contains(&gone)),
-        "a conntrack entry from {address} survived:\n{ct}"
-    );
+    node.udp_client_leaves_a_removed_endpoint("p3", "10.96.0.53:53", &dns, |node, pinned| {
+        node.scenario
+            .model
+            .pods
+            .values()
+            .find(|p| p.name == pinned)
+            .unwrap()
+            .ips[0]
+    })
+    .await;
 }
 
 /// Our text is `ovs-ofctl`'s: every flow and group of every golden scenario (`learn`
@@ -989,7 +734,7 @@ async fn client_ip_affinity_sticks_to_one_endpoint_and_without_it_connections_sp
     one_endpoint(&ext, 10, "the external host to the node port");
 
     // The switch learned one flow per client, under the learned cookie, with the timeout.
-    let learned = node.learned();
+    let learned = node.learned(None);
     assert_eq!(learned.len(), 2, "{learned:#?}");
     let sticky = &node.desired().services["default/sticky:80/tcp"];
     let id = sticky.groups[0].id;
@@ -1011,7 +756,7 @@ async fn client_ip_affinity_sticks_to_one_endpoint_and_without_it_connections_sp
 
     // A sync leaves what the switch learned alone.
     node.sync().await;
-    assert_eq!(node.learned().len(), 2);
+    assert_eq!(node.learned(None).len(), 2);
 
     // The remembered endpoint stops serving: p3 moves to the other one, and sticks there.
     let key = ServiceKey::new("default", "sticky");
@@ -1032,7 +777,7 @@ async fn client_ip_affinity_sticks_to_one_endpoint_and_without_it_connections_sp
     );
     assert_eq!(one_endpoint(&after, 10, "p3 after the removal"), other);
     assert!(
-        node.learned()
+        node.learned(None)
             .iter()
             .any(|l| l.contains("nw_src=10.244.0.13")
                 && l.contains(&format!("load:{:#x}->NXM_NX_REG3[]", {
@@ -1040,14 +785,14 @@ async fn client_ip_affinity_sticks_to_one_endpoint_and_without_it_connections_sp
                     u32::from(ip)
                 }))),
         "{:#?}",
-        node.learned()
+        node.learned(None)
     );
 
     // The service is deleted: the switch forgets what it learned for it (delete_learned).
     node.scenario.model.services.remove(&key);
     node.scenario.model.endpoints.remove(&key);
     node.sync().await;
-    assert!(node.learned().is_empty(), "{:#?}", node.learned());
+    assert!(node.learned(None).is_empty(), "{:#?}", node.learned(None));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1124,5 +869,5 @@ async fn the_switch_answers_health_check_probes_with_the_nodes_local_endpoints()
 async fn the_topology_scenario_installs_exactly() {
     // `installed` checks that the switch prints exactly netvirt's flows and groups.
     let node = installed_scenario("topology").await;
-    assert!(node.learned().is_empty());
+    assert!(node.learned(None).is_empty());
 }

@@ -16,17 +16,12 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use netvirt::agent::{SyncReport, serve_packet_ins};
-use netvirt::desired::{DesiredState, desired};
-use netvirt::engine::Engine;
-use netvirt::flow::{DumpFlow, DumpGroup};
+use netvirt::flow::DumpFlow;
 use netvirt::model::ServiceKey;
 use netvirt::node_setup::{NodeSetup, host_gateway_commands};
-use netvirt::scenario::Scenario;
-use openflow::driver::{DriverConfig, Listener};
-use ovs_tests::{Host, HostSpec, Process, Sandbox, tally};
+use ovs_tests::scenario_node::{BR, ScenarioNode as Node, link_local, only, scenario};
+use ovs_tests::{Host, HostSpec, Sandbox, tally};
 
-const BR: &str = "br-int";
 /// The external host on the uplink (also the uplink's next hop), in both families.
 const EXT_IP: &str = "198.18.0.1/24";
 const EXT_IP6: &str = "2001:db8:18::99/64";
@@ -36,27 +31,6 @@ const EXT_IN_RANGE: &str = "2001:db8:99::1";
 const GATEWAY_MAC: &str = "0a:58:0a:f4:00:01";
 /// The MAC of p3, which the model does not know.
 const P3_MAC: &str = "02:00:00:00:00:13";
-
-struct Node {
-    sb: Sandbox,
-    scenario: Scenario,
-    pods: BTreeMap<String, Host>,
-    ext: Host,
-    _servers: Vec<Process>,
-    listener: Option<Listener>,
-    engine: Option<Engine>,
-    /// What the node's health-check node ports answer, for the packet-in server: from the
-    /// desired state of the last sync, as the daemon keeps it.
-    health: tokio::sync::watch::Sender<BTreeMap<u16, netvirt::health::HealthCheck>>,
-}
-
-fn scenario(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../netvirt/tests/scenarios")
-        .join(name)
-        .join("input.toml");
-    Scenario::parse(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
 
 /// `[address]:port`.
 fn v6(address: &str, port: u16) -> String {
@@ -134,118 +108,19 @@ fn build() -> Node {
         servers.push(host.serve(&pod.name, &["tcp:8080", "udp:5353"]).unwrap());
         pods.insert(pod.name.clone(), host);
     }
-    Node {
-        sb,
-        scenario,
-        pods,
-        ext,
-        _servers: servers,
-        listener: None,
-        engine: None,
-        health: tokio::sync::watch::channel(BTreeMap::new()).0,
-    }
+    Node::new(sb, scenario, pods, ext, servers)
 }
 
-impl Node {
-    fn desired(&self) -> DesiredState {
-        let s = &self.scenario;
-        let out = desired(&s.node, &s.model, &s.config, &s.bindings);
-        assert!(out.conflicts.is_empty(), "{:?}", out.conflicts);
-        out
-    }
+/// What the dual-stack tests ask of their node beyond the shared harness.
+trait DualStack {
+    fn ip6(&self, name: &str) -> String;
+    fn p3_speaks(&self);
+}
 
-    /// Points the switch at svcflow's listener and takes the connection (see pipeline.rs).
-    async fn connect_controller(&mut self) {
-        let sock = self.sb.dir().join("run/svcflow.sock");
-        let listener = Listener::bind(
-            &format!("punix:{}", sock.display()),
-            DriverConfig::default(),
-        )
-        .await
-        .unwrap();
-        self.listener = Some(listener);
-        self.sb
-            .set_controller(BR, &format!("unix:{}", sock.display()))
-            .unwrap();
-        let listener = self.listener.as_mut().unwrap();
-        let switch = tokio::time::timeout(Duration::from_secs(15), listener.accept())
-            .await
-            .expect("the switch did not connect")
-            .unwrap();
-        tokio::spawn(serve_packet_ins(switch.clone(), self.health.subscribe()));
-        self.engine = Some(Engine::new(switch));
-    }
-
-    /// Syncs the scenario through svcflow's engine and checks the switch holds the render.
-    async fn sync(&mut self) -> SyncReport {
-        let want = self.desired();
-        let s = &self.scenario;
-        let report = self
-            .engine
-            .as_mut()
-            .unwrap()
-            .sync(&s.node, &s.model, &s.config, &s.bindings)
-            .await
-            .unwrap();
-        self.assert_switch_holds(&want);
-        self.health.send_replace(want.health);
-        report
-    }
-
-    /// The switch must hold exactly the desired state, as `ovs-ofctl` prints it (flows the
-    /// switch learned aside).
-    fn assert_switch_holds(&self, want: &DesiredState) {
-        let expected: Vec<String> = want
-            .state
-            .flows
-            .iter()
-            .map(|(k, v)| DumpFlow(k, v).to_string())
-            .collect();
-        let actual: Vec<String> = self
-            .sb
-            .dump_flows(BR)
-            .unwrap()
-            .lines()
-            .filter(|l| !l.starts_with(" cookie=0x5341"))
-            .map(str::to_string)
-            .collect();
-        assert_same_lines(actual, expected, "flows");
-        let expected: Vec<String> = want
-            .state
-            .groups
-            .iter()
-            .map(|(id, g)| DumpGroup(*id, g).to_string())
-            .collect();
-        let actual: Vec<String> = self
-            .sb
-            .dump_groups(BR)
-            .unwrap()
-            .lines()
-            .filter(|l| l.starts_with(" group_id="))
-            .map(str::to_string)
-            .collect();
-        assert_same_lines(actual, expected, "groups");
-    }
-
-    fn pod(&self, name: &str) -> &Host {
-        &self.pods[name]
-    }
-
+impl DualStack for Node {
     /// The pod's IPv6 address.
     fn ip6(&self, name: &str) -> String {
         self.pod(name).ip6().unwrap().to_string()
-    }
-
-    /// The flows the switch learned (cookie mark `0x5341`) in `table`.
-    fn learned(&self, table: u8) -> Vec<String> {
-        let table = format!(" table={table},");
-        self.sb
-            .dump_flows(BR)
-            .unwrap()
-            .lines()
-            .filter(|l| l.starts_with(" cookie=0x5341") && l.contains(&table))
-            .map(str::to_string)
-            .collect()
     }
 
     /// p3 has no MAC in the model: the switch learns it from p3's own neighbour solicitation,
@@ -254,25 +129,13 @@ impl Node {
         let p1 = v6(&self.ip6("p1"), 8080);
         let got = tally(&self.pod("p3").connect("tcp", &p1, 1, &[]).unwrap());
         assert_eq!(got.get("p1"), Some(&1), "p3 to p1: {got:?}");
-        assert_eq!(self.learned(51).len(), 1, "{:#?}", self.learned(51));
+        assert_eq!(
+            self.learned(Some(51)).len(),
+            1,
+            "{:#?}",
+            self.learned(Some(51))
+        );
     }
-}
-
-/// Fails with the lines that differ (sorted), not with whole dumps.
-fn assert_same_lines(mut actual: Vec<String>, mut expected: Vec<String>, what: &str) {
-    actual.sort();
-    expected.sort();
-    if actual == expected {
-        return;
-    }
-    let missing: Vec<&String> = expected.iter().filter(|l| !actual.contains(l)).collect();
-    let extra: Vec<&String> = actual.iter().filter(|l| !expected.contains(l)).collect();
-    panic!(
-        "{what} on the switch differ from netvirt's ({} on the switch, {} expected)\n\
-         missing from the switch:\n{missing:#?}\nonly on the switch:\n{extra:#?}",
-        actual.len(),
-        expected.len(),
-    );
 }
 
 /// The dual-stack node with svcflow's engine in control and the render installed.
@@ -282,10 +145,6 @@ async fn installed() -> Node {
     let report = node.sync().await;
     assert_eq!(report.flows_added, node.desired().state.flows.len());
     node
-}
-
-fn only(counts: &BTreeMap<String, usize>, allowed: &[&str]) -> bool {
-    counts.keys().all(|k| allowed.contains(&k.as_str()))
 }
 
 fn add(total: &mut BTreeMap<String, usize>, counts: BTreeMap<String, usize>) {
@@ -328,30 +187,6 @@ fn dad(host: &Host, address: &str) -> String {
     .unwrap()
 }
 
-/// A host's IPv6 link-local address, once its DAD has finished.
-fn link_local(host: &Host) -> String {
-    ovs_tests::wait_for(
-        "a usable link-local address",
-        Duration::from_secs(10),
-        || {
-            let out = host
-                .run(&[
-                    "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link",
-                ])
-                .ok()?;
-            if out.contains("tentative") {
-                return None;
-            }
-            let addr = out
-                .split_whitespace()
-                .skip_while(|w| *w != "inet6")
-                .nth(1)?;
-            Some(addr.split('/').next()?.to_string())
-        },
-    )
-    .unwrap()
-}
-
 /// Whether `from` gets answers to 2 pings of `target`.
 fn pings(from: &Host, target: &str) -> bool {
     from.output(&["ping", "-6", "-c", "2", "-i", "0.2", "-W", "1", target])
@@ -380,7 +215,7 @@ async fn the_dual_stack_scenario_installs_exactly() {
         .filter(|l| l.contains("ipv6") || l.contains("icmp6") || l.contains("tcp6"))
         .count();
     assert!(v6_flows >= 40, "only {v6_flows} IPv6 flows rendered");
-    assert!(node.learned(43).is_empty() && node.learned(51).is_empty());
+    assert!(node.learned(Some(43)).is_empty() && node.learned(Some(51)).is_empty());
     // Converged: the next sync changes nothing.
     assert!(node.sync().await.is_empty());
 }
@@ -462,9 +297,13 @@ async fn pods_resolve_their_v6_gateway_and_a_pod_without_a_mac_is_learned_from_i
     );
 
     // p3 has no MAC in the model: the switch knows none until p3 solicits.
-    assert!(node.learned(51).is_empty(), "{:#?}", node.learned(51));
+    assert!(
+        node.learned(Some(51)).is_empty(),
+        "{:#?}",
+        node.learned(Some(51))
+    );
     node.p3_speaks();
-    let learned = node.learned(51);
+    let learned = node.learned(Some(51));
     let mac = u64::from_str_radix(&P3_MAC.replace(':', ""), 16).unwrap();
     let loads_mac = learned[0].contains(&format!("load:{mac:#x}->NXM_OF_ETH_DST[]"));
     assert!(
@@ -838,7 +677,7 @@ async fn client_ip_affinity_over_v6_sticks_and_is_learned() {
     }
     // One learned flow per client, under the learned cookie, remembering its endpoint.
     let id = node.desired().services["default/dns6:53/udp/ipv6"].groups[0].id;
-    let learned = node.learned(43);
+    let learned = node.learned(Some(43));
     assert_eq!(learned.len(), 3, "{learned:#?}");
     for (client, endpoint) in &chosen {
         let ip: Ipv6Addr = node.ip6(endpoint).parse().unwrap();
@@ -894,63 +733,13 @@ async fn a_v6_udp_client_moves_to_a_remaining_endpoint_within_a_second_of_its_en
         .session_affinity = netvirt::model::SessionAffinity::None;
     node.sync().await;
     node.p3_speaks();
-    let mut stream = node
-        .pod("p3")
-        .probe_loop(
-            "udp",
-            &v6("fd00:10:96::53", 53),
-            &[
-                "--src-port",
-                "40053",
-                "--gap-ms",
-                "50",
-                "--timeout-ms",
-                "200",
-            ],
-        )
-        .unwrap();
-    stream.wait_for_samples(5, Duration::from_secs(10)).unwrap();
-    let pinned = match &stream.samples().last().unwrap().outcome {
-        Ok(name) => name.clone(),
-        Err(e) => panic!("the UDP client got no answer: {e}"),
-    };
-    let address: IpAddr = node.ip6(&pinned).parse().unwrap();
-    node.scenario
-        .model
-        .endpoints
-        .get_mut(&key)
-        .unwrap()
-        .retain(|e| e.address != address);
-    let removed = Instant::now();
-    let report = node.sync().await;
-    assert_eq!(report.conntrack_flushed, 1, "{report:?}");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let samples = stream.stop().unwrap();
-    let after: Vec<_> = samples.iter().filter(|x| x.at > removed).collect();
-    let moved = after
-        .iter()
-        .find(|x| matches!(&x.outcome, Ok(name) if *name != pinned))
-        .unwrap_or_else(|| panic!("the client never left {pinned}: {after:?}"));
-    let took = moved.at - removed;
-    eprintln!("the v6 UDP client moved off {pinned} {took:?} after the removal");
-    assert!(took < Duration::from_secs(1), "moved only after {took:?}");
-    assert!(
-        after
-            .iter()
-            .filter(|x| x.at > moved.at)
-            .all(|x| !matches!(&x.outcome, Ok(name) if *name == pinned)),
-        "the client went back to {pinned}: {after:?}"
-    );
-    let ct = node
-        .sb
-        .dump_conntrack(Some(node.scenario.config.service_zone))
-        .unwrap();
-    let gone = format!("src={address},");
-    assert!(
-        !ct.lines()
-            .any(|l| l.starts_with("udp") && l.contains(&gone)),
-        "a conntrack entry from {address} survived:\n{ct}"
-    );
+    node.udp_client_leaves_a_removed_endpoint(
+        "p3",
+        &v6("fd00:10:96::53", 53),
+        &key,
+        |node, pinned| node.ip6(pinned).parse().unwrap(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
