@@ -10,6 +10,9 @@
 //! Everything is torn down on drop, including during a panic. A sandbox left behind by a test
 //! process that was killed is reaped by the next [`Sandbox::start`].
 //!
+//! [`scenario_node`] is the pipeline tests' controller: a golden scenario's node driven by
+//! svcflow's engine, its switch checked against netvirt's render.
+//!
 //! See `shared/notes/ovs-userspace.md` for why each setting is needed.
 
 pub mod bench;
