@@ -12,8 +12,15 @@
 //! service renders again (a changed port binding: here the gateway's port number) and
 //! renders the same flows.
 //!
+//! The nodes render their first update in turns, [`TURN`] parts of it each per turn, as the
+//! daemon's node tasks take turns between bundles. "Group ids placed / taken / joined" counts
+//! how often a node placed its group names itself, took another node's change of its
+//! allocator, and found its allocator equal to another's at the end of an update and shared
+//! it (`netvirt::shards::Renders`).
+//!
 //! `cargo bench -p netvirt --bench memory`; `SVCFLOW_MEM_S`, `SVCFLOW_MEM_E` and
-//! `SVCFLOW_MEM_N` (comma-separated) pick the sizes.
+//! `SVCFLOW_MEM_N` (comma-separated) pick the sizes, `SVCFLOW_MEM_TURN` the parts per turn
+//! (0: each node's whole update before the next node's).
 
 use std::alloc::System;
 use std::collections::BTreeMap;
@@ -22,6 +29,7 @@ use std::time::Instant;
 
 use netvirt::config::Config;
 use netvirt::desired::{GatewayPort, NodeBindings, Uplink};
+use netvirt::engine::RENDER_PART;
 use netvirt::model::{Endpoint, MacAddr, Model, Node, Service, ServiceKey, ServicePort};
 use netvirt::shards::{Renders, Shards};
 
@@ -32,6 +40,11 @@ static ALLOC: cap::Cap<System> = cap::Cap::new(System, usize::MAX);
 fn live() -> usize {
     ALLOC.allocated()
 }
+
+/// How many parts of an update ([`RENDER_PART`] services each) a node renders per turn, by
+/// default: about one bundle's worth (5,000 messages), after which a node's task in the
+/// daemon lets the others run while its switch takes the bundle.
+const TURN: usize = 5;
 
 fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
     match std::env::var(name) {
@@ -104,11 +117,17 @@ fn main() {
     let sizes = env_list("SVCFLOW_MEM_S", &[1_000, 10_000, 30_000]);
     let eps = env_list("SVCFLOW_MEM_E", &[2, 10]);
     let node_counts = env_list("SVCFLOW_MEM_N", &[1, 3, 10]);
+    // 0: each node's whole update before the next node's.
+    let turn = match env_list("SVCFLOW_MEM_TURN", &[TURN]).first() {
+        Some(0) => usize::MAX,
+        Some(&t) => t,
+        None => TURN,
+    };
     let config = Config::default();
     println!(
-        "| S × E | N | flows per node | model | desired state, all nodes | per node | per node per flow | render, all nodes | services rendered / taken from another node | a re-render's pending update |"
+        "| S × E | N | flows per node | model | desired state, all nodes | per node | per node per flow | render, all nodes | services rendered / taken from another node | group ids placed / taken / joined | a re-render's pending update |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for &s in &sizes {
         for &e in &eps {
             for &n in &node_counts {
@@ -118,12 +137,29 @@ fn main() {
                 let before = live();
                 let started = Instant::now();
                 let renders = Renders::new();
-                let mut all = Vec::new();
-                for i in 0..n {
-                    let mut shards = Shards::sharing(&renders);
-                    shards.refresh(&node(i), &m, &config, &bindings(i));
-                    all.push(shards);
+                let nodes: Vec<Node> = (0..n).map(node).collect();
+                let binds: Vec<NodeBindings> = (0..n).map(bindings).collect();
+                let mut all: Vec<Shards> = (0..n).map(|_| Shards::sharing(&renders)).collect();
+                // Every node's first update, taken in turns of `TURN` parts per node, as the
+                // daemon's node tasks take turns between their bundles.
+                let mut updates: Vec<_> = all
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, shards)| shards.begin_update(&nodes[i], &m, &config, &binds[i]).0)
+                    .collect();
+                let mut going = true;
+                while going {
+                    going = false;
+                    for (shards, update) in all.iter_mut().zip(updates.iter_mut()) {
+                        for _ in 0..turn {
+                            if shards.continue_update(update, RENDER_PART).is_none() {
+                                break;
+                            }
+                            going = true;
+                        }
+                    }
                 }
+                drop(updates);
                 let took = started.elapsed();
                 let state = live() - before;
                 let counts = renders.counts();
@@ -138,7 +174,7 @@ fn main() {
                 let pending_bytes = live().saturating_sub(held);
                 drop(pending);
                 println!(
-                    "| {s} × {e} | {n} | {flows} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B | {:.0} ms | {} / {} | {:.1} MiB |",
+                    "| {s} × {e} | {n} | {flows} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.0} B | {:.0} ms | {} / {} | {} / {} / {} | {:.1} MiB |",
                     mib(model_bytes),
                     mib(state),
                     mib(state / n),
@@ -146,6 +182,9 @@ fn main() {
                     took.as_secs_f64() * 1e3,
                     counts.rendered,
                     counts.reused,
+                    counts.ids_placed,
+                    counts.ids_taken,
+                    counts.ids_joined,
                     mib(pending_bytes),
                 );
                 drop(all);

@@ -66,31 +66,63 @@ impl Name for Arc<str> {
 /// it, placed in sorted order. A change can only rearrange the clusters it touches, so the
 /// allocator re-places just their names; if one of them probes into a cluster it did not
 /// expect, that cluster joins the re-placed names and the placement starts again.
+///
+/// Its maps are persistent (`imbl`): a clone costs a reference count and shares every node of
+/// them until one side changes, so the nodes of a central controller that give the same
+/// names the same ids hold one allocator between them ([`Allocator::same_as`]).
 #[derive(Debug, Clone)]
 pub struct Allocator {
     max: u32,
-    /// Each name is held once, shared by both maps (a node's task keeps one allocator per
-    /// switch, so this is paid per node).
-    by_name: BTreeMap<Arc<str>, u32>,
-    by_id: BTreeMap<u32, Arc<str>>,
+    /// Each name is held once, shared by both maps.
+    by_name: Ids,
+    by_id: imbl::OrdMap<u32, Arc<str>>,
     /// Names that found no free id (only when there are more names than ids).
-    unassigned: BTreeSet<Arc<str>>,
+    unassigned: imbl::OrdSet<Arc<str>>,
+    /// The sum of a hash of every name it holds, kept as names come and go: two allocators
+    /// with other names almost surely differ in it ([`Allocator::same_names`]).
+    fingerprint: u64,
 }
+
+/// Every name's id ([`Allocator::ids`]).
+pub type Ids = imbl::OrdMap<Arc<str>, u32>;
 
 impl Allocator {
     /// An allocator of ids in `1..=max` with no names.
     pub fn new(max: u32) -> Self {
         Self {
             max,
-            by_name: BTreeMap::new(),
-            by_id: BTreeMap::new(),
-            unassigned: BTreeSet::new(),
+            by_name: Ids::new(),
+            by_id: imbl::OrdMap::new(),
+            unassigned: imbl::OrdSet::new(),
+            fingerprint: 0,
         }
     }
 
     /// Every name's id.
-    pub fn ids(&self) -> &BTreeMap<Arc<str>, u32> {
+    pub fn ids(&self) -> &Ids {
         &self.by_name
+    }
+
+    /// Whether `other` holds the same names, and so gives each the same id (ids depend on
+    /// the set of names only): at once for the same allocator, else by comparing the names
+    /// when their counts and fingerprints agree.
+    pub fn same_names(&self, other: &Self) -> bool {
+        self.same_as(other)
+            || (self.max == other.max
+                && self.fingerprint == other.fingerprint
+                && self.by_name.len() == other.by_name.len()
+                && self.unassigned.len() == other.unassigned.len()
+                && self.by_name == other.by_name
+                && self.unassigned == other.unassigned)
+    }
+
+    /// Whether `other` is this allocator or a clone of it that neither side has changed since:
+    /// then both give every name the same id (found in constant time, not by comparing).
+    pub fn same_as(&self, other: &Self) -> bool {
+        self.max == other.max
+            && self.by_name.ptr_eq(&other.by_name)
+            && self.by_id.ptr_eq(&other.by_id)
+            && self.unassigned.ptr_eq(&other.unassigned)
     }
 
     /// How many names have ids.
@@ -148,6 +180,12 @@ impl Allocator {
             .map(|n| (n.as_str(), n))
             .filter(|(n, _)| !known(n) || removed.contains(n))
             .collect();
+        for name in &removed {
+            self.fingerprint = self.fingerprint.wrapping_sub(name_hash(name));
+        }
+        for name in added.keys() {
+            self.fingerprint = self.fingerprint.wrapping_add(name_hash(name));
+        }
         let len = self.by_name.len() + self.unassigned.len() - removed.len() + added.len();
         // More names coming than there are (a first load): placing them all at once is a
         // sort and one pass, where placing them one cluster at a time searches ordered maps
@@ -162,7 +200,7 @@ impl Allocator {
         let mut before: BTreeMap<Arc<str>, u32> = BTreeMap::new();
         let mut holes = Vec::new();
         for name in &removed {
-            if let Some((name, id)) = self.by_name.remove_entry(*name) {
+            if let Some((name, id)) = self.by_name.remove_with_key(*name) {
                 self.by_id.remove(&id);
                 before.insert(name, id);
                 holes.push(id);
@@ -279,6 +317,17 @@ impl Allocator {
         self.unassigned = unassigned.into_iter().collect();
         moved
     }
+}
+
+/// A name's part of [`Allocator`]'s fingerprint: FNV-1a, mixed (splitmix64's finaliser) so
+/// that sums of similar names spread.
+fn name_hash(name: &str) -> u64 {
+    let mut h = fnv1a(name.as_bytes());
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 /// The placement of [`allocate`] (and of [`Allocator`] when it places every name again):
@@ -417,6 +466,13 @@ mod tests {
                     .map(|(n, _)| Arc::clone(n))
                     .collect();
                 proptest::prop_assert_eq!(moved, want_moved);
+                // The same names placed at once: the same allocator, found by its names.
+                let mut fresh = Allocator::new(max);
+                fresh.update(std::iter::empty(), names.iter().map(String::as_str));
+                proptest::prop_assert!(alloc.same_names(&fresh) && fresh.same_names(&alloc));
+                let mut other = Allocator::new(max);
+                other.update(std::iter::empty(), names.iter().map(String::as_str).chain(["other"]));
+                proptest::prop_assert!(!alloc.same_names(&other));
             }
         }
     }

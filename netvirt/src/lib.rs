@@ -3,7 +3,7 @@
 //! Pure (no socket, no clock, deterministic): `model` (plain data fed by the inputs),
 //! `desired` (the render: one node's flows and groups, straight through, one file per
 //! concern), `shards` (the same state kept incrementally per owner, built on `desired`, and
-//! the renders nodes share), `family` (IPv4 and IPv6 and their fields), `resolve`, `chain`, `ids`, `plan`, `apply` (steps as OpenFlow
+//! the renders and group ids nodes share), `family` (IPv4 and IPv6 and their fields), `resolve`, `chain`, `ids`, `plan`, `apply` (steps as OpenFlow
 //! messages), `flow`, `packed` (a flow's match and instructions in compact form), `pipeline`, `reject`, `health_answer` (health-check probes answered for every node), `trace` (a live trace's probe, temporary flows and
 //! report), `health`, `node_setup` (what a node must hold, as OVSDB operations and host
 //! commands, computed, not run), `config` and `scenario`.

@@ -421,6 +421,93 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+    /// Two nodes sharing their renders, each update settled and rendered a few services at a
+    /// time in turns (as the daemon's node tasks take turns), the second node sometimes
+    /// missing a model: each holds exactly what a render of its own gives after every edit,
+    /// whether it took the other's group ids or placed its own.
+    #[test]
+    fn nodes_taking_each_others_group_ids_each_equal_their_own_render(
+        edits in proptest::collection::vec((edit(), proptest::bool::weighted(0.25)), 1..10),
+        settle in 1..4usize,
+        turn in 1..3usize,
+    ) {
+        let (mut s, other, other_bindings, _renders, mut a, mut b) = two_nodes();
+        a.settle_up_to(settle);
+        b.settle_up_to(settle);
+        for (e, b_misses) in std::iter::once((None, false)).chain(edits.iter().map(|(e, m)| (Some(e), *m))) {
+            if let Some(e) = e {
+                perform(&mut s, e);
+            }
+            let (mut on_a, _) = a.begin_update(&s.node, &s.model, &s.config, &s.bindings);
+            let mut on_b = (!b_misses)
+                .then(|| b.begin_update(&other, &s.model, &s.config, &other_bindings).0);
+            loop {
+                let going_a = a.continue_update(&mut on_a, turn).is_some();
+                let going_b = on_b
+                    .as_mut()
+                    .is_some_and(|u| b.continue_update(u, turn).is_some());
+                if !going_a && !going_b {
+                    break;
+                }
+            }
+            let fresh_a = desired(&s.node, &s.model, &s.config, &s.bindings);
+            prop_assert_eq!(&a.materialize().state, &fresh_a.state, "after {:?}", e);
+            if !b_misses {
+                let fresh_b = desired(&other, &s.model, &s.config, &other_bindings);
+                prop_assert_eq!(&b.materialize().state, &fresh_b.state, "after {:?}", e);
+            }
+        }
+    }
+}
+
+/// Nodes that give their services the same group names place them once: the second takes
+/// each change of the first one's allocator, a part at a time, and still holds exactly its
+/// own render. A node that missed a model places its names itself, correctly, and shares the
+/// first node's allocator again once both end an update with the same names.
+#[test]
+fn nodes_with_the_same_group_names_place_them_once() {
+    let (mut s, other, other_bindings, renders, mut a, mut b) = two_nodes();
+    a.settle_up_to(2);
+    b.settle_up_to(2);
+    let both = |a: &mut Shards, b: &mut Shards, s: &netvirt::scenario::Scenario| {
+        let (mut on_a, _) = a.begin_update(&s.node, &s.model, &s.config, &s.bindings);
+        let (mut on_b, _) = b.begin_update(&other, &s.model, &s.config, &other_bindings);
+        while a.continue_update(&mut on_a, 2).is_some() | b.continue_update(&mut on_b, 2).is_some()
+        {
+        }
+    };
+    both(&mut a, &mut b, &s);
+    let counts = renders.counts();
+    assert!(counts.ids_placed >= 2, "{counts:?}");
+    assert_eq!(counts.ids_taken, counts.ids_placed, "{counts:?}");
+    let fresh = desired(&other, &s.model, &s.config, &other_bindings);
+    assert_eq!(b.materialize().state, fresh.state);
+    // The second node misses a model that adds a service: from then on its allocator is its
+    // own, so it places its names itself, and still renders exactly its own state.
+    perform(&mut s, &Edit::CopyService(0, 40, false));
+    a.update(&s.node, &s.model, &s.config, &s.bindings);
+    perform(&mut s, &Edit::CopyService(0, 41, false));
+    let before = renders.counts();
+    both(&mut a, &mut b, &s);
+    let counts = renders.counts();
+    assert_eq!(counts.ids_taken, before.ids_taken, "{counts:?}");
+    assert!(counts.ids_placed >= before.ids_placed + 2, "{counts:?}");
+    let fresh = desired(&other, &s.model, &s.config, &other_bindings);
+    assert_eq!(b.materialize().state, fresh.state);
+    // Both ended that update with the same names: the second node's allocator was replaced
+    // by the first one's, so the next change is placed once again.
+    assert_eq!(counts.ids_joined, before.ids_joined + 1, "{counts:?}");
+    perform(&mut s, &Edit::CopyService(1, 42, false));
+    both(&mut a, &mut b, &s);
+    let after = renders.counts();
+    assert_eq!(after.ids_taken, counts.ids_taken + 1, "{after:?}");
+    assert_eq!(after.ids_placed, counts.ids_placed + 1, "{after:?}");
+    let fresh = desired(&other, &s.model, &s.config, &other_bindings);
+    assert_eq!(b.materialize().state, fresh.state);
+}
+
 /// How many of the scenario's services have something of the node's own in their render:
 /// node ports (the node's addresses), external or LB addresses (its uplink's MAC).
 fn on_the_node(s: &Scenario) -> usize {

@@ -295,7 +295,7 @@ pub(crate) fn render_service(
     endpoints: &[Endpoint],
     node: &Node,
     plans: Vec<PortPlan>,
-    ids: &BTreeMap<std::sync::Arc<str>, u32>,
+    ids: &crate::ids::Ids,
     config: &Config,
     bindings: &NodeBindings,
 ) -> DesiredState {

@@ -10,7 +10,7 @@ impl Builder<'_> {
         &mut self,
         service: &Service,
         plans: Vec<PortPlan>,
-        ids: &BTreeMap<std::sync::Arc<str>, u32>,
+        ids: &crate::ids::Ids,
         bindings: &NodeBindings,
     ) {
         let config = self.config;

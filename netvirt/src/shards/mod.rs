@@ -870,7 +870,7 @@ impl Shards {
         for name in gone {
             self.name_owner.remove(name);
         }
-        let moved = self.ids.update(gone.iter().map(|n| &**n), new);
+        let moved = self.renders.update_ids(&mut self.ids, gone, new);
         // A moved name is an old one: its entry still names its service (the dirty services'
         // entries are brought up to date once they are rendered).
         for name in moved {
@@ -900,6 +900,7 @@ impl Shards {
         }
         if update.dirty.len() == 0 && update.settled == update.unsettled.len() {
             self.seen = update.seen.take();
+            self.renders.converge(&mut self.ids);
         }
     }
 

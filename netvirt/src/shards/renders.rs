@@ -23,14 +23,26 @@
 //!
 //! With a single node sharing the cache, and no other in the model, nothing of the second
 //! kind is recorded: there is nobody to take it.
+//!
+//! A third thing is shared while the nodes move together: **the group ids**. Each node keeps
+//! its own allocator ([`ids::Allocator`]), whose ids are a function of the group names it
+//! holds, and an update settles its services' names a part at a time. A node's change of its
+//! allocator (names taken out, names added) is kept here with the allocator it started
+//! from; another node that makes the same change from that same allocator (one it took from
+//! the first node, compared by identity) takes the result instead of placing the names
+//! again. Allocators are persistent maps, so taking one shares all of it. A change is kept
+//! until every other node sharing the cache has taken it, or [`TRANSITIONS_KEPT`] newer
+//! ones came; a node further behind places its names itself, as one whose names differ
+//! does.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use foldhash::fast::RandomState;
 use smallvec::SmallVec;
 
 use crate::config::Config;
+use crate::ids::Allocator;
 use crate::model::{Endpoint, Map, Model, Service, ServiceKey};
 
 use super::Shard;
@@ -50,6 +62,31 @@ struct RenderCache {
     /// How many [`Shards`](super::Shards) share the cache.
     nodes: usize,
     counts: RenderCounts,
+    /// The nodes' latest changes of their group-id allocators, oldest first.
+    transitions: VecDeque<Transition>,
+    /// The allocators the nodes ended their latest updates with, newest first: distinct
+    /// name sets, at most [`ALLOCATORS_KEPT`], each with how many updates ended on it.
+    allocators: VecDeque<(Allocator, usize)>,
+}
+
+/// How many allocators of finished updates are kept for nodes that end theirs with the same
+/// names.
+pub const ALLOCATORS_KEPT: usize = 4;
+
+/// How many allocator changes are kept for the other nodes at most: a node more than this
+/// many parts of an update behind the first places its names itself.
+pub const TRANSITIONS_KEPT: usize = 16;
+
+/// One node's change of its group-id allocator, for the others to take.
+struct Transition {
+    before: Allocator,
+    gone: Vec<Arc<str>>,
+    new: Vec<Arc<str>>,
+    after: Allocator,
+    /// The names whose ids the change moved ([`Allocator::update`]).
+    moved: BTreeSet<Arc<str>>,
+    /// How many other nodes may still take it.
+    takers: usize,
 }
 
 /// How many services the nodes sharing a [`Renders`] rendered, and how many one of them took
@@ -60,6 +97,13 @@ pub struct RenderCounts {
     pub rendered: u64,
     /// Services taken as another node rendered them.
     pub reused: u64,
+    /// Changes of a node's group-id allocator it made itself.
+    pub ids_placed: u64,
+    /// Changes of a node's group-id allocator it took from another node.
+    pub ids_taken: u64,
+    /// Updates after which a node's allocator, placed on its own, was found to hold the same
+    /// names as another node's and was replaced by it.
+    pub ids_joined: u64,
 }
 
 /// The renders of services alike on every node, and the models they were made from.
@@ -195,6 +239,11 @@ impl Renders {
         let mut cache = self.lock();
         cache.nodes = cache.nodes.saturating_sub(1);
         cache.alike.release(generation);
+        if cache.nodes < 2 {
+            // Nobody to take them.
+            cache.transitions.clear();
+            cache.allocators.clear();
+        }
     }
 
     /// A node starts rendering `model` under `config`, leaving the model it was on
@@ -241,6 +290,88 @@ impl Renders {
             shard: entry.shard.upgrade()?,
             ids: Arc::clone(&entry.ids),
         })
+    }
+
+    /// Takes `gone` out of `ids` and adds `new` ([`Allocator::update`]), returning the
+    /// names whose ids moved: another node's result when it made that change from this
+    /// allocator, else placed here (and kept for the other nodes, if any).
+    pub(super) fn update_ids(
+        &self,
+        ids: &mut Allocator,
+        gone: &[Arc<str>],
+        new: &[Arc<str>],
+    ) -> BTreeSet<Arc<str>> {
+        let mut cache = self.lock();
+        let found = cache
+            .transitions
+            .iter()
+            .position(|t| t.before.same_as(ids) && *t.gone == *gone && *t.new == *new);
+        if let Some(at) = found {
+            cache.counts.ids_taken += 1;
+            let t = &mut cache.transitions[at];
+            *ids = t.after.clone();
+            let moved = t.moved.clone();
+            t.takers = t.takers.saturating_sub(1);
+            if t.takers == 0 {
+                cache.transitions.remove(at);
+            }
+            return moved;
+        }
+        cache.counts.ids_placed += 1;
+        if cache.nodes < 2 {
+            drop(cache);
+            return ids.update(gone.iter().map(|n| &**n), new);
+        }
+        // Placed under the lock: the other nodes would wait for it anyway, to take it.
+        let before = ids.clone();
+        let moved = ids.update(gone.iter().map(|n| &**n), new);
+        let takers = cache.nodes - 1;
+        cache.transitions.push_back(Transition {
+            before,
+            gone: gone.to_vec(),
+            new: new.to_vec(),
+            after: ids.clone(),
+            moved: moved.clone(),
+            takers,
+        });
+        while cache.transitions.len() > TRANSITIONS_KEPT {
+            cache.transitions.pop_front();
+        }
+        moved
+    }
+
+    /// Shares `ids`, which a node ended an update with, with another node's allocator that
+    /// holds the same names, if one is kept; else keeps it for the others. A node that placed
+    /// its own names (it fell behind, or took a model in other parts) holds one allocator
+    /// with the others again from then on.
+    pub(super) fn converge(&self, ids: &mut Allocator) {
+        let mut cache = self.lock();
+        if cache.nodes < 2 {
+            cache.allocators.clear();
+            return;
+        }
+        let found = cache.allocators.iter().position(|(a, _)| a.same_names(ids));
+        let ended = match found.and_then(|at| cache.allocators.remove(at)) {
+            Some((kept, ended)) => {
+                if !kept.same_as(ids) {
+                    cache.counts.ids_joined += 1;
+                    *ids = kept.clone();
+                }
+                cache.allocators.push_front((kept, ended + 1));
+                ended + 1
+            }
+            None => {
+                cache.allocators.push_front((ids.clone(), 1));
+                cache.allocators.truncate(ALLOCATORS_KEPT);
+                1
+            }
+        };
+        // Once as many updates ended on one allocator as there are nodes, the changes that
+        // led there are most likely of no more use: let them (and the allocators they hold)
+        // go. Should a node still be on its way, it places its names itself.
+        if ended >= cache.nodes {
+            cache.transitions.clear();
+        }
     }
 
     /// A node took another's render instead of its own.
@@ -324,5 +455,93 @@ impl Alike {
         if self.held[at].users == 0 {
             self.held.swap_remove(at);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<Arc<str>> {
+        v.iter().map(|n| Arc::from(*n)).collect()
+    }
+
+    /// A node takes another's change of its allocator only when it makes the same change from
+    /// the very same allocator: one that holds other names places them itself.
+    #[test]
+    fn a_change_is_taken_only_from_the_same_allocator() {
+        let renders = Renders::new();
+        for _ in 0..3 {
+            renders.join();
+        }
+        let new = names(&["a/x:80/TCP", "a/y:80/TCP", "a/z:53/UDP"]);
+        let (mut first, mut second) = (Allocator::new(4), Allocator::new(4));
+        renders.update_ids(&mut first, &[], &new);
+        // A name of its own, sorted before the others, that pushes one of theirs to another
+        // id in so small a range.
+        let shared = ["a/x:80/TCP", "a/y:80/TCP", "a/z:53/UDP"];
+        let alone = crate::ids::allocate(shared, 4);
+        let extra = (0..100)
+            .map(|i| format!("0-extra-{i}"))
+            .find(|extra| {
+                let with = crate::ids::allocate(shared.into_iter().chain([extra.as_str()]), 4);
+                shared.iter().any(|n| with.get(*n) != alone.get(*n))
+            })
+            .unwrap();
+        let mut crowded = Allocator::new(4);
+        crowded.update(std::iter::empty(), [extra.as_str()]);
+        renders.update_ids(&mut crowded, &[], &new);
+        let counts = renders.counts();
+        assert_eq!((counts.ids_placed, counts.ids_taken), (2, 0), "{counts:?}");
+        let want = crate::ids::allocate(shared.into_iter().chain([extra.as_str()]), 4);
+        let got: std::collections::BTreeMap<String, u32> = crowded
+            .ids()
+            .iter()
+            .map(|(n, id)| (n.to_string(), *id))
+            .collect();
+        assert_eq!(got, want);
+        // The same change from the same (empty) allocator is taken, and shares it.
+        let moved = renders.update_ids(&mut second, &[], &new);
+        assert!(moved.is_empty());
+        assert!(second.same_as(&first));
+        assert_eq!(renders.counts().ids_taken, 1);
+        // A change with other names is not.
+        let mut fourth = Allocator::new(4);
+        renders.update_ids(&mut fourth, &[], &new[..2]);
+        assert_eq!(renders.counts().ids_taken, 1);
+        assert!(!fourth.same_as(&first));
+        assert_eq!(fourth.len(), 2);
+    }
+
+    /// With one node, nothing is kept: nobody would take it.
+    #[test]
+    fn a_lone_node_keeps_no_change() {
+        let renders = Renders::new();
+        renders.join();
+        let mut ids = Allocator::new(100);
+        renders.update_ids(&mut ids, &[], &names(&["a/x:80/TCP"]));
+        assert_eq!(ids.len(), 1);
+        assert!(renders.lock().transitions.is_empty());
+    }
+
+    /// A change is let go once every other node took it.
+    #[test]
+    fn a_change_goes_once_every_other_node_took_it() {
+        let renders = Renders::new();
+        for _ in 0..3 {
+            renders.join();
+        }
+        let new = names(&["a/x:80/TCP"]);
+        let mut nodes = [
+            Allocator::new(100),
+            Allocator::new(100),
+            Allocator::new(100),
+        ];
+        for (i, ids) in nodes.iter_mut().enumerate() {
+            assert_eq!(renders.lock().transitions.len(), usize::from(i > 0));
+            renders.update_ids(ids, &[], &new);
+        }
+        assert!(renders.lock().transitions.is_empty());
+        assert_eq!(renders.counts().ids_taken, 2);
     }
 }
