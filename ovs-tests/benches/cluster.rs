@@ -49,6 +49,10 @@
 //! SVCFLOW_CLUSTER_N=10 SVCFLOW_CLUSTER_S=10000 cargo bench -p ovs-tests --bench cluster
 //! ```
 //!
+//! After the load it also prints what the nodes shared of it, from the daemon's metrics
+//! (`svcflow_service_renders_total` and `svcflow_group_id_changes_total`, see
+//! `docs/observability.md`).
+//!
 //! `SVCFLOW_CLUSTER_N` picks the node counts (default 3,10), `SVCFLOW_CLUSTER_S` the service
 //! counts (default 1000), `SVCFLOW_CLUSTER_UPDATES` the number of changes (default 200). Every
 //! (N, S) pair runs, each on a fresh lab.
@@ -409,6 +413,16 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
     // Let any further sync of the load (none is expected) pass before measuring.
     let settled = log.settle(gap.max(Duration::from_millis(200)), Duration::from_secs(30));
     assert_eq!(settled, revision, "no write came between");
+    // What the nodes shared of the load: one render of each service, its group ids once.
+    let metrics = lab.metrics().expect("the daemon's metrics");
+    let shared: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("svcflow_service_renders_total")
+                || l.starts_with("svcflow_group_id_changes_total")
+        })
+        .collect();
+    println!("N={n} S={s}: {}", shared.join(", "));
 
     // One endpoint change at a time.
     let switches: Vec<u32> = nodes

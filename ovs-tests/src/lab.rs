@@ -1102,6 +1102,12 @@ impl Lab {
         rest_in(&self.controller_netns, method, path, body)
     }
 
+    /// The (first) daemon's Prometheus metrics, `curl`ed in the controller namespace.
+    pub fn metrics(&self) -> Result<String, SandboxError> {
+        let argv = ["curl", "-sS", "-f", "http://127.0.0.1:10249/metrics"];
+        cmd::run(&netns_argv(&self.controller_netns, &argv))
+    }
+
     /// The process id of node `node`'s `ovs-vswitchd`, from its pidfile.
     pub fn vswitchd_pid(&self, node: &str) -> Result<u32, SandboxError> {
         self.node(node)?

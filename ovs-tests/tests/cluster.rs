@@ -242,6 +242,33 @@ fn a_cluster_ip_with_endpoints_on_other_nodes_answers_a_pod_on_every_node() {
     for client in ["n1-b", "n2-b", "n3-b"] {
         c.assert_spread(client, VIP, 20, &["n2-a", "n3-a"], &c.ip(client));
     }
+    // One controller, three nodes giving `web` the same group names: they placed them once
+    // between them, or each placed them and found, at the end of its update, another node
+    // holding the same, which it shares from then on. (`web` has a node port, so each node
+    // renders it itself.) The lab is up, so every node has synced.
+    let metrics = c
+        .lab
+        .metrics()
+        .unwrap_or_else(|e| c.fail(&format!("metrics: {e}")));
+    let value = |line: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+            .unwrap_or_else(|| c.fail(&format!("no `{line}` in the metrics:\n{metrics}")))
+    };
+    let rendered = value("svcflow_service_renders_total{how=\"rendered\"}");
+    let taken = value("svcflow_service_renders_total{how=\"taken\"}");
+    assert!(rendered >= 3, "renders: {rendered} made, {taken} taken");
+    let placed = value("svcflow_group_id_changes_total{how=\"placed\"}");
+    let shared = value("svcflow_group_id_changes_total{how=\"taken\"}")
+        + value("svcflow_group_id_changes_total{how=\"joined\"}");
+    assert!(
+        placed > 0 && shared > 0,
+        "group ids: {placed} placed, {shared} shared"
+    );
+    eprintln!(
+        "renders: {rendered} made, {taken} taken; group ids: {placed} placed, {shared} shared"
+    );
 }
 
 #[test]

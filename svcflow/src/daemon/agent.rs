@@ -469,6 +469,7 @@ async fn sync(
     p.metrics
         .no_local(name, engine.shards().no_local_endpoints());
     p.metrics.conflicts(name, engine.shards().conflict_count());
+    p.metrics.renders(p.renders.counts());
     let took = started.elapsed();
     p.metrics
         .synced(name, model.revision, took, &report, (flows, groups));

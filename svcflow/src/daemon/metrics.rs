@@ -56,6 +56,12 @@ pub(crate) struct CodeLabel {
     pub code: String,
 }
 
+/// How the nodes came by a service's render or a change of their group ids, as a label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct HowLabel {
+    pub how: &'static str,
+}
+
 /// kube-proxy's `network_programming_duration_seconds` buckets
 /// (`pkg/proxy/metrics/metrics.go`): 0.25 s steps to 1 s, then 1 s to 59 s, 5 s to 115 s,
 /// 30 s to 300 s.
@@ -116,6 +122,10 @@ pub(crate) struct Metrics {
     store_refused: Gauge,
     watch_relists: Family<ResourceLabel, Counter>,
     watch_failures: Family<ResourceLabel, Counter>,
+    service_renders: Family<HowLabel, Counter>,
+    group_id_changes: Family<HowLabel, Counter>,
+    /// The render counts last turned into the two families above.
+    render_counts: Mutex<netvirt::shards::RenderCounts>,
     health: Mutex<Health>,
 }
 
@@ -147,6 +157,9 @@ impl Metrics {
             store_refused: Gauge::default(),
             watch_relists: Family::default(),
             watch_failures: Family::default(),
+            service_renders: Family::default(),
+            group_id_changes: Family::default(),
+            render_counts: Mutex::default(),
             health: Mutex::default(),
             registry: Registry::default(),
         };
@@ -189,6 +202,16 @@ impl Metrics {
             "svcflow_flows",
             "Flows desired on the node's switch",
             m.flows.clone(),
+        );
+        registry.register(
+            "svcflow_service_renders",
+            "Services the nodes' tasks rendered (how=rendered) or took as another node rendered them from the same model (how=taken): a change costs one render per service that cannot differ from node to node, whatever the number of nodes",
+            m.service_renders.clone(),
+        );
+        registry.register(
+            "svcflow_group_id_changes",
+            "Changes of a node's group ids (names given ids, a part of an update at a time) that it placed itself (how=placed), took from another node that made the same change (how=taken), or whose result it found another node holding at the end of an update and shared from then on (how=joined)",
+            m.group_id_changes.clone(),
         );
         registry.register(
             "svcflow_conflicts",
@@ -346,6 +369,46 @@ impl Metrics {
         }
         h.last_updated = Some(now);
         self.update_pending(&mut h);
+    }
+
+    /// What the nodes' render cache has counted so far.
+    pub(crate) fn renders(&self, now: netvirt::shards::RenderCounts) {
+        let Ok(mut last) = self.render_counts.lock() else {
+            return;
+        };
+        let counters = [
+            (
+                &self.service_renders,
+                "rendered",
+                now.rendered,
+                last.rendered,
+            ),
+            (&self.service_renders, "taken", now.reused, last.reused),
+            (
+                &self.group_id_changes,
+                "placed",
+                now.ids_placed,
+                last.ids_placed,
+            ),
+            (
+                &self.group_id_changes,
+                "taken",
+                now.ids_taken,
+                last.ids_taken,
+            ),
+            (
+                &self.group_id_changes,
+                "joined",
+                now.ids_joined,
+                last.ids_joined,
+            ),
+        ];
+        for (family, how, now, last) in counters {
+            family
+                .get_or_create(&HowLabel { how })
+                .inc_by(now.saturating_sub(last));
+        }
+        *last = now;
     }
 
     /// A node's sync failed.
@@ -646,6 +709,36 @@ mod tests {
                     .ok()
             })
             .unwrap_or(0.0)
+    }
+
+    /// The render cache's counts are totals since the start: each call adds what grew.
+    #[test]
+    fn render_counts_become_counters_of_what_grew() {
+        let m = Metrics::new();
+        let value = |line: &str| -> Option<u64> {
+            m.encode()
+                .lines()
+                .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        };
+        let mut counts = netvirt::shards::RenderCounts {
+            rendered: 5,
+            reused: 10,
+            ids_placed: 2,
+            ids_taken: 4,
+            ids_joined: 0,
+        };
+        m.renders(counts);
+        counts.rendered = 7;
+        counts.ids_joined = 1;
+        m.renders(counts);
+        m.renders(counts);
+        let renders = |how: &str| value(&format!("svcflow_service_renders_total{{how=\"{how}\"}}"));
+        let ids = |how: &str| value(&format!("svcflow_group_id_changes_total{{how=\"{how}\"}}"));
+        assert_eq!((renders("rendered"), renders("taken")), (Some(7), Some(10)));
+        assert_eq!(
+            (ids("placed"), ids("taken"), ids("joined")),
+            (Some(2), Some(4), Some(1))
+        );
     }
 
     #[test]
