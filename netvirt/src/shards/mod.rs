@@ -43,11 +43,13 @@ use crate::pipeline::{group, table};
 use crate::plan::Step;
 
 mod renders;
+mod tracked;
 
 pub use renders::{RenderCounts, Renders};
+use tracked::Tracked;
 
 /// Who rendered a flow or group; the order decides which of two colliding flows wins.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Owner {
     Node,
     Service(Arc<ServiceKey>),
@@ -216,10 +218,11 @@ pub struct Shards {
     own_conflicts: usize,
     /// How many collisions the shared flows have, summed as they change.
     collided: usize,
-    group_owners: BTreeMap<u32, Owner>,
+    group_owners: Tracked<u32, Owner>,
     ids: ids::Allocator,
-    /// The service that needs each group name.
-    name_owner: BTreeMap<Arc<str>, Arc<ServiceKey>>,
+    /// The service that needs each group name. Shared with the other nodes' while equal,
+    /// as `group_owners` and `ids` ([`Renders`]).
+    name_owner: Tracked<Arc<str>, Arc<ServiceKey>>,
     /// The shards that report conflicts of their own.
     conflicted: BTreeSet<Owner>,
     /// The conflicts of what the last update or refresh rendered (all of them after a
@@ -270,9 +273,9 @@ impl Shards {
             shared: KeyMap::default(),
             own_conflicts: 0,
             collided: 0,
-            group_owners: BTreeMap::new(),
+            group_owners: Tracked::default(),
             ids: ids::Allocator::new(group::SERVICE_MAX),
-            name_owner: BTreeMap::new(),
+            name_owner: Tracked::default(),
             conflicted: BTreeSet::new(),
             recent: Vec::new(),
             stale: Vec::new(),
@@ -900,7 +903,8 @@ impl Shards {
         }
         if update.dirty.len() == 0 && update.settled == update.unsettled.len() {
             self.seen = update.seen.take();
-            self.renders.converge(&mut self.ids);
+            self.renders
+                .converge(&mut self.ids, &mut self.name_owner, &mut self.group_owners);
         }
     }
 
@@ -1026,7 +1030,7 @@ impl Shards {
                 out.state.flows.insert(FlowKey::clone(key), entry.clone());
             }
         }
-        for (id, owner) in &self.group_owners {
+        for (id, owner) in self.group_owners.iter() {
             if let Some(g) = self.shard(owner).and_then(|s| s.groups.get(id)) {
                 out.state.groups.insert(*id, g.clone());
             }
@@ -1434,13 +1438,8 @@ mod tests {
     use super::*;
     use crate::scenario::Scenario;
 
-    /// A node takes another node's render of a service only when its own allocator gives the
-    /// service's group names the same ids: here the second node's allocator also holds names
-    /// the first one's does not (as names of services that render differently per node
-    /// would), in a range small enough that they push the shared names to other ids. The
-    /// second node must then hold exactly what it holds rendering alone.
-    #[test]
-    fn a_render_is_not_taken_when_the_group_ids_differ() {
+    /// The `node-services` scenario, a second node of it ("other"), and its model with both.
+    fn with_another_node() -> (Scenario, Node, Model) {
         let s = Scenario::parse(include_str!(
             "../../tests/scenarios/node-services/input.toml"
         ))
@@ -1451,6 +1450,50 @@ mod tests {
         let mut model = s.model.clone();
         model.nodes.insert(s.node.name.clone(), s.node.clone());
         model.nodes.insert(other.name.clone(), other.clone());
+        (s, other, model)
+    }
+
+    /// Two nodes that end their updates with the same group names, owners of names and of
+    /// groups share all three, even when each built them alone (one node's whole update
+    /// before the other's), and each still holds exactly its own render; a node with a
+    /// group of its own keeps its own owners of groups.
+    #[test]
+    fn nodes_ending_an_update_alike_share_their_group_bookkeeping() {
+        let (s, other, mut model) = with_another_node();
+        let mut third = other.clone();
+        third.name = "third".to_string();
+        third.ips = vec!["192.0.2.78".parse().unwrap()];
+        model.nodes.insert(third.name.clone(), third.clone());
+        let renders = Renders::new();
+        let mut a = Shards::sharing(&renders);
+        let (mut b, mut c) = (Shards::sharing(&renders), Shards::sharing(&renders));
+        a.update(&s.node, &model, &s.config, &s.bindings);
+        b.update(&other, &model, &s.config, &s.bindings);
+        c.update(&third, &model, &s.config, &s.bindings);
+        assert!(!a.name_owner.is_empty() && !a.group_owners.is_empty());
+        assert!(a.ids.same_as(&b.ids) && a.ids.same_as(&c.ids));
+        assert!(a.name_owner.same_as(&b.name_owner) && a.name_owner.same_as(&c.name_owner));
+        // The first node's pods give it flood groups of its own: its owners of groups differ
+        // from the others', which share theirs.
+        assert!(!a.group_owners.same_entries(&b.group_owners));
+        assert!(!a.group_owners.same_as(&b.group_owners));
+        assert!(b.group_owners.same_as(&c.group_owners));
+        for (node, shards) in [(&other, &b), (&third, &c)] {
+            let fresh = crate::desired::desired(node, &model, &s.config, &s.bindings);
+            assert!(shards.materialize().state == fresh.state);
+        }
+        let fresh = crate::desired::desired(&s.node, &model, &s.config, &s.bindings);
+        assert!(a.materialize().state == fresh.state);
+    }
+
+    /// A node takes another node's render of a service only when its own allocator gives the
+    /// service's group names the same ids: here the second node's allocator also holds names
+    /// the first one's does not (as names of services that render differently per node
+    /// would), in a range small enough that they push the shared names to other ids. The
+    /// second node must then hold exactly what it holds rendering alone.
+    #[test]
+    fn a_render_is_not_taken_when_the_group_ids_differ() {
+        let (s, other, model) = with_another_node();
         let max = 64;
         let seeded = |renders: &Renders| {
             let mut shards = Shards::sharing(renders);

@@ -24,16 +24,21 @@
 //! With a single node sharing the cache, and no other in the model, nothing of the second
 //! kind is recorded: there is nobody to take it.
 //!
-//! A third thing is shared while the nodes move together: **the group ids**. Each node keeps
-//! its own allocator ([`ids::Allocator`]), whose ids are a function of the group names it
-//! holds, and an update settles its services' names a part at a time. A node's change of its
-//! allocator (names taken out, names added) is kept here with the allocator it started
-//! from; another node that makes the same change from that same allocator (one it took from
-//! the first node, compared by identity) takes the result instead of placing the names
-//! again. Allocators are persistent maps, so taking one shares all of it. A change is kept
-//! until every other node sharing the cache has taken it, or [`TRANSITIONS_KEPT`] newer
-//! ones came; a node further behind places its names itself, as one whose names differ
-//! does.
+//! A third thing is shared: **the group bookkeeping** (each node's group ids, and the owners
+//! of its group names and of its groups). Each node keeps its own allocator
+//! ([`ids::Allocator`]), whose ids are a function of the group names it holds, and an update
+//! settles its services' names a part at a time. While the nodes move together, a node's
+//! change of its allocator (names taken out, names added) is kept here with the allocator it
+//! started from; another node that makes the same change from that same allocator (one it
+//! took from the first node, compared by identity) takes the result instead of placing the
+//! names again. A change is kept until every other node sharing the cache has taken it, or
+//! [`TRANSITIONS_KEPT`] newer ones came; a node further behind places its names itself. At
+//! the end of every update, a node's allocator and its two owner maps are each compared with
+//! those the nodes ended their latest updates with (by identity, else by a fingerprint of
+//! their entries and then the entries), and replaced by an equal one: from then on the nodes
+//! hold one of each. All three are persistent maps, so a shared one costs a reference count
+//! and a node's next change copies only the part it touches. A node whose names or groups
+//! differ (a service or group rendered per node) keeps its own.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -45,7 +50,8 @@ use crate::config::Config;
 use crate::ids::Allocator;
 use crate::model::{Endpoint, Map, Model, Service, ServiceKey};
 
-use super::Shard;
+use super::tracked::Tracked;
+use super::{Owner, Shard};
 
 /// Services' rendered shards, shared by every node's [`Shards`](super::Shards) that renders
 /// one alike. Entries are weak: a shard lives while some node uses it.
@@ -67,6 +73,9 @@ struct RenderCache {
     /// The allocators the nodes ended their latest updates with, newest first: distinct
     /// name sets, at most [`ALLOCATORS_KEPT`], each with how many updates ended on it.
     allocators: VecDeque<(Allocator, usize)>,
+    /// The same for the nodes' owners of group names and of groups.
+    name_owners: VecDeque<Tracked<Arc<str>, Arc<ServiceKey>>>,
+    group_owners: VecDeque<Tracked<u32, Owner>>,
 }
 
 /// How many allocators of finished updates are kept for nodes that end theirs with the same
@@ -243,6 +252,8 @@ impl Renders {
             // Nobody to take them.
             cache.transitions.clear();
             cache.allocators.clear();
+            cache.name_owners.clear();
+            cache.group_owners.clear();
         }
     }
 
@@ -343,11 +354,20 @@ impl Renders {
     /// Shares `ids`, which a node ended an update with, with another node's allocator that
     /// holds the same names, if one is kept; else keeps it for the others. A node that placed
     /// its own names (it fell behind, or took a model in other parts) holds one allocator
-    /// with the others again from then on.
-    pub(super) fn converge(&self, ids: &mut Allocator) {
+    /// with the others again from then on. The node's owners of group names and of groups
+    /// are shared the same way, each on its own (they agree between nodes whenever the
+    /// nodes' services give the same names, which their allocators may not show at once).
+    pub(super) fn converge(
+        &self,
+        ids: &mut Allocator,
+        name_owner: &mut Tracked<Arc<str>, Arc<ServiceKey>>,
+        group_owners: &mut Tracked<u32, Owner>,
+    ) {
         let mut cache = self.lock();
         if cache.nodes < 2 {
             cache.allocators.clear();
+            cache.name_owners.clear();
+            cache.group_owners.clear();
             return;
         }
         let found = cache.allocators.iter().position(|(a, _)| a.same_names(ids));
@@ -372,6 +392,8 @@ impl Renders {
         if ended >= cache.nodes {
             cache.transitions.clear();
         }
+        share(&mut cache.name_owners, name_owner);
+        share(&mut cache.group_owners, group_owners);
     }
 
     /// A node took another's render instead of its own.
@@ -412,6 +434,29 @@ impl Renders {
             entries.truncate(RENDERS_KEPT - 1);
         }
         entries.push(entry);
+    }
+}
+
+/// `map` replaced by an equal one of `kept` (which it then joins at the front), or kept
+/// there for the others, newest first, at most [`ALLOCATORS_KEPT`].
+fn share<K, V>(kept: &mut VecDeque<Tracked<K, V>>, map: &mut Tracked<K, V>)
+where
+    K: Ord + Clone + std::hash::Hash,
+    V: Clone + std::hash::Hash + PartialEq,
+{
+    match kept.iter().position(|k| k.same_entries(map)) {
+        Some(at) => {
+            if let Some(equal) = kept.remove(at) {
+                if !equal.same_as(map) {
+                    *map = equal.clone();
+                }
+                kept.push_front(equal);
+            }
+        }
+        None => {
+            kept.push_front(map.clone());
+            kept.truncate(ALLOCATORS_KEPT);
+        }
     }
 }
 
