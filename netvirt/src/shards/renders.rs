@@ -83,8 +83,9 @@ struct RenderCache {
 pub const ALLOCATORS_KEPT: usize = 4;
 
 /// How many allocator changes are kept for the other nodes at most: a node more than this
-/// many parts of an update behind the first places its names itself.
-pub const TRANSITIONS_KEPT: usize = 16;
+/// many parts of an update behind the first places its names itself. Ten nodes' tasks on two
+/// cores were more than 16 parts apart during a 30,000-service load (`docs/performance.md`).
+pub const TRANSITIONS_KEPT: usize = 64;
 
 /// One node's change of its group-id allocator, for the others to take.
 struct Transition {
