@@ -105,13 +105,11 @@ impl Allocator {
 
     /// Whether `other` holds the same names, and so gives each the same id (ids depend on
     /// the set of names only): at once for the same allocator, else by comparing the names
-    /// when their counts and fingerprints agree.
+    /// when their fingerprints agree.
     pub fn same_names(&self, other: &Self) -> bool {
         self.same_as(other)
             || (self.max == other.max
                 && self.fingerprint == other.fingerprint
-                && self.by_name.len() == other.by_name.len()
-                && self.unassigned.len() == other.unassigned.len()
                 && self.by_name == other.by_name
                 && self.unassigned == other.unassigned)
     }
@@ -181,10 +179,10 @@ impl Allocator {
             .filter(|(n, _)| !known(n) || removed.contains(n))
             .collect();
         for name in &removed {
-            self.fingerprint = self.fingerprint.wrapping_sub(name_hash(name));
+            self.fingerprint = self.fingerprint.wrapping_sub(fingerprint_of(*name));
         }
         for name in added.keys() {
-            self.fingerprint = self.fingerprint.wrapping_add(name_hash(name));
+            self.fingerprint = self.fingerprint.wrapping_add(fingerprint_of(*name));
         }
         let len = self.by_name.len() + self.unassigned.len() - removed.len() + added.len();
         // More names coming than there are (a first load): placing them all at once is a
@@ -319,15 +317,12 @@ impl Allocator {
     }
 }
 
-/// A name's part of [`Allocator`]'s fingerprint: FNV-1a, mixed (splitmix64's finaliser) so
-/// that sums of similar names spread.
-fn name_hash(name: &str) -> u64 {
-    let mut h = fnv1a(name.as_bytes());
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+/// `value`'s part of a fingerprint that sums it with others (an [`Allocator`]'s names, the
+/// shards' shared owner maps): a well-mixed hash with a fixed seed. Fingerprints are only
+/// compared within one process, so the seed is any constant.
+pub(crate) fn fingerprint_of<T: std::hash::Hash + ?Sized>(value: &T) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::quality::FixedState::with_seed(0x5356_464c_4f57_0001).hash_one(value)
 }
 
 /// The placement of [`allocate`] (and of [`Allocator`] when it places every name again):

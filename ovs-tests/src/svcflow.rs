@@ -15,6 +15,14 @@ pub const REST: &str = "127.0.0.1:8181";
 /// The RESTCONF config root.
 pub const NB: &str = "http://127.0.0.1:8181/restconf/config";
 
+/// The value of the sample `name` (with its labels, as printed) in a scrape of the daemon's
+/// `/metrics`.
+pub fn sample(scrape: &str, name: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 /// `$SVCFLOW_BIN`, or `svcflow` next to the running binary's directory, as Cargo lays it out.
 /// Cargo does not build it for `ovs-tests`: `scripts/test.sh` runs `cargo build -p svcflow`.
 pub fn svcflow_binary() -> Result<PathBuf, SandboxError> {

@@ -250,11 +250,11 @@ fn a_cluster_ip_with_endpoints_on_other_nodes_answers_a_pod_on_every_node() {
         .lab
         .metrics()
         .unwrap_or_else(|e| c.fail(&format!("metrics: {e}")));
+    // Counters: whole numbers.
     let value = |line: &str| -> u64 {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        ovs_tests::svcflow::sample(&metrics, line)
             .unwrap_or_else(|| c.fail(&format!("no `{line}` in the metrics:\n{metrics}")))
+            as u64
     };
     let rendered = value("svcflow_service_renders_total{how=\"rendered\"}");
     let taken = value("svcflow_service_renders_total{how=\"taken\"}");

@@ -7,14 +7,7 @@
 use std::time::{Duration, Instant};
 
 use ovs_tests::Sandbox;
-use ovs_tests::svcflow::{Daemon, rest};
-
-/// The value of the sample `name` (with its labels, as printed) in a scrape.
-fn sample(scrape: &str, name: &str) -> Option<f64> {
-    scrape
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
+use ovs_tests::svcflow::{Daemon, rest, sample};
 
 fn scrape(sb: &Sandbox) -> String {
     sb.node(&["curl", "-sS", "-f", "http://127.0.0.1:10249/metrics"])

@@ -70,12 +70,45 @@ struct RenderCache {
     counts: RenderCounts,
     /// The nodes' latest changes of their group-id allocators, oldest first.
     transitions: VecDeque<Transition>,
-    /// The allocators the nodes ended their latest updates with, newest first: distinct
-    /// name sets, at most [`ALLOCATORS_KEPT`], each with how many updates ended on it.
-    allocators: VecDeque<(Allocator, usize)>,
-    /// The same for the nodes' owners of group names and of groups.
-    name_owners: VecDeque<Tracked<Arc<str>, Arc<ServiceKey>>>,
-    group_owners: VecDeque<Tracked<u32, Owner>>,
+    /// The allocators the nodes ended their latest updates with, and the same for their
+    /// owners of group names and of groups.
+    allocators: Kept<Allocator>,
+    name_owners: Kept<Tracked<Arc<str>, Arc<ServiceKey>>>,
+    group_owners: Kept<Tracked<u32, Owner>>,
+}
+
+/// Distinct values some nodes ended their latest updates with, newest first, at most
+/// [`ALLOCATORS_KEPT`], each with how many updates ended on it.
+type Kept<T> = VecDeque<(T, usize)>;
+
+/// What a node's end of update is shared by: an allocator, or an owner map.
+trait Shareable: Clone {
+    /// The very same value (a clone neither side changed since).
+    fn same_as(&self, other: &Self) -> bool;
+    /// An equal value, however it was built.
+    fn equal(&self, other: &Self) -> bool;
+}
+
+impl Shareable for Allocator {
+    fn same_as(&self, other: &Self) -> bool {
+        Allocator::same_as(self, other)
+    }
+    fn equal(&self, other: &Self) -> bool {
+        self.same_names(other)
+    }
+}
+
+impl<K, V> Shareable for Tracked<K, V>
+where
+    K: Ord + Clone + std::hash::Hash,
+    V: Clone + std::hash::Hash + PartialEq,
+{
+    fn same_as(&self, other: &Self) -> bool {
+        Tracked::same_as(self, other)
+    }
+    fn equal(&self, other: &Self) -> bool {
+        self.same_entries(other)
+    }
 }
 
 /// How many allocators of finished updates are kept for nodes that end theirs with the same
@@ -366,27 +399,12 @@ impl Renders {
     ) {
         let mut cache = self.lock();
         if cache.nodes < 2 {
-            cache.allocators.clear();
-            cache.name_owners.clear();
-            cache.group_owners.clear();
             return;
         }
-        let found = cache.allocators.iter().position(|(a, _)| a.same_names(ids));
-        let ended = match found.and_then(|at| cache.allocators.remove(at)) {
-            Some((kept, ended)) => {
-                if !kept.same_as(ids) {
-                    cache.counts.ids_joined += 1;
-                    *ids = kept.clone();
-                }
-                cache.allocators.push_front((kept, ended + 1));
-                ended + 1
-            }
-            None => {
-                cache.allocators.push_front((ids.clone(), 1));
-                cache.allocators.truncate(ALLOCATORS_KEPT);
-                1
-            }
-        };
+        let (joined, ended) = share(&mut cache.allocators, ids);
+        if joined {
+            cache.counts.ids_joined += 1;
+        }
         // Once as many updates ended on one allocator as there are nodes, the changes that
         // led there are most likely of no more use: let them (and the allocators they hold)
         // go. Should a node still be on its way, it places its names itself.
@@ -438,25 +456,24 @@ impl Renders {
     }
 }
 
-/// `map` replaced by an equal one of `kept` (which it then joins at the front), or kept
-/// there for the others, newest first, at most [`ALLOCATORS_KEPT`].
-fn share<K, V>(kept: &mut VecDeque<Tracked<K, V>>, map: &mut Tracked<K, V>)
-where
-    K: Ord + Clone + std::hash::Hash,
-    V: Clone + std::hash::Hash + PartialEq,
-{
-    match kept.iter().position(|k| k.same_entries(map)) {
+/// `value` replaced by an equal one of `kept` (which then moves to the front, one more update
+/// having ended on it), or kept there for the others; returns whether it was replaced, and
+/// how many updates ended on what it now is.
+fn share<T: Shareable>(kept: &mut Kept<T>, value: &mut T) -> (bool, usize) {
+    match kept.iter().position(|(k, _)| k.equal(value)) {
         Some(at) => {
-            if let Some(equal) = kept.remove(at) {
-                if !equal.same_as(map) {
-                    *map = equal.clone();
-                }
-                kept.push_front(equal);
+            let (equal, ended) = kept.remove(at).unwrap_or_else(|| (value.clone(), 0));
+            let joined = !equal.same_as(value);
+            if joined {
+                *value = equal.clone();
             }
+            kept.push_front((equal, ended + 1));
+            (joined, ended + 1)
         }
         None => {
-            kept.push_front(map.clone());
+            kept.push_front((value.clone(), 1));
             kept.truncate(ALLOCATORS_KEPT);
+            (false, 1)
         }
     }
 }

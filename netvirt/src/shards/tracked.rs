@@ -4,13 +4,9 @@
 //!
 //! Pure.
 
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 
-use foldhash::quality::FixedState;
-
-/// The seed of the entries' hashes: any constant (fingerprints are only compared within one
-/// process).
-const SEED: u64 = 0x5356_464c_4f57_0001;
+use crate::ids::fingerprint_of;
 
 /// An ordered map with a fingerprint of its entries.
 #[derive(Debug, Clone)]
@@ -30,7 +26,7 @@ impl<K: Ord + Clone, V: Clone> Default for Tracked<K, V> {
 }
 
 fn entry_hash<K: Hash, V: Hash>(k: &K, v: &V) -> u64 {
-    FixedState::with_seed(SEED).hash_one((k, v))
+    fingerprint_of(&(k, v))
 }
 
 impl<K: Ord + Clone + Hash, V: Clone + Hash + PartialEq> Tracked<K, V> {
@@ -65,14 +61,12 @@ impl<K: Ord + Clone + Hash, V: Clone + Hash + PartialEq> Tracked<K, V> {
     /// Sets `key` to `value`. Setting the value it has changes nothing, so a map shared with
     /// another node stays shared.
     pub(super) fn insert(&mut self, key: K, value: V) {
-        if self.map.get(&key) == Some(&value) {
-            return;
+        match self.map.get(&key) {
+            Some(old) if *old == value => return,
+            Some(old) => self.fingerprint = self.fingerprint.wrapping_sub(entry_hash(&key, old)),
+            None => {}
         }
-        let add = entry_hash(&key, &value);
-        if let Some(old) = self.map.get(&key) {
-            self.fingerprint = self.fingerprint.wrapping_sub(entry_hash(&key, old));
-        }
-        self.fingerprint = self.fingerprint.wrapping_add(add);
+        self.fingerprint = self.fingerprint.wrapping_add(entry_hash(&key, &value));
         self.map.insert(key, value);
     }
 
@@ -82,6 +76,8 @@ impl<K: Ord + Clone + Hash, V: Clone + Hash + PartialEq> Tracked<K, V> {
         K: std::borrow::Borrow<Q>,
         Q: Ord + ?Sized,
     {
+        // Looked up first: removing from a shared map copies its path even when the key is
+        // absent.
         if !self.map.contains_key(key) {
             return;
         }
@@ -96,12 +92,9 @@ impl<K: Ord + Clone + Hash, V: Clone + Hash + PartialEq> Tracked<K, V> {
     }
 
     /// Whether `other` holds the same entries: at once for the same map, else by comparing
-    /// them when the counts and fingerprints agree (skipping the parts both still share).
+    /// them when the fingerprints agree (skipping the parts both still share).
     pub(super) fn same_entries(&self, other: &Self) -> bool {
-        self.same_as(other)
-            || (self.map.len() == other.map.len()
-                && self.fingerprint == other.fingerprint
-                && self.map == other.map)
+        self.same_as(other) || (self.fingerprint == other.fingerprint && self.map == other.map)
     }
 }
 

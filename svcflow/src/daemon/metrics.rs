@@ -699,27 +699,24 @@ mod tests {
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     }
 
-    /// The sum of the network-programming histogram, in seconds.
-    fn programming_sum(m: &Metrics) -> f64 {
+    /// The value of the sample `name` (with its labels, as printed) in `m`'s encoding.
+    fn sample(m: &Metrics, name: &str) -> Option<f64> {
         m.encode()
             .lines()
-            .find_map(|l| {
-                l.strip_prefix("kubeproxy_network_programming_duration_seconds_sum ")?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0.0)
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    }
+
+    /// The sum of the network-programming histogram, in seconds.
+    fn programming_sum(m: &Metrics) -> f64 {
+        sample(m, "kubeproxy_network_programming_duration_seconds_sum").unwrap_or(0.0)
     }
 
     /// The render cache's counts are totals since the start: each call adds what grew.
     #[test]
     fn render_counts_become_counters_of_what_grew() {
         let m = Metrics::new();
-        let value = |line: &str| -> Option<u64> {
-            m.encode()
-                .lines()
-                .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
-        };
+        // Counters: whole numbers.
+        let value = |line: &str| sample(&m, line).map(|v| v as u64);
         let mut counts = netvirt::shards::RenderCounts {
             rendered: 5,
             reused: 10,
