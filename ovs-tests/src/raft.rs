@@ -12,7 +12,12 @@
 //!
 //! Ports are picked below the kernel's ephemeral range (`ip_local_port_range`), so that
 //! outgoing connections (clients, Raft peers reconnecting) can never take the port of a
-//! member while it is down.
+//! member while it is down. A cluster reserves its ports in this process until it is dropped,
+//! so clusters of tests running side by side never pick each other's ports (a port is free
+//! between the moment it is picked and the moment its member binds it, and while a member is
+//! down). Should another process take one in that moment anyway, the member's log says
+//! `Address already in use` (OVS retries the bind every second rather than exiting): the
+//! start sees it, drops that try and starts again on other ports, up to [`START_TRIES`] times.
 //!
 //! What OVS 3.1 does, as measured with this harness (see also `tests/raft_harness.rs`):
 //! - a follower accepts `transact` and forwards it to the leader; during a failover it holds
@@ -30,8 +35,10 @@
 //!   election and is retrying (1.5-3.8 s after losing the others here); until then it says
 //!   `connected: true, leader: false`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -50,7 +57,14 @@ const DIR_PREFIX: &str = "svcf-raft-";
 /// The package that provides the tools.
 const PACKAGE: &str = "openvswitch-switch";
 
+/// How many times [`RaftCluster::start`] tries fresh ports when a member cannot bind one.
+pub const START_TRIES: usize = 3;
+/// What a member's log says when another process holds one of its ports.
+const PORT_TAKEN: &str = "Address already in use";
+
 static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
+/// Ports that live clusters of this process hold, even while their member is down.
+static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
 #[derive(Debug)]
 struct Member {
@@ -86,6 +100,24 @@ impl RaftCluster {
     /// Creates and starts an `n`-member cluster of `schema`'s database on 127.0.0.1, and
     /// returns once every member has joined and follows one leader.
     pub fn start(schema: &Path, n: usize) -> Result<RaftCluster, SandboxError> {
+        Self::start_first_on(schema, n, None)
+    }
+
+    /// [`RaftCluster::start`], whose first try uses `ports` (raft and client port of member 0,
+    /// then of member 1, ...) rather than fresh ones, so a test can hand it a port another
+    /// process holds. Later tries pick fresh ports.
+    #[doc(hidden)]
+    pub fn start_first_on(
+        schema: &Path,
+        n: usize,
+        mut ports: Option<Vec<u16>>,
+    ) -> Result<RaftCluster, SandboxError> {
+        if ports.as_ref().is_some_and(|p| p.len() != 2 * n) {
+            return Err(SandboxError::Invalid(format!(
+                "a {n}-member cluster takes {} ports",
+                2 * n
+            )));
+        }
         for program in ["ovsdb-tool", "ovsdb-server", "ovs-appctl", "ovsdb-client"] {
             cmd::require_program(program, PACKAGE)?;
         }
@@ -103,15 +135,48 @@ impl RaftCluster {
         let schema = schema.to_string_lossy().into_owned();
         let root = temp_root();
         reap_dead_clusters(&root);
+        let mut tries = Vec::new();
+        loop {
+            match Self::try_start(&root, &schema, n, ports.take())? {
+                Ok(cluster) => return Ok(cluster),
+                Err(taken) => {
+                    eprintln!("Raft cluster: {taken}; starting again on other ports");
+                    tries.push(taken);
+                    if tries.len() >= START_TRIES {
+                        return Err(SandboxError::Invalid(format!(
+                            "cannot start a {n}-member Raft cluster: in {START_TRIES} tries, \
+                             another process held a port each time: {}",
+                            tries.join("; ")
+                        )));
+                    }
+                }
+            }
+        }
+    }
 
+    /// One try of [`RaftCluster::start`] on fresh ports: `Ok(Err(line))` when a member could
+    /// not bind one of its ports (the line of its log that says so), after tearing this try
+    /// down.
+    fn try_start(
+        root: &Path,
+        schema: &str,
+        n: usize,
+        ports: Option<Vec<u16>>,
+    ) -> Result<Result<RaftCluster, String>, SandboxError> {
         let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = root.join(format!("{DIR_PREFIX}{}-{seq}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let db = cmd::run(&["ovsdb-tool", "schema-name", &schema])?
+        let db = cmd::run(&["ovsdb-tool", "schema-name", schema])?
             .trim()
             .to_string();
-        let ports = free_ports(2 * n)?;
+        let ports = match ports {
+            Some(ports) => {
+                reserved().extend(ports.iter().copied());
+                ports
+            }
+            None => free_ports(2 * n)?,
+        };
         let members = ports
             .chunks(2)
             .map(|pair| Member {
@@ -127,7 +192,7 @@ impl RaftCluster {
             "ovsdb-tool",
             "create-cluster",
             &cluster.file(0, "db"),
-            &schema,
+            schema,
             &leader_raft,
         ])?;
         for i in 1..n {
@@ -143,9 +208,51 @@ impl RaftCluster {
         for i in 0..n {
             cluster.spawn(i)?;
         }
-        cluster.wait_connected(n, START_TIMEOUT)?;
+        match cluster.wait_formed(n, START_TIMEOUT) {
+            Ok(_) => {}
+            Err(Formed::PortTaken(line)) => return Ok(Err(line)),
+            Err(Formed::Error(e)) => return Err(e),
+        }
         cluster.set_election_timer(ELECTION_TIMER_MS)?;
-        Ok(cluster)
+        Ok(Ok(cluster))
+    }
+
+    /// [`RaftCluster::wait_connected`] for a cluster being started, which gives up early when
+    /// a member's log says another process holds one of its ports. A timeout's error carries
+    /// every member's log tail as well as its `cluster/status`.
+    fn wait_formed(&self, need: usize, timeout: Duration) -> Result<usize, Formed> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.port_taken() {
+                return Err(Formed::PortTaken(line));
+            }
+            let step = deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(250));
+            match self.wait_connected(need, step) {
+                Ok(leader) => return Ok(leader),
+                Err(_) if Instant::now() < deadline => {}
+                Err(SandboxError::Timeout { what, .. }) => {
+                    let logs: String = (0..self.members.len())
+                        .map(|i| format!("--- member {i} log tail:\n{}\n", self.log_tail(i, 15)))
+                        .collect();
+                    return Err(Formed::Error(SandboxError::Timeout {
+                        what: format!("{what}\n{logs}"),
+                        after: timeout,
+                    }));
+                }
+                Err(e) => return Err(Formed::Error(e)),
+            }
+        }
+    }
+
+    /// The first line of a member's log saying one of its ports is held by another process.
+    fn port_taken(&self) -> Option<String> {
+        (0..self.members.len()).find_map(|i| {
+            let text = std::fs::read_to_string(self.file(i, "log")).ok()?;
+            let line = text.lines().find(|l| l.contains(PORT_TAKEN))?;
+            Some(format!("member {i}: {}", line.trim()))
+        })
     }
 
     /// Client remotes of every member, `tcp:127.0.0.1:PORT`, in member order.
@@ -418,7 +525,11 @@ impl RaftCluster {
             .into_owned()
     }
 
-    fn raft_remote(&self, i: usize) -> String {
+    /// Member `i`'s Raft address, `tcp:127.0.0.1:PORT`.
+    ///
+    /// # Panics
+    /// If there is no member `i`.
+    pub fn raft_remote(&self, i: usize) -> String {
         format!("tcp:127.0.0.1:{}", self.members[i].raft_port)
     }
 
@@ -537,6 +648,11 @@ impl Drop for RaftCluster {
                 let _ = child.wait();
             }
         }
+        release(
+            self.members
+                .iter()
+                .flat_map(|m| [m.raft_port, m.client_port]),
+        );
         if panicking || std::env::var_os("SVCFLOW_KEEP_SANDBOX").is_some() {
             eprintln!("Raft cluster: files kept in {}", self.dir.display());
         } else {
@@ -628,10 +744,40 @@ fn parse_status(text: &str) -> Status {
     status
 }
 
-/// `count` distinct loopback ports that are free now, below the ephemeral port range so that
-/// no outgoing connection can take one while its member is down. Falls back to ports the
+/// Why [`RaftCluster::wait_formed`] gave up.
+enum Formed {
+    /// A member's port is held by another process: the log line that says so.
+    PortTaken(String),
+    Error(SandboxError),
+}
+
+/// The reserved ports, even if a thread panicked while holding the lock.
+fn reserved() -> std::sync::MutexGuard<'static, BTreeSet<u16>> {
+    RESERVED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Gives ports back that [`free_ports`] reserved.
+fn release(ports: impl IntoIterator<Item = u16>) {
+    let mut reserved = reserved();
+    for port in ports {
+        reserved.remove(&port);
+    }
+}
+
+/// `count` distinct loopback ports that are free now and not reserved by another cluster of
+/// this process, below the ephemeral port range so that no outgoing connection can take one
+/// while its member is down; they stay reserved until [`release`]d. Falls back to ports the
 /// kernel picks (bind to port 0) if the ephemeral range leaves no room below it.
 fn free_ports(count: usize) -> Result<Vec<u16>, SandboxError> {
+    let mut reserved = reserved();
+    let ports = pick_ports(count, &reserved)?;
+    reserved.extend(ports.iter().copied());
+    Ok(ports)
+}
+
+fn pick_ports(count: usize, reserved: &BTreeSet<u16>) -> Result<Vec<u16>, SandboxError> {
     let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|s| {
@@ -662,7 +808,7 @@ fn free_ports(count: usize) -> Result<Vec<u16>, SandboxError> {
             let offset =
                 u16::try_from(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) % span).unwrap_or(0);
             let port = FLOOR + offset;
-            if ports.contains(&port) {
+            if ports.contains(&port) || reserved.contains(&port) {
                 continue;
             }
             if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
@@ -673,7 +819,10 @@ fn free_ports(count: usize) -> Result<Vec<u16>, SandboxError> {
     }
     while ports.len() < count {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        ports.push(listener.local_addr()?.port());
+        let port = listener.local_addr()?.port();
+        if !reserved.contains(&port) {
+            ports.push(port);
+        }
         held.push(listener);
     }
     Ok(ports)
@@ -795,5 +944,20 @@ mod tests {
             .parse()
             .unwrap();
         assert!(ports.iter().all(|p| *p < low), "{ports:?} vs {low}");
+        assert!(ports.iter().all(|p| reserved().contains(p)), "{ports:?}");
+        release(ports.iter().copied());
+        assert!(ports.iter().all(|p| !reserved().contains(p)), "{ports:?}");
+    }
+
+    #[test]
+    fn a_reserved_port_is_never_picked() {
+        // Every other port of the range is reserved: a pick that ignored the reservations
+        // would land on one about half the time.
+        let reserved: BTreeSet<u16> = (10_000..32_768).step_by(2).collect();
+        for _ in 0..20 {
+            let ports = pick_ports(6, &reserved).unwrap();
+            assert_eq!(ports.len(), 6);
+            assert!(ports.iter().all(|p| !reserved.contains(p)), "{ports:?}");
+        }
     }
 }

@@ -254,3 +254,43 @@ fn a_leader_whose_followers_die_stops_being_leader() {
     }
     c.wait_connected(3, Duration::from_secs(10)).unwrap();
 }
+
+/// A listener on a free loopback port below the ephemeral range (where the harness picks).
+fn listener_below_ephemeral(from: u16) -> std::net::TcpListener {
+    (from..32_000)
+        .find_map(|port| std::net::TcpListener::bind(("127.0.0.1", port)).ok())
+        .unwrap()
+}
+
+#[test]
+fn a_port_another_process_holds_sends_the_start_to_other_ports() {
+    // Another process listens on the leader's raft port: its members would join that
+    // listener and never the leader, which retries its bind every second for ever.
+    let holder = listener_below_ephemeral(29_000);
+    let taken = holder.local_addr().unwrap().port();
+    let mut ports = vec![taken];
+    let mut from = 29_500;
+    while ports.len() < 6 {
+        let port = listener_below_ephemeral(from).local_addr().unwrap().port();
+        ports.push(port);
+        from = port + 1;
+    }
+    let started = Instant::now();
+    let c = RaftCluster::start_first_on(Path::new(SCHEMA), 3, Some(ports))
+        .unwrap_or_else(|e| panic!("the start did not move to other ports: {e}"));
+    let raft = c.raft_remote(0);
+    assert_ne!(raft, format!("tcp:127.0.0.1:{taken}"));
+    // It gave up on the taken port when the log said so, not after the start's timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let leader = c.wait_leader(T).unwrap();
+    let out = c
+        .transact((leader + 1) % 3, &insert_revision(7), T)
+        .unwrap();
+    assert!(out.contains("uuid"), "{out}");
+    wait_rows(&c, leader, &[7]);
+    drop(holder);
+}
