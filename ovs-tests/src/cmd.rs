@@ -1,7 +1,9 @@
 //! Running the OVS and iproute2 tools, with timeouts and errors that say what failed.
 
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::SandboxError;
@@ -162,11 +164,30 @@ fn require_program_in(
 }
 
 /// A TCP port on loopback that nothing listened on a moment ago (bound and released).
+///
+/// # Panics
+/// If no loopback port can be bound.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+    try_free_port().unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+}
+
+/// A TCP port on loopback that nothing listened on a moment ago (bound and released), and
+/// that this process has not handed out before: tests running side by side each start their
+/// daemons on ports picked here, and a port is free between its release and its daemon's
+/// bind.
+pub fn try_free_port() -> std::io::Result<u16> {
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    // Held until a new port is found, so the kernel offers another one each time.
+    let mut held = Vec::new();
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        if given.insert(port) {
+            return Ok(port);
+        }
+        held.push(listener);
+    }
 }
 
 #[cfg(test)]
@@ -183,6 +204,13 @@ mod tests {
             text.contains("apt-get install -y openvswitch-switch"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_free_port_is_never_handed_out_twice() {
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len());
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The sandbox: one private OVS node.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -91,7 +90,7 @@ impl Sandbox {
         let db = sandbox.path("db/conf.db");
         cmd::run(&["ovsdb-tool", "create", &db, SCHEMA])?;
         if options.ovsdb_tcp {
-            sandbox.ovsdb_tcp_port = Some(free_loopback_port()?);
+            sandbox.ovsdb_tcp_port = Some(crate::cmd::try_free_port()?);
         }
         sandbox.start_ovsdb()?;
         sandbox.vsctl(&["--no-wait", "init"])?;
@@ -817,11 +816,6 @@ fn check_ifname(name: &str) -> Result<(), SandboxError> {
             "`{name}` is not a valid interface name (1-15 of [A-Za-z0-9_-])"
         )))
     }
-}
-
-fn free_loopback_port() -> Result<u16, SandboxError> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// The process id a pidfile holds.
