@@ -162,10 +162,9 @@ pub fn health_answer(
 
 /// Answers `switch`'s refusal and health-check packet-ins until its session closes, the
 /// health checks with what `checks` holds when each probe comes, their sequence numbers keyed
-/// by a secret drawn at random here.
-pub async fn serve_packet_ins(switch: SwitchHandle, checks: HealthChecks) {
-    use std::hash::BuildHasher;
-    let secret = std::collections::hash_map::RandomState::new().hash_one(0u8);
+/// by `secret` ([`crate::health_answer::random_secret`], drawn once for every session of a
+/// controller, so that a probe whose connection straddles a reconnect is answered alike).
+pub async fn serve_packet_ins(switch: SwitchHandle, checks: HealthChecks, secret: u64) {
     let mut events = switch.events();
     loop {
         match events.recv().await {

@@ -48,6 +48,11 @@ pub fn userdata(service: &ServiceKey) -> Vec<u8> {
     out
 }
 
+/// A secret to key the answers' sequence numbers with, drawn at random.
+pub fn random_secret() -> u64 {
+    std::collections::hash_map::RandomState::new().hash_one(0u8)
+}
+
 /// Why a segment gets no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoAnswer {

@@ -132,7 +132,11 @@ impl ScenarioNode {
             .expect("the switch did not connect")
             .unwrap_or_else(|e| panic!("accepting the switch: {e}"));
         assert_eq!(switch.datapath_id(), self.dpid());
-        tokio::spawn(serve_packet_ins(switch.clone(), self.health.subscribe()));
+        tokio::spawn(serve_packet_ins(
+            switch.clone(),
+            self.health.subscribe(),
+            netvirt::health_answer::random_secret(),
+        ));
         self.engine = Some(Engine::new(switch));
     }
 

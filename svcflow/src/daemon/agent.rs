@@ -73,6 +73,9 @@ pub(crate) struct AgentParams {
     pub departed: super::departed::DepartedNodes,
     /// Service renders shared with the other nodes' tasks.
     pub renders: netvirt::shards::Renders,
+    /// What the health-check answers' sequence numbers are keyed by, the same for every
+    /// node and session of this daemon.
+    pub health_secret: u64,
     pub metrics: Arc<super::metrics::Metrics>,
     /// Each node's last syncs, for the nodes view and the status page.
     pub status: Arc<super::status::Status>,
@@ -123,7 +126,11 @@ pub(crate) async fn run(mut p: AgentParams, shutdown: Shutdown) {
     // What the node's health-check node ports answer, for the probes its switch sends here.
     let (health, health_checks) = watch::channel(std::collections::BTreeMap::new());
     let mut health_seen = 0;
-    let rejects = tokio::spawn(serve_packet_ins(p.switch.clone(), health_checks));
+    let rejects = tokio::spawn(serve_packet_ins(
+        p.switch.clone(),
+        health_checks,
+        p.health_secret,
+    ));
     let (query_tx, mut queries) = mpsc::channel::<Query>(16);
     let mut engine = super::departed::Kept::new(
         &node,

@@ -72,6 +72,8 @@ struct Dispatcher {
     /// The services' rendered flows and groups, shared by every node that renders them
     /// alike, so a central controller holds them once and not once per node.
     renders: Renders,
+    /// See [`AgentParams::health_secret`].
+    health_secret: u64,
     metrics: Arc<super::metrics::Metrics>,
     status: Arc<super::status::Status>,
     /// With replicas: where the election is told about switches and nodes.
@@ -242,6 +244,7 @@ impl Dispatcher {
             installed: self.installed.clone(),
             departed: self.departed.clone(),
             renders: self.renders.clone(),
+            health_secret: self.health_secret,
             metrics: self.metrics.clone(),
             status: self.status.clone(),
             epoch,
@@ -427,6 +430,7 @@ pub(crate) async fn run(
         bindings: BTreeMap::new(),
         agents: BTreeMap::new(),
         renders: Renders::new(),
+        health_secret: netvirt::health_answer::random_secret(),
         metrics,
         status,
         idle: BTreeMap::new(),
