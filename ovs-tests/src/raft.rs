@@ -137,9 +137,10 @@ impl RaftCluster {
         reap_dead_clusters(&root);
         let mut tries = Vec::new();
         loop {
-            match Self::try_start(&root, &schema, n, ports.take())? {
+            match Self::try_start(&root, &schema, n, ports.take()) {
                 Ok(cluster) => return Ok(cluster),
-                Err(taken) => {
+                Err(StartError::Failed(e)) => return Err(e),
+                Err(StartError::PortTaken(taken)) => {
                     eprintln!("Raft cluster: {taken}; starting again on other ports");
                     tries.push(taken);
                     if tries.len() >= START_TRIES {
@@ -154,15 +155,14 @@ impl RaftCluster {
         }
     }
 
-    /// One try of [`RaftCluster::start`] on fresh ports: `Ok(Err(line))` when a member could
-    /// not bind one of its ports (the line of its log that says so), after tearing this try
-    /// down.
+    /// One try of [`RaftCluster::start`] on fresh ports (or on `ports`); when a member could
+    /// not bind one of its ports, the try is torn down and its error says so.
     fn try_start(
         root: &Path,
         schema: &str,
         n: usize,
         ports: Option<Vec<u16>>,
-    ) -> Result<Result<RaftCluster, String>, SandboxError> {
+    ) -> Result<RaftCluster, StartError> {
         let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = root.join(format!("{DIR_PREFIX}{}-{seq}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -208,40 +208,26 @@ impl RaftCluster {
         for i in 0..n {
             cluster.spawn(i)?;
         }
-        match cluster.wait_formed(n, START_TIMEOUT) {
-            Ok(_) => {}
-            Err(Formed::PortTaken(line)) => return Ok(Err(line)),
-            Err(Formed::Error(e)) => return Err(e),
-        }
+        cluster.wait_formed(n, START_TIMEOUT)?;
         cluster.set_election_timer(ELECTION_TIMER_MS)?;
-        Ok(Ok(cluster))
+        Ok(cluster)
     }
 
-    /// [`RaftCluster::wait_connected`] for a cluster being started, which gives up early when
+    /// [`RaftCluster::wait_connected`] for a cluster being started, which gives up as soon as
     /// a member's log says another process holds one of its ports. A timeout's error carries
     /// every member's log tail as well as its `cluster/status`.
-    fn wait_formed(&self, need: usize, timeout: Duration) -> Result<usize, Formed> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(line) = self.port_taken() {
-                return Err(Formed::PortTaken(line));
-            }
-            let step = deadline
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(250));
-            match self.wait_connected(need, step) {
-                Ok(leader) => return Ok(leader),
-                Err(_) if Instant::now() < deadline => {}
-                Err(SandboxError::Timeout { what, .. }) => {
-                    let logs: String = (0..self.members.len())
-                        .map(|i| format!("--- member {i} log tail:\n{}\n", self.log_tail(i, 15)))
-                        .collect();
-                    return Err(Formed::Error(SandboxError::Timeout {
-                        what: format!("{what}\n{logs}"),
-                        after: timeout,
-                    }));
-                }
-                Err(e) => return Err(Formed::Error(e)),
+    fn wait_formed(&self, need: usize, timeout: Duration) -> Result<usize, StartError> {
+        match self.poll_leader(need, timeout, Self::port_taken) {
+            Polled::Leader(leader) => Ok(leader),
+            Polled::GaveUp(line) => Err(StartError::PortTaken(line)),
+            Polled::TimedOut => {
+                let logs: String = (0..self.members.len())
+                    .map(|i| format!("--- member {i} log tail:\n{}\n", self.log_tail(i, 15)))
+                    .collect();
+                Err(StartError::Failed(SandboxError::Timeout {
+                    what: format!("{}\n{logs}", self.not_connected(need)),
+                    after: timeout,
+                }))
             }
         }
     }
@@ -343,27 +329,50 @@ impl RaftCluster {
     /// Waits until at least `need` members are running and follow one leader (counting the
     /// leader itself); returns the leader's index.
     pub fn wait_connected(&self, need: usize, timeout: Duration) -> Result<usize, SandboxError> {
+        match self.poll_leader(need, timeout, |_| None) {
+            Polled::Leader(leader) => Ok(leader),
+            Polled::GaveUp(_) | Polled::TimedOut => Err(SandboxError::Timeout {
+                what: self.not_connected(need),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// Polls until at least `need` members follow one leader, `give_up` says why to stop
+    /// (checked first, every round), or `timeout` passes.
+    fn poll_leader(
+        &self,
+        need: usize,
+        timeout: Duration,
+        give_up: impl Fn(&Self) -> Option<String>,
+    ) -> Polled {
         let deadline = Instant::now() + timeout;
         loop {
+            if let Some(why) = give_up(self) {
+                return Polled::GaveUp(why);
+            }
             let statuses = self.statuses();
             if let Some(leader) = leader_of(&statuses) {
                 if connected_to(&statuses, leader) >= need {
-                    return Ok(leader);
+                    return Polled::Leader(leader);
                 }
             }
             if Instant::now() >= deadline {
-                return Err(SandboxError::Timeout {
-                    what: format!(
-                        "a leader of {} followed by {need} of {} members; their cluster/status:\n{}",
-                        self.db,
-                        self.members.len(),
-                        self.describe()
-                    ),
-                    after: timeout,
-                });
+                return Polled::TimedOut;
             }
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+
+    /// What a wait for `need` members to follow a leader awaited, with every member's
+    /// `cluster/status`.
+    fn not_connected(&self, need: usize) -> String {
+        format!(
+            "a leader of {} followed by {need} of {} members; their cluster/status:\n{}",
+            self.db,
+            self.members.len(),
+            self.describe()
+        )
     }
 
     /// `ovs-appctl cluster/status DB` of member `i`.
@@ -744,11 +753,31 @@ fn parse_status(text: &str) -> Status {
     status
 }
 
-/// Why [`RaftCluster::wait_formed`] gave up.
-enum Formed {
+/// How [`RaftCluster::poll_leader`] ended.
+enum Polled {
+    Leader(usize),
+    /// The give-up check's reason.
+    GaveUp(String),
+    TimedOut,
+}
+
+/// Why one try of [`RaftCluster::start`] failed.
+enum StartError {
     /// A member's port is held by another process: the log line that says so.
     PortTaken(String),
-    Error(SandboxError),
+    Failed(SandboxError),
+}
+
+impl From<SandboxError> for StartError {
+    fn from(e: SandboxError) -> Self {
+        StartError::Failed(e)
+    }
+}
+
+impl From<std::io::Error> for StartError {
+    fn from(e: std::io::Error) -> Self {
+        StartError::Failed(e.into())
+    }
 }
 
 /// The reserved ports, even if a thread panicked while holding the lock.
@@ -817,13 +846,12 @@ fn pick_ports(count: usize, reserved: &BTreeSet<u16>) -> Result<Vec<u16>, Sandbo
             }
         }
     }
+    // Ports the kernel picks (never one handed out before in this process).
     while ports.len() < count {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        let port = listener.local_addr()?.port();
+        let port = cmd::try_free_port()?;
         if !reserved.contains(&port) {
             ports.push(port);
         }
-        held.push(listener);
     }
     Ok(ports)
 }

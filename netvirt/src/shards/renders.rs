@@ -363,13 +363,13 @@ impl Renders {
             return moved;
         }
         cache.counts.ids_placed += 1;
-        if cache.nodes < 2 {
-            drop(cache);
-            return ids.update(gone.iter().map(|n| &**n), new);
-        }
         // Placed under the lock: the other nodes would wait for it anyway, to take it.
-        let before = ids.clone();
+        let before = (cache.nodes >= 2).then(|| ids.clone());
         let moved = ids.update(gone.iter().map(|n| &**n), new);
+        let Some(before) = before else {
+            // Nobody to take it.
+            return moved;
+        };
         let takers = cache.nodes - 1;
         cache.transitions.push_back(Transition {
             before,
