@@ -69,8 +69,12 @@
 //! `SVCFLOW_E2E_PERF=FILE` records the daemon with `perf record` during the full load (call
 //! graphs by frame pointers; `SVCFLOW_E2E_PERF_CALLGRAPH=dwarf` for perf's DWARF unwinding, which
 //! also sees through libc; `SVCFLOW_E2E_PERF_ALL=1` records every process on the machine instead,
-//! to see `ovs-vswitchd` beside the daemon).
-//! Every (S, E) pair runs; S = 30,000 takes one to two minutes per E.
+//! to see `ovs-vswitchd` beside the daemon), and `SVCFLOW_E2E_TLS` the transports (default 0:
+//! plain TCP on loopback; 1: TLS everywhere, as `svcflow run` requires beyond loopback, with
+//! certificates from `ovs-pki` ([`ovs_tests::pki`]): the bridge dials the daemon over `ssl:`
+//! and the REST writes go over HTTPS; `0,1` runs both). The anchor is the same either way:
+//! `ovs-ofctl` over the bridge's Unix socket, its fastest transport.
+//! Every (S, E, transport) runs; S = 30,000 takes one to two minutes per E.
 //!
 //! The pause: the daemon paces the bundles to a switch (`svcflow/src/daemon/pace.rs`: three at
 //! once after an idle spell, then one per 50 ms counted from the confirmations) and holds a
@@ -92,6 +96,7 @@ use ovs_tests::bench::{
     percentiles, release_daemon, rss_kib,
 };
 use ovs_tests::http::Http;
+use ovs_tests::pki::{Pki, Signed};
 use ovs_tests::svcflow::fixture::NODE_IP;
 use ovs_tests::svcflow::{Daemon, LogLines, REST, SyncLine};
 
@@ -279,6 +284,7 @@ fn service_item_path(i: u32) -> String {
 // ---------------------------------------------------------------------------------------------
 
 struct Row {
+    tls: bool,
     services: u32,
     endpoints: u32,
     flows: u64,
@@ -326,7 +332,7 @@ fn put(http: &mut Http, log: &LogWatch, path: &str, body: &[u8]) -> Duration {
     start.elapsed()
 }
 
-fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
+fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
     assert!(e >= 1, "SVCFLOW_E2E_E must be at least 1");
     let layout = Layout {
         stride: (e + 1).next_power_of_two(),
@@ -338,12 +344,25 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
             && total < VIP_SPACE - 1,
         "S={s}, E={e} and {updates} updates do not fit 10.128.0.0/9 and 10.96.0.0/12"
     );
-    println!("S={s} E={e}: starting a sandbox and the daemon");
+    let transport = if tls { "TLS" } else { "TCP" };
+    println!("S={s} E={e} {transport}: starting a sandbox and the daemon");
     let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
-    let mut daemon = Daemon::start(&sb, 1, "info").unwrap();
+    let mut http = Http::new(sb.node_netns(), REST);
+    let mut flags = Vec::new();
+    if tls {
+        // The switch's certificate names node n1; the daemon's is `svcflow`'s (the REST
+        // client checks it against the controller CA).
+        let pki = Pki::new(&sb.dir().join("pki-files")).unwrap();
+        let Signed { key, cert } = pki.sign("n1", "switch").unwrap();
+        sb.vsctl(&["set-ssl", &key, &cert, &pki.ca("controller")])
+            .unwrap();
+        flags = pki.daemon_flags().unwrap();
+        http = http.with_tls(&pki.ca("controller"), "svcflow").unwrap();
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut daemon = Daemon::start_with(&sb, 1, "info", &flags).unwrap();
     let pid = daemon.pid().unwrap();
     let mut log = LogWatch::new(sb.dir().join("svcflow-1.log"));
-    let mut http = Http::new(sb.node_netns(), REST);
 
     // The daemon is up once it answers over REST; its first log lines name the loaded revision.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -383,6 +402,10 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         Duration::from_secs(60),
         "node n1's first sync",
     );
+    // Over TLS, the switch must have been taken by its certificate (not over plain TCP).
+    if tls && !daemon.log().contains("certificate of node n1") {
+        log.fail("the switch is not connected over TLS with node n1's certificate");
+    }
     // The node may sync again at that revision once its gateway port is bound and its host
     // side configured (13 flows, then 15): wait until the syncs stop for a while.
     let mut base = base;
@@ -415,7 +438,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     let endpoints_body = layout.endpoints_container(s);
     let services_body = Layout::services_container(s);
     println!(
-        "S={s} E={e}: {} fixed flows; full load of {:.1} MB of endpoints and {:.1} MB of services",
+        "S={s} E={e} {transport}: {} fixed flows; full load of {:.1} MB of endpoints and {:.1} MB of services",
         base.flows,
         endpoints_body.len() as f64 / 1e6,
         services_body.len() as f64 / 1e6
@@ -472,7 +495,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         let (f, g) = (full.flows - base.flows, full.groups);
         assert!(
             f % u64::from(s) == 0 && g % u64::from(s) == 0 && g > u64::from(s),
-            "S={s} E={e}: {f} service flows and {g} groups for chained services: {full:?}"
+            "S={s} E={e} {transport}: {f} service flows and {g} groups for chained services: {full:?}"
         );
         per_service = (f / u64::from(s), g / u64::from(s));
         (flows, groups) = (full.flows, full.groups);
@@ -491,7 +514,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     }
     drop((endpoints_body, services_body));
     println!(
-        "S={s} E={e}: full load {:.3} s (replies: endpoints {:.0} ms, services {:.0} ms after \
+        "S={s} E={e} {transport}: full load {:.3} s (replies: endpoints {:.0} ms, services {:.0} ms after \
          it; sync: {} flows added, {} groups changed)",
         full_load.as_secs_f64(),
         ms(ep_reply),
@@ -575,6 +598,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
     } = anchor_files.load(&sb, ANCHOR_BR);
 
     let row = Row {
+        tls,
         services: s,
         endpoints: e,
         flows: full.flows,
@@ -591,7 +615,7 @@ fn run_size(s: u32, e: u32, updates: u32, gap: Duration) -> Row {
         anchor_cpu,
     };
     println!(
-        "S={s} E={e}: anchor {:.3} s (ratio {:.2}); endpoint change p50 {:.2} / p99 {:.2} ms; \
+        "S={s} E={e} {transport}: anchor {:.3} s (ratio {:.2}); endpoint change p50 {:.2} / p99 {:.2} ms; \
          added service p50 {:.2} / p99 {:.2} ms; item PUT reply p50 {:.2} / p99 {:.2} ms; \
          {syncs} syncs logged; RSS peak {} MiB, after the load {} MiB, at the end {} MiB; CPU \
          during the load: svcflow {:.3} s (user {:.2} s, kernel {:.2} s; {} minor faults), \
@@ -635,10 +659,13 @@ fn main() {
         gap.as_millis()
     );
 
+    let transports = env_list("SVCFLOW_E2E_TLS", &[0]);
     let mut rows = Vec::new();
     for &s in &sizes {
         for &e in &per_service {
-            rows.push(run_size(s as u32, e as u32, updates, gap));
+            for &tls in &transports {
+                rows.push(run_size(s as u32, e as u32, tls != 0, updates, gap));
+            }
         }
     }
 
@@ -649,18 +676,19 @@ fn main() {
     );
     println!();
     println!(
-        "| S | E | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
+        "| S | E | transport | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
          change p50 / p99 (ms) | added service p50 / p99 (ms) | item PUT reply p50 / p99 (ms) \
          | RSS: peak / after the load / at the end (MiB) | CPU in the load: svcflow / \
          ovs-vswitchd (s) | CPU in the anchor: ovs-ofctl / ovs-vswitchd (s) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
+            "| {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
              {:.2} / {:.2} | {} / {} / {} | {:.2} / {:.2} | {:.2} / {:.2} |",
             r.services,
             r.endpoints,
+            if r.tls { "TLS" } else { "TCP" },
             r.flows,
             r.groups,
             r.full_load.as_secs_f64(),

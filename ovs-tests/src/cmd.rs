@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -18,7 +19,16 @@ pub fn run(argv: &[&str]) -> Result<String, SandboxError> {
 
 /// Like [`run`], with extra environment variables.
 pub fn run_env(argv: &[&str], env: &[(&str, &str)]) -> Result<String, SandboxError> {
-    let output = output_env(argv, env)?;
+    stdout_of(argv, output_env(argv, env)?)
+}
+
+/// Like [`run`], in working directory `dir`.
+pub fn run_in(argv: &[&str], dir: &Path) -> Result<String, SandboxError> {
+    stdout_of(argv, output_in(argv, &[], Some(dir))?)
+}
+
+/// The stdout of a command that succeeded, or an error carrying its stderr.
+fn stdout_of(argv: &[&str], output: Output) -> Result<String, SandboxError> {
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
@@ -32,8 +42,19 @@ pub fn run_env(argv: &[&str], env: &[(&str, &str)]) -> Result<String, SandboxErr
 
 /// Runs `argv` and returns its whole output, whatever its exit status.
 pub fn output_env(argv: &[&str], env: &[(&str, &str)]) -> Result<Output, SandboxError> {
+    output_in(argv, env, None)
+}
+
+fn output_in(
+    argv: &[&str],
+    env: &[(&str, &str)],
+    dir: Option<&Path>,
+) -> Result<Output, SandboxError> {
     let (program, args) = argv.split_first().ok_or(SandboxError::EmptyCommand)?;
     let mut command = Command::new(program);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
     command
         .args(args)
         .envs(env.iter().copied())

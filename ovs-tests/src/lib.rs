@@ -24,6 +24,7 @@ pub mod http;
 pub mod kube;
 pub mod lab;
 mod netns;
+pub mod pki;
 pub mod raft;
 pub mod recipe;
 mod sandbox;

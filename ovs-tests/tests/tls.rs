@@ -9,77 +9,17 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ovs_tests::http::Http;
+use ovs_tests::pki::Pki;
 use ovs_tests::svcflow::fixture::put_web;
 use ovs_tests::svcflow::{Daemon, svcflow_binary};
 use ovs_tests::{Sandbox, free_port, wait_for};
 
 const BR: &str = "br-int";
-
-/// A PKI made by `ovs-pki` (a switch CA and a controller CA), with `-u` certificates whose
-/// common name is exactly the name given, as OVN's chassis certificates.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn new(dir: &Path) -> Pki {
-        std::fs::create_dir_all(dir).unwrap();
-        let pki = Pki {
-            dir: dir.to_path_buf(),
-        };
-        pki.ovs_pki(&["init"]);
-        pki
-    }
-
-    fn ovs_pki(&self, args: &[&str]) {
-        let out = Command::new("ovs-pki")
-            .arg(format!("--dir={}", self.dir.join("pki").display()))
-            .arg(format!("--log={}", self.dir.join("ovs-pki.log").display()))
-            .args(args)
-            .current_dir(&self.dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "ovs-pki {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// Signs a certificate for `name` by the `switch` or `controller` CA: (key, certificate).
-    fn sign(&self, name: &str, kind: &str) -> (String, String) {
-        self.ovs_pki(&["-u", "req+sign", name, kind]);
-        let file = |what: &str| {
-            self.dir
-                .join(format!("{name}-{what}.pem"))
-                .to_string_lossy()
-                .into_owned()
-        };
-        (file("privkey"), file("cert"))
-    }
-
-    fn ca(&self, kind: &str) -> String {
-        self.dir
-            .join(format!("pki/{kind}ca/cacert.pem"))
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    /// svcflow's TLS flags: its controller certificate, and the switch CA for its peers.
-    fn daemon_flags(&self) -> Vec<String> {
-        let (key, cert) = self.sign("svcflow", "controller");
-        vec![
-            format!("--ssl-private-key={key}"),
-            format!("--ssl-certificate={cert}"),
-            format!("--ssl-ca-cert={}", self.ca("switch")),
-        ]
-    }
-}
 
 fn wait_log(daemon: &Daemon, what: &str, needle: &str) {
     let found = wait_for(what, Duration::from_secs(40), || {
@@ -117,14 +57,14 @@ fn https(sb: &Sandbox, ca: &str, port: u16, method: &str, path: &str, body: &str
 #[test]
 fn a_bridge_dials_svcflow_over_tls_and_is_known_by_its_certificate() {
     let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
-    let pki = Pki::new(&sb.dir().join("pki-files"));
-    let (n1_key, n1_cert) = pki.sign("n1", "switch");
-    let (n2_key, n2_cert) = pki.sign("n2", "switch");
+    let pki = Pki::new(&sb.dir().join("pki-files")).unwrap();
+    let n1 = pki.sign("n1", "switch").unwrap();
+    let n2 = pki.sign("n2", "switch").unwrap();
     let controller_ca = pki.ca("controller");
     // The node's switch first presents node n2's certificate for n1's datapath.
-    sb.vsctl(&["set-ssl", &n2_key, &n2_cert, &controller_ca])
+    sb.vsctl(&["set-ssl", &n2.key, &n2.cert, &controller_ca])
         .unwrap();
-    let mut flags = pki.daemon_flags();
+    let mut flags = pki.daemon_flags().unwrap();
     flags.extend(["--log-level".into(), "debug".into()]);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let daemon = Daemon::start_as(&sb, 1, "n1", &flags).unwrap();
@@ -148,7 +88,7 @@ fn a_bridge_dials_svcflow_over_tls_and_is_known_by_its_certificate() {
     );
 
     // Its own certificate: taken, and programmed over the TLS connection.
-    sb.vsctl(&["set-ssl", &n1_key, &n1_cert, &controller_ca])
+    sb.vsctl(&["set-ssl", &n1.key, &n1.cert, &controller_ca])
         .unwrap();
     wait_log(
         &daemon,
@@ -187,6 +127,23 @@ fn a_bridge_dials_svcflow_over_tls_and_is_known_by_its_certificate() {
         "",
     );
     assert!(service.contains("10.96.0.10"), "{service}");
+    // The benches' in-process client too (`SVCFLOW_E2E_TLS`), which checks the name.
+    let path = "/restconf/config/service:service-information";
+    let reply = Http::new(sb.node_netns(), "127.0.0.1:8181")
+        .with_tls(&controller_ca, "svcflow")
+        .unwrap()
+        .request("GET", path, b"")
+        .unwrap();
+    let body = String::from_utf8_lossy(&reply.body);
+    assert!(reply.status == 200 && body.contains("10.96.0.10"), "{body}");
+    let misnamed = Http::new(sb.node_netns(), "127.0.0.1:8181")
+        .with_tls(&controller_ca, "n1")
+        .unwrap()
+        .request("GET", path, b"");
+    assert!(
+        misnamed.is_err(),
+        "a certificate of another name: {misnamed:?}"
+    );
     let metrics = https(&sb, &controller_ca, 10249, "GET", "/metrics", "");
     assert!(metrics.contains("kubeproxy_sync_proxy_rules"), "{metrics}");
     assert!(
@@ -265,14 +222,14 @@ fn read_without_certificate(ca: &str, port: u16, hello: &[u8]) -> Vec<u8> {
 fn ovsdb_runs_over_tls_both_ways_and_refuses_other_nodes_and_anonymous_peers() {
     let dialled = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
     let dialling = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
-    let pki = Pki::new(&dialled.dir().join("pki-files"));
-    let (n1_key, n1_cert) = pki.sign("n1", "switch");
-    let (n2_key, n2_cert) = pki.sign("n2", "switch");
+    let pki = Pki::new(&dialled.dir().join("pki-files")).unwrap();
+    let n1 = pki.sign("n1", "switch").unwrap();
+    let n2 = pki.sign("n2", "switch").unwrap();
     let controller_ca = pki.ca("controller");
 
     // Node n1's ovsdb-server listens with TLS (pssl:) and n1's certificate.
     dialled
-        .vsctl(&["set-ssl", &n1_key, &n1_cert, &controller_ca])
+        .vsctl(&["set-ssl", &n1.key, &n1.cert, &controller_ca])
         .unwrap();
     let db_port = free_port();
     let ctl = dialled.dir().join("run/ovsdb-server.ctl");
@@ -288,7 +245,7 @@ fn ovsdb_runs_over_tls_both_ways_and_refuses_other_nodes_and_anonymous_peers() {
     // Node n2's ovsdb-server dials svcflow (set-manager ssl:), first claiming to be n1.
     let manager = free_port();
     dialling
-        .vsctl(&["set-ssl", &n2_key, &n2_cert, &controller_ca])
+        .vsctl(&["set-ssl", &n2.key, &n2.cert, &controller_ca])
         .unwrap();
     dialling
         .vsctl(&["set", "Open_vSwitch", ".", "external_ids:hostname=n1"])
@@ -305,7 +262,7 @@ fn ovsdb_runs_over_tls_both_ways_and_refuses_other_nodes_and_anonymous_peers() {
         // n1's server under another node's name: its certificate says n1.
         format!("--ovsdb-remote=n9=ssl:127.0.0.1:{db_port}"),
     ];
-    args.extend(pki.daemon_flags());
+    args.extend(pki.daemon_flags().unwrap());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let daemon = Daemon::spawn(&dialled, 1, None, &args).unwrap();
     dialling
@@ -416,8 +373,8 @@ fn plain_tcp_beyond_loopback_needs_insecure() {
 #[test]
 fn idle_connections_to_the_tls_listener_cost_bounded_memory() {
     let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
-    let pki = Pki::new(&sb.dir().join("pki-files"));
-    let flags = pki.daemon_flags();
+    let pki = Pki::new(&sb.dir().join("pki-files")).unwrap();
+    let flags = pki.daemon_flags().unwrap();
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let daemon = Daemon::start_as(&sb, 1, "n1", &flags).unwrap();
     wait_log(&daemon, "the OpenFlow listener", "OpenFlow listener on");
