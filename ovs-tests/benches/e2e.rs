@@ -96,7 +96,7 @@ use ovs_tests::bench::{
     percentiles, release_daemon, rss_kib,
 };
 use ovs_tests::http::Http;
-use ovs_tests::pki::{Pki, Signed};
+use ovs_tests::pki::Pki;
 use ovs_tests::svcflow::fixture::NODE_IP;
 use ovs_tests::svcflow::{Daemon, LogLines, REST, SyncLine};
 
@@ -352,11 +352,8 @@ fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
     if tls {
         // The switch's certificate names node n1; the daemon's is `svcflow`'s (the REST
         // client checks it against the controller CA).
-        let pki = Pki::new(&sb.dir().join("pki-files")).unwrap();
-        let Signed { key, cert } = pki.sign("n1", "switch").unwrap();
-        sb.vsctl(&["set-ssl", &key, &cert, &pki.ca("controller")])
-            .unwrap();
-        flags = pki.daemon_flags().unwrap();
+        let pki;
+        (pki, flags) = Pki::for_sandbox(&sb, "n1").unwrap();
         http = http.with_tls(&pki.ca("controller"), "svcflow").unwrap();
     }
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();

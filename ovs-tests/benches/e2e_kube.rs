@@ -18,6 +18,10 @@
 //!    `ovs-vswitchd` once the daemon is gone (as in `benches/e2e.rs`), and the ratio of the
 //!    full load (the daemon's own start included) to it.
 //!
+//! `SVCFLOW_E2E_TLS` picks the switch's transport (0, plain TCP on loopback, by default; 1,
+//! `ssl:` with certificates from `ovs-pki`, as beyond loopback; `0,1` both; the daemon's start
+//! is then measured for each).
+//!
 //! ```sh
 //! cargo build --release -p svcflow
 //! SVCFLOW_E2E_S=30000 SVCFLOW_E2E_E=2 cargo bench -p ovs-tests --bench e2e_kube
@@ -37,6 +41,7 @@ use ovs_tests::bench::{
     rss_kib,
 };
 use ovs_tests::kube::{from, in_netns};
+use ovs_tests::pki::Pki;
 use ovs_tests::svcflow::{Daemon, LogLines, SyncLine};
 use serde_json::json;
 
@@ -136,6 +141,7 @@ impl Syncs {
 }
 
 struct Row {
+    tls: bool,
     services: usize,
     endpoints: usize,
     flows: u64,
@@ -155,8 +161,15 @@ fn start(
     rt: &tokio::runtime::Runtime,
     s: usize,
     e: usize,
+    tls: bool,
 ) -> (Sandbox, FakeApiServer, Daemon, Syncs, Duration, u64) {
     let sb = Sandbox::start().unwrap();
+    let mut flags = Vec::new();
+    if tls {
+        // The switch's certificate names node n1 (before the daemon starts: not timed).
+        flags = Pki::for_sandbox(&sb, "n1").unwrap().1;
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let api = {
         let handle = rt.handle().clone();
         in_netns(sb.node_netns(), move || {
@@ -176,7 +189,7 @@ fn start(
         api.apply(&slice(i, e, None)).unwrap();
     }
     let started = Instant::now();
-    let daemon = Daemon::start_kube(&sb, 1, &api.kubeconfig(), &[]).unwrap();
+    let daemon = Daemon::start_kube(&sb, 1, &api.kubeconfig(), &flags).unwrap();
     let mut syncs = Syncs {
         log: LogLines::open(sb.dir().join("svcflow-1.log")).unwrap(),
         seen: Vec::new(),
@@ -184,16 +197,23 @@ fn start(
     let groups = s as u64;
     let timeout = Duration::from_secs(120) + Duration::from_millis((s * e) as u64);
     let (_, at) = syncs.wait(0, timeout, &daemon, |l| l.groups == groups && l.flows > 0);
+    // Over TLS, the switch must have been taken by its certificate (not over plain TCP).
+    assert!(
+        !tls || daemon.log().contains("certificate of node n1"),
+        "the switch is not connected over TLS with node n1's certificate:\n{}",
+        daemon.log()
+    );
     let flows = syncs.seen.last().map(|(_, l)| l.flows).unwrap_or(0);
     (sb, api, daemon, syncs, at - started, flows)
 }
 
-fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration) -> Row {
+fn run(s: usize, e: usize, tls: bool, updates: usize, gap: Duration, empty_start: Duration) -> Row {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    println!("S={s} E={e}: loading the API server and starting the daemon");
-    let (sb, api, daemon, mut syncs, full_load, flows) = start(&rt, s, e);
+    let transport = if tls { "TLS" } else { "TCP" };
+    println!("S={s} E={e} {transport}: loading the API server and starting the daemon");
+    let (sb, api, daemon, mut syncs, full_load, flows) = start(&rt, s, e, tls);
     println!(
-        "S={s} E={e}: full load from the initial list {:.3} s ({flows} flows)",
+        "S={s} E={e} {transport}: full load from the initial list {:.3} s ({flows} flows)",
         full_load.as_secs_f64()
     );
     let rss_loaded_mib = rss_kib(daemon.pid().unwrap()) / 1024;
@@ -239,7 +259,7 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
     sb.add_bridge(ANCHOR_BR).unwrap();
     let anchor = anchor_files.load(&sb, ANCHOR_BR);
     println!(
-        "S={s} E={e}: anchor {:.3} s (ratio {:.2}); CPU in the anchor: ovs-ofctl {:.3} s, \
+        "S={s} E={e} {transport}: anchor {:.3} s (ratio {:.2}); CPU in the anchor: ovs-ofctl {:.3} s, \
          ovs-vswitchd {:.3} s",
         anchor.time.as_secs_f64(),
         full_load.as_secs_f64() / anchor.time.as_secs_f64(),
@@ -248,6 +268,7 @@ fn run(s: usize, e: usize, updates: usize, gap: Duration, empty_start: Duration)
     );
     drop(sb);
     Row {
+        tls,
         services: s,
         endpoints: e,
         flows,
@@ -270,21 +291,29 @@ fn main() {
     let gap = Duration::from_millis(env_list("SVCFLOW_E2E_GAP_MS", &[100])[0] as u64);
     let date = command_output(&["date", "-u", "+%Y-%m-%d %H:%M:%S UTC"]);
     let nproc = command_output(&["nproc"]);
+    let transports: Vec<bool> = env_list("SVCFLOW_E2E_TLS", &[0])
+        .into_iter()
+        .map(|t| t != 0)
+        .collect();
     // The daemon's own start, with one service: the part of a full load that is not the load.
-    let empty_start = {
+    let empty_start = |tls: bool| {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (_sb, _api, _daemon, _syncs, took, _) = start(&rt, 1, 1);
+        let (_sb, _api, _daemon, _syncs, took, _) = start(&rt, 1, 1, tls);
+        println!(
+            "svcflow e2e (Kubernetes), {date}, nproc {nproc}; the daemon's start to its first \
+             sync with one service, over {}: {:.3} s",
+            if tls { "TLS" } else { "TCP" },
+            took.as_secs_f64()
+        );
         took
     };
-    println!(
-        "svcflow e2e (Kubernetes), {date}, nproc {nproc}; the daemon's start to its first sync \
-         with one service: {:.3} s",
-        empty_start.as_secs_f64()
-    );
+    let empty: Vec<Duration> = transports.iter().map(|&tls| empty_start(tls)).collect();
     let mut rows = Vec::new();
     for &s in &sizes {
         for &e in &per_service {
-            rows.push(run(s, e, updates, gap, empty_start));
+            for (&tls, &empty) in transports.iter().zip(&empty) {
+                rows.push(run(s, e, tls, updates, gap, empty));
+            }
         }
     }
     println!();
@@ -295,16 +324,17 @@ fn main() {
     );
     println!();
     println!(
-        "| S | E | flows | start with 1 service (s) | full load from the initial list (s) | \
+        "| S | E | transport | flows | start with 1 service (s) | full load from the initial list (s) | \
          ovs-ofctl --bundle (s) | ratio | endpoint change p50 / p99 (ms) | \
          added service p50 / p99 (ms) | RSS peak / after the load / at the end (MiB) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} / {} |",
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} / {} |",
             r.services,
             r.endpoints,
+            if r.tls { "TLS" } else { "TCP" },
             r.flows,
             r.empty_start.as_secs_f64(),
             r.full_load.as_secs_f64(),

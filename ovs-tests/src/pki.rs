@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{SandboxError, cmd};
+use crate::{Sandbox, SandboxError, cmd};
 
 /// The PKI's files, under one directory.
 #[derive(Debug)]
@@ -63,6 +63,17 @@ impl Pki {
             .join(format!("pki/{kind}ca/cacert.pem"))
             .to_string_lossy()
             .into_owned()
+    }
+
+    /// A PKI in `sb`'s directory whose switch certificate, for node `node`, `sb`'s
+    /// `ovs-vswitchd` and `ovsdb-server` present (`ovs-vsctl set-ssl`, trusting the
+    /// controller CA); with svcflow's flags ([`Pki::daemon_flags`]).
+    pub fn for_sandbox(sb: &Sandbox, node: &str) -> Result<(Pki, Vec<String>), SandboxError> {
+        let pki = Pki::new(&sb.dir().join("pki-files"))?;
+        let Signed { key, cert } = pki.sign(node, "switch")?;
+        sb.vsctl(&["set-ssl", &key, &cert, &pki.ca("controller")])?;
+        let flags = pki.daemon_flags()?;
+        Ok((pki, flags))
     }
 
     /// svcflow's TLS flags: a controller certificate named `svcflow`, and the switch CA for
