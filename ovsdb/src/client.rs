@@ -294,6 +294,27 @@ impl ReplicaHandle {
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
+/// Writes what `rx` gives, in order, and counts it off `backlog`; shuts the stream down once
+/// `rx` closes. Each message is flushed once nothing else waits behind it: a TLS stream may
+/// keep its last records when the socket is full (tokio-rustls returns as soon as it is), and
+/// without the flush they would wait for the next message, an echo seconds later.
+async fn write_out<W: AsyncWrite + Unpin>(
+    mut wr: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    backlog: Arc<std::sync::atomic::AtomicUsize>,
+) {
+    while let Some(b) = rx.recv().await {
+        if wr.write_all(&b).await.is_err() {
+            return;
+        }
+        backlog.fetch_sub(b.len(), Ordering::Relaxed);
+        if rx.is_empty() && wr.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
 async fn connect(
     remote: &Remote,
     timeout: Duration,
@@ -893,20 +914,12 @@ impl Driver {
     }
 
     async fn serve(&mut self, stream: Box<dyn Stream>) -> Served {
-        let (mut rd, mut wr) = tokio::io::split(stream);
-        let (wtx, mut wrx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (mut rd, wr) = tokio::io::split(stream);
+        let (wtx, wrx) = mpsc::unbounded_channel::<Vec<u8>>();
         let backlog = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let wbacklog = backlog.clone();
         // Writes go through their own task so a slow reader never stalls our reads.
-        let mut writer = tokio::spawn(async move {
-            while let Some(b) = wrx.recv().await {
-                if wr.write_all(&b).await.is_err() {
-                    return;
-                }
-                wbacklog.fetch_sub(b.len(), Ordering::Relaxed);
-            }
-            let _ = wr.shutdown().await;
-        });
+        let mut writer = tokio::spawn(write_out(wr, wrx, wbacklog));
         let mut buf = vec![0u8; 64 * 1024];
         let result = loop {
             while let Some(b) = self.session.poll_transmit() {
@@ -964,6 +977,32 @@ pub fn inserted(results: &[OpResult], index: usize) -> Option<Uuid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream that keeps what it is given until flushed (as a TLS stream may keep its last
+    /// records when the socket is full): every message still reaches the peer while the
+    /// channel stays open.
+    #[tokio::test]
+    async fn the_writer_flushes_a_stream_that_buffers() {
+        let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let backlog = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writer = tokio::spawn(write_out(
+            tokio::io::BufWriter::with_capacity(1 << 20, ours),
+            rx,
+            backlog,
+        ));
+        for message in [&b"first"[..], b"second"] {
+            tx.send(message.to_vec()).expect("the writer runs");
+            let mut got = vec![0u8; message.len()];
+            tokio::time::timeout(Duration::from_secs(10), theirs.read_exact(&mut got))
+                .await
+                .expect("the message went out without waiting for another")
+                .expect("read");
+            assert_eq!(got, message);
+        }
+        drop(tx);
+        writer.await.expect("the writer ends with its channel");
+    }
 
     #[test]
     fn parses_addresses() {

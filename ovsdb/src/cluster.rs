@@ -151,6 +151,8 @@ where
 {
     let exchange = async {
         stream.write_all(&probe_request(db).to_bytes()).await?;
+        // A TLS stream may keep the request's last record until flushed.
+        stream.flush().await?;
         let mut framer = Framer::new(FramerLimits::default());
         let mut buf = [0u8; 4096];
         loop {

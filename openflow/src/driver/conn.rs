@@ -6,6 +6,11 @@
 //! be written, which bounds memory and pushes back on callers through the bounded command queue.
 //! A peer that keeps talking but stops reading would hold callers there forever, so output that
 //! makes no progress for the echo interval plus the echo timeout closes the session too.
+//!
+//! Written bytes are flushed once the buffer is empty: a TLS stream takes the plaintext and
+//! may keep the last records for a later write or flush (tokio-rustls returns as soon as the
+//! socket is full), and without the flush they would wait for the next message, an echo
+//! request seconds later.
 
 use std::collections::HashMap;
 use std::future::pending;
@@ -53,6 +58,8 @@ pub(crate) async fn run<S>(
     let mut rbuf = vec![0u8; HANDSHAKE_CHUNK];
     let mut wbuf: Vec<u8> = Vec::new();
     let mut woff = 0usize;
+    // Bytes the stream took that may not have left it yet (see the module docs).
+    let mut unflushed = false;
     let mut waiters: HashMap<Token, Responder> = HashMap::new();
     let mut cmds_open = true;
     let mut flush_deadline: Option<tokio::time::Instant> = None;
@@ -76,12 +83,13 @@ pub(crate) async fn run<S>(
         }
         let closed = session.is_closed();
         let unwritten = wbuf.len() - woff;
-        if unwritten == 0 {
+        let to_write = unwritten > 0 || unflushed;
+        if !to_write {
             write_progress = tokio::time::Instant::now();
         }
-        let stall_at = (unwritten > 0 && !closed).then_some(write_progress + stall_limit);
+        let stall_at = (to_write && !closed).then_some(write_progress + stall_limit);
         if closed {
-            if unwritten == 0 {
+            if !to_write {
                 break;
             }
             let deadline =
@@ -106,20 +114,24 @@ pub(crate) async fn run<S>(
                 Ok(n) => session.handle_bytes(&rbuf[..n], Instant::now()),
                 Err(e) => session.handle_io_error(e.to_string()),
             },
-            r = wr.write(&wbuf[woff..]), if unwritten > 0 => match r {
-                Ok(0) => {
+            r = write_or_flush(&mut wr, &wbuf[woff..]), if to_write => match r {
+                Ok(Some(0)) => {
                     session.handle_io_error("connection refused further writes".to_string());
                     wbuf.clear();
                     woff = 0;
+                    unflushed = false;
                 }
-                Ok(n) => {
+                Ok(Some(n)) => {
                     woff += n;
+                    unflushed = true;
                     write_progress = tokio::time::Instant::now();
                 }
+                Ok(None) => unflushed = false,
                 Err(e) => {
                     session.handle_io_error(e.to_string());
                     wbuf.clear();
                     woff = 0;
+                    unflushed = false;
                 }
             },
             c = cmds.recv(), if accept => match c {
@@ -274,5 +286,18 @@ fn dispatch(ev: Event, waiters: &mut HashMap<Token, Responder>, shared: &mut Sha
                 .send_replace(ConnState::Disconnected(e.clone()));
             send(shared, SwitchEvent::Disconnected(e));
         }
+    }
+}
+
+/// Writes some of `buf`, or flushes the stream when `buf` is empty: `Some(bytes written)`, or
+/// `None` once flushed. One future for both, as `select!` builds every branch's future.
+async fn write_or_flush<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    buf: &[u8],
+) -> std::io::Result<Option<usize>> {
+    if buf.is_empty() {
+        wr.flush().await.map(|()| None)
+    } else {
+        wr.write(buf).await.map(Some)
     }
 }

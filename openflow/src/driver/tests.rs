@@ -123,6 +123,27 @@ async fn handle_api_over_an_in_memory_stream() {
     peer.await.expect("fake switch ends when we close");
 }
 
+/// A stream that keeps what it is given until flushed (as a TLS stream may keep its last
+/// records when the socket is full): the handshake, requests and replies still go out.
+#[tokio::test]
+async fn a_stream_that_buffers_writes_is_flushed() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let peer = tokio::spawn(fake_switch(theirs));
+    let buffered = tokio::io::BufWriter::with_capacity(1 << 20, ours);
+    let within = std::time::Duration::from_secs(10);
+    let sw = tokio::time::timeout(within, start(buffered, DriverConfig::default(), None))
+        .await
+        .expect("the handshake went out without waiting for another write")
+        .expect("handshake");
+    assert_eq!(sw.datapath_id(), DPID);
+    tokio::time::timeout(within, sw.barrier())
+        .await
+        .expect("the barrier went out without waiting for another write")
+        .expect("barrier");
+    sw.close().await;
+    peer.await.expect("fake switch ends when we close");
+}
+
 #[tokio::test]
 async fn incompatible_peer_fails_the_handshake() {
     let (ours, mut theirs) = tokio::io::duplex(1 << 16);
