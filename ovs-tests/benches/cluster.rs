@@ -54,8 +54,12 @@
 //! `docs/observability.md`).
 //!
 //! `SVCFLOW_CLUSTER_N` picks the node counts (default 3,10), `SVCFLOW_CLUSTER_S` the service
-//! counts (default 1000), `SVCFLOW_CLUSTER_UPDATES` the number of changes (default 200). Every
-//! (N, S) pair runs, each on a fresh lab.
+//! counts (default 1000), `SVCFLOW_CLUSTER_UPDATES` the number of changes (default 200),
+//! `SVCFLOW_CLUSTER_TLS` the transport (0, plain TCP with `--insecure`, by default; 1, TLS as
+//! beyond loopback svcflow requires: each node's OVS with a certificate naming it, the bridges
+//! dialling `ssl:`, the REST writes over HTTPS, [`LabOptions::tls`]; `0,1` both). Every
+//! (N, S, transport) runs, each on a fresh lab. The load's row also gives the CPU time the
+//! daemon and all the switches used in it.
 
 #![allow(clippy::unwrap_used)] // a benchmark that cannot run should stop loudly
 
@@ -343,11 +347,14 @@ fn put(http: &mut Http, log: &LogWatch, path: &str, body: &[u8]) -> Duration {
 // ---------------------------------------------------------------------------------------------
 
 struct Row {
+    tls: bool,
     nodes: usize,
     services: usize,
     flows: (u64, u64),
     groups: u64,
     load: Duration,
+    /// CPU time in the load: the daemon's, and all `ovs-vswitchd`s' together.
+    load_cpu: (Duration, Duration),
     all: (Duration, Duration),
     first: (Duration, Duration),
     /// CPU time per change: the daemon's, and all `ovs-vswitchd`s' together.
@@ -357,27 +364,49 @@ struct Row {
     rss_after_kib: u64,
 }
 
-fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
+fn run(n: usize, s: usize, tls: bool, updates: usize, gap: Duration) -> Row {
     assert!(
         (1..(1 << 20) - 1).contains(&s),
         "SVCFLOW_CLUSTER_S must fit 10.96.0.0/12"
     );
     let topology = topology(n);
-    println!("N={n} S={s}: bringing up the lab");
+    let transport = if tls { "TLS" } else { "TCP" };
+    println!("N={n} S={s} {transport}: bringing up the lab");
     let started = Instant::now();
-    let lab = Lab::up(&topology, &LabOptions::default())
-        .unwrap_or_else(|e| panic!("cannot bring the lab up: {e}"));
+    let options = LabOptions {
+        tls,
+        ..LabOptions::default()
+    };
+    let lab =
+        Lab::up(&topology, &options).unwrap_or_else(|e| panic!("cannot bring the lab up: {e}"));
     let pid = lab.daemon().pid().unwrap();
     let nodes: Vec<String> = lab.node_names().iter().map(|n| n.to_string()).collect();
     let pods = Pods::of(&topology);
     let mut log = LogWatch::new(lab.daemon_log_path());
     let mut http = Http::new(lab.controller_netns(), REST);
+    if let Some(ca) = lab.controller_ca() {
+        http = http.with_tls(&ca, "svcflow").unwrap();
+        // The switches must have been taken by their certificates (not over plain TCP).
+        for node in lab.node_names() {
+            let taken = format!("certificate of node {node}");
+            assert!(
+                lab.daemon().log().contains(&taken),
+                "no {taken:?} in the daemon's log"
+            );
+        }
+    }
+    let switches: Vec<u32> = lab
+        .node_names()
+        .iter()
+        .map(|node| lab.vswitchd_pid(node).unwrap())
+        .collect();
+    let cpu = |pids: &[u32]| pids.iter().map(|&p| cpu_time(p)).sum::<Duration>();
     let mut revision = log.settle(Duration::from_millis(500), Duration::from_secs(60));
     // Groups before the services: the flood group of the pods' namespace.
     let base_groups = log.syncs.last().map(|s| s.line.groups).unwrap_or(0);
     let groups = base_groups + s as u64;
     println!(
-        "N={n} S={s}: lab {} up in {:.1} s at revision {revision}",
+        "N={n} S={s} {transport}: lab {} up in {:.1} s at revision {revision}",
         lab.id(),
         started.elapsed().as_secs_f64()
     );
@@ -385,6 +414,7 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
     // The load: every endpoints object, then every service.
     let endpoints_body = pods.endpoints_container(s);
     let services_body = services_container(s);
+    let load_cpu_before = (cpu(&[pid]), cpu(&switches));
     let start = Instant::now();
     put(
         &mut http,
@@ -402,10 +432,14 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
     let timeout = Duration::from_secs(60) + Duration::from_millis((s * n) as u64);
     let loaded = log.wait_all(&nodes, revision, Some(groups), timeout, "the load");
     let load = loaded.values().map(|(at, _)| *at).max().unwrap() - start;
+    let load_cpu = (
+        cpu(&[pid]) - load_cpu_before.0,
+        cpu(&switches) - load_cpu_before.1,
+    );
     let flows = loaded.values().map(|(_, l)| l.flows);
     let flows = (flows.clone().min().unwrap(), flows.max().unwrap());
     println!(
-        "N={n} S={s}: loaded on every node in {:.3} s: {}–{} flows, {groups} groups per node",
+        "N={n} S={s} {transport}: loaded on every node in {:.3} s: {}–{} flows, {groups} groups per node",
         load.as_secs_f64(),
         flows.0,
         flows.1
@@ -422,14 +456,9 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
                 || l.starts_with("svcflow_group_id_changes_total")
         })
         .collect();
-    println!("N={n} S={s}: {}", shared.join(", "));
+    println!("N={n} S={s} {transport}: {}", shared.join(", "));
 
     // One endpoint change at a time.
-    let switches: Vec<u32> = nodes
-        .iter()
-        .map(|node| lab.vswitchd_pid(node).unwrap())
-        .collect();
-    let cpu = |pids: &[u32]| pids.iter().map(|&p| cpu_time(p)).sum::<Duration>();
     let cpu_before = (cpu(&[pid]), cpu(&switches));
     let mut swapped = vec![false; s];
     let mut all = Vec::with_capacity(updates);
@@ -463,7 +492,7 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
         all.push(*times.iter().max().unwrap() - start);
         first.push(*times.iter().min().unwrap() - start);
         if (k + 1) % 50 == 0 {
-            println!("N={n} S={s}: {} changes", k + 1);
+            println!("N={n} S={s} {transport}: {} changes", k + 1);
         }
     }
     let per_change = |used: Duration| used / u32::try_from(updates).unwrap();
@@ -475,11 +504,13 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
     let rss_kib = peak_rss_kib(pid);
     lab.down().unwrap();
     let row = Row {
+        tls,
         nodes: n,
         services: s,
         flows,
         groups,
         load,
+        load_cpu,
         all: percentiles(&mut all),
         first: percentiles(&mut first),
         cpu_per_change,
@@ -487,7 +518,7 @@ fn run(n: usize, s: usize, updates: usize, gap: Duration) -> Row {
         rss_after_kib,
     };
     println!(
-        "N={n} S={s}: endpoint change on every node p50 {:.2} / p99 {:.2} ms (first node p50 \
+        "N={n} S={s} {transport}: endpoint change on every node p50 {:.2} / p99 {:.2} ms (first node p50 \
          {:.2} / p99 {:.2} ms); CPU per change: svcflow {:.1} ms, the switches {:.1} ms; \
          peak RSS {} MiB, RSS after the changes {} MiB",
         ms(row.all.0),
@@ -521,10 +552,13 @@ fn main() {
          {gap_ms} ms before each",
         binary.display()
     );
+    let transports = env_list("SVCFLOW_CLUSTER_TLS", &[0]);
     let mut rows = Vec::new();
     for &n in &node_counts {
         for &s in &service_counts {
-            rows.push(run(n, s, updates, gap));
+            for &tls in &transports {
+                rows.push(run(n, s, tls != 0, updates, gap));
+            }
         }
     }
     println!();
@@ -534,11 +568,11 @@ fn main() {
     );
     println!();
     println!(
-        "| N | S | flows per node | groups per node | load on every node (s) | change on every \
-         node p50 / p99 (ms) | on the first node p50 / p99 (ms) | CPU per change: svcflow / \
+        "| N | S | transport | flows per node | groups per node | load on every node (s) | CPU in \
+         the load: svcflow / all switches (s) | change on every node p50 / p99 (ms) | on the first node p50 / p99 (ms) | CPU per change: svcflow / \
          all switches (ms) | daemon RSS: peak / after (MiB) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let flows = if r.flows.0 == r.flows.1 {
             r.flows.0.to_string()
@@ -546,11 +580,14 @@ fn main() {
             format!("{}–{}", r.flows.0, r.flows.1)
         };
         println!(
-            "| {} | {} | {flows} | {} | {:.3} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} / {} |",
+            "| {} | {} | {} | {flows} | {} | {:.3} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} / {} |",
             r.nodes,
             r.services,
+            if r.tls { "TLS" } else { "TCP" },
             r.groups,
             r.load.as_secs_f64(),
+            r.load_cpu.0.as_secs_f64(),
+            r.load_cpu.1.as_secs_f64(),
             ms(r.all.0),
             ms(r.all.1),
             ms(r.first.0),

@@ -57,6 +57,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::host::netns_argv;
+use crate::pki::{Pki, Signed};
 use crate::sandbox::read_pid;
 use crate::svcflow::Daemon;
 use crate::{Host, HostSpec, Process, Sandbox, SandboxError, cmd, netns, wait_for};
@@ -820,6 +821,11 @@ pub struct LabOptions {
     /// More than one needs a shared store (`--store ovsdb:…` in `daemon_args`): see
     /// docs/ha.md.
     pub replicas: usize,
+    /// TLS instead of `--insecure`: a PKI from `ovs-pki` ([`crate::pki`]), each node's OVS
+    /// presenting a certificate that names it, the bridges dialling `ssl:`, and REST and
+    /// metrics over HTTPS (which [`Lab::rest`] and [`Lab::metrics`] follow; see
+    /// [`Lab::controller_ca`] for other clients).
+    pub tls: bool,
 }
 
 impl Default for LabOptions {
@@ -828,6 +834,7 @@ impl Default for LabOptions {
             log_level: "info".into(),
             daemon_args: Vec::new(),
             replicas: 1,
+            tls: false,
         }
     }
 }
@@ -857,6 +864,8 @@ pub struct Lab {
     options: LabOptions,
     /// Starts so far, for log file names.
     starts: u32,
+    /// With [`LabOptions::tls`]: the PKI, and svcflow's TLS flags.
+    tls: Option<(Pki, Vec<String>)>,
     servers: Vec<Process>,
     nodes: Vec<LabNode>,
     outside: Option<Host>,
@@ -885,6 +894,7 @@ impl Lab {
             replicas: BTreeMap::new(),
             options: options.clone(),
             starts: 0,
+            tls: None,
             servers: Vec::new(),
             nodes: Vec::new(),
             outside: None,
@@ -895,6 +905,9 @@ impl Lab {
         lab.make_underlay()?;
         for index in 0..topology.nodes.len() {
             lab.add_node(index)?;
+        }
+        if options.tls {
+            lab.make_pki()?;
         }
         if options.replicas > 1
             && !options
@@ -1097,15 +1110,73 @@ impl Lab {
     }
 
     /// `curl -X METHOD http://127.0.0.1:8181/restconf/config/PATH [-d BODY]` in the controller
-    /// namespace; fails on an HTTP error, with the answer.
+    /// namespace (HTTPS with [`LabOptions::tls`]); fails on an HTTP error, with the answer.
     pub fn rest(&self, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {
-        rest_in(&self.controller_netns, method, path, body)
+        self.replica_rest(0, method, path, body)
     }
 
     /// The (first) daemon's Prometheus metrics, `curl`ed in the controller namespace.
     pub fn metrics(&self) -> Result<String, SandboxError> {
-        let argv = ["curl", "-sS", "-f", "http://127.0.0.1:10249/metrics"];
+        let url = self.url("127.0.0.1:10249", "/metrics");
+        let tls = self.curl_tls("127.0.0.1:10249");
+        let mut argv = vec!["curl", "-sS", "-f"];
+        argv.extend(tls.iter().map(String::as_str));
+        argv.push(&url);
         cmd::run(&netns_argv(&self.controller_netns, &argv))
+    }
+
+    /// With [`LabOptions::tls`], the CA that signed svcflow's certificate (named `svcflow`),
+    /// for HTTPS clients of its REST and metrics.
+    pub fn controller_ca(&self) -> Option<String> {
+        self.tls.as_ref().map(|(pki, _)| pki.ca("controller"))
+    }
+
+    /// `http://ADDR/PATH`, or `https://svcflow:PORT/PATH` with TLS (the name svcflow's
+    /// certificate gives; [`Lab::curl_tls`] resolves it to `addr`).
+    fn url(&self, addr: &str, path: &str) -> String {
+        match &self.tls {
+            None => format!("http://{addr}{path}"),
+            Some(_) => {
+                let port = addr.rsplit_once(':').map_or("", |(_, p)| p);
+                format!("https://svcflow:{port}{path}")
+            }
+        }
+    }
+
+    /// `curl`'s arguments for [`Lab::url`] over TLS: the CA, and `svcflow` resolved to `addr`.
+    fn curl_tls(&self, addr: &str) -> Vec<String> {
+        match &self.tls {
+            None => Vec::new(),
+            Some((pki, _)) => {
+                let port = addr.rsplit_once(':').map_or("", |(_, p)| p);
+                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                vec![
+                    "--cacert".into(),
+                    pki.ca("controller"),
+                    "--resolve".into(),
+                    format!("svcflow:{port}:{host}"),
+                ]
+            }
+        }
+    }
+
+    /// The PKI of [`LabOptions::tls`], in the first node's directory: each node's OVS
+    /// presents a certificate naming it (`ovs-vsctl set-ssl`, trusting the controller CA).
+    fn make_pki(&mut self) -> Result<(), SandboxError> {
+        let first = &self
+            .nodes
+            .first()
+            .ok_or_else(|| invalid("a lab needs a node"))?
+            .sandbox;
+        let pki = Pki::new(&first.dir().join("lab-pki"))?;
+        for node in &self.nodes {
+            let Signed { key, cert } = pki.sign(&node.spec.name, "switch")?;
+            node.sandbox
+                .vsctl(&["set-ssl", &key, &cert, &pki.ca("controller")])?;
+        }
+        let flags = pki.daemon_flags()?;
+        self.tls = Some((pki, flags));
+        Ok(())
     }
 
     /// The process id of node `node`'s `ovs-vswitchd`, from its pidfile.
@@ -1452,10 +1523,13 @@ impl Lab {
             self.options.log_level.clone(),
             "--encap".into(),
             self.topology.underlay.encap.clone(),
-            // The lab's management network is private to the test: plain TCP there, without
-            // TLS (tests/tls.rs covers TLS).
-            "--insecure".into(),
         ];
+        match &self.tls {
+            Some((_, flags)) => args.extend(flags.iter().cloned()),
+            // The lab's management network is private to the test: plain TCP there, without
+            // TLS unless asked (tests/tls.rs covers TLS).
+            None => args.push("--insecure".into()),
+        }
         if i > 0 {
             args.push(format!("--metrics-listen=127.0.0.1:{}", 10249 + 10 * i));
             args.push(format!("--healthz-listen=127.0.0.1:{}", 10256 + 10 * i));
@@ -1541,7 +1615,12 @@ impl Lab {
 
     /// The OpenFlow target replica `i` advertises to the bridges.
     pub fn replica_target(&self, i: usize) -> String {
-        format!("tcp:{}:{}", self.controller_ip(), OPENFLOW_PORT + i as u16)
+        let scheme = if self.tls.is_some() { "ssl" } else { "tcp" };
+        format!(
+            "{scheme}:{}:{}",
+            self.controller_ip(),
+            OPENFLOW_PORT + i as u16
+        )
     }
 
     /// Where replica `i` serves REST, in the controller namespace.
@@ -1560,13 +1639,10 @@ impl Lab {
         path: &str,
         body: &str,
     ) -> Result<String, SandboxError> {
-        rest_at(
-            &self.controller_netns,
-            &self.replica_rest_addr(i),
-            method,
-            path,
-            body,
-        )
+        let addr = self.replica_rest_addr(i);
+        let url = self.url(&addr, &format!("/restconf/config/{path}"));
+        let tls = self.curl_tls(&addr);
+        rest_at(&self.controller_netns, &url, &tls, method, body)
     }
 
     /// Every running replica's log, each under a heading.
@@ -1878,10 +1954,8 @@ impl Lab {
     }
 
     fn post_model(&self) -> Result<(), SandboxError> {
-        let nb = format!("http://{REST}/restconf/config/k8s-node:k8s-nodes-info");
         wait_for("svcflow's REST northbound", STEP_TIMEOUT, || {
-            self.ns_run(&self.controller_netns, &["curl", "-sf", &nb])
-                .ok()
+            self.rest("GET", "k8s-node:k8s-nodes-info", "").ok()
         })
         .map_err(|e| self.with_log(e))?;
         let t = &self.topology;
@@ -2054,21 +2128,17 @@ fn endpoint_ips(s: &ServiceSpec, pod: &PodSpec) -> Vec<IpAddr> {
         .collect()
 }
 
-/// `curl` against svcflow's REST northbound inside `netns`.
-fn rest_in(netns: &str, method: &str, path: &str, body: &str) -> Result<String, SandboxError> {
-    rest_at(netns, REST, method, path, body)
-}
-
-/// [`rest_in`] to the REST server at `addr`.
+/// `curl` against svcflow's REST northbound inside `netns`, at `url` (with `tls`, `curl`'s
+/// arguments for HTTPS, if any).
 fn rest_at(
     netns: &str,
-    addr: &str,
+    url: &str,
+    tls: &[String],
     method: &str,
-    path: &str,
     body: &str,
 ) -> Result<String, SandboxError> {
-    let url = format!("http://{addr}/restconf/config/{path}");
-    let mut argv = vec!["curl", "-sS", "--fail-with-body", "-X", method, &url];
+    let mut argv = vec!["curl", "-sS", "--fail-with-body", "-X", method, url];
+    argv.extend(tls.iter().map(String::as_str));
     if !body.is_empty() {
         argv.extend(["-H", "Content-Type: application/json", "-d", body]);
     }
