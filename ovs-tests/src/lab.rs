@@ -1125,6 +1125,41 @@ impl Lab {
         cmd::run(&netns_argv(&self.controller_netns, &argv))
     }
 
+    /// `GET PATH` (from the root, e.g. `/restconf/operational/…`) from replica 0's REST
+    /// northbound, in the controller namespace (HTTPS with [`LabOptions::tls`]).
+    pub fn get(&self, path: &str) -> Result<String, SandboxError> {
+        let url = self.url(REST, path);
+        let tls = self.curl_tls(REST);
+        rest_at(&self.controller_netns, &url, &tls, "GET", "")
+    }
+
+    /// How a user reaches replica `i`'s REST `path` (from the root) with `curl`, for showing:
+    /// the URL, after `--cacert CA --resolve svcflow:PORT:127.0.0.1` with TLS.
+    pub fn curl_target(&self, i: usize, path: &str) -> String {
+        let addr = self.replica_rest_addr(i);
+        let url = self.url(&addr, path);
+        let tls = self.curl_tls(&addr);
+        tls.iter()
+            .chain([&url])
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The `svcflow get|plan|trace` flags that reach replica 0's REST northbound: none over
+    /// plain HTTP (the default address), `--rest https://… --ca-cert CA` with TLS.
+    pub fn cli_rest_flags(&self) -> Vec<String> {
+        match self.controller_ca() {
+            None => Vec::new(),
+            Some(ca) => vec![
+                "--rest".into(),
+                format!("https://{REST}"),
+                "--ca-cert".into(),
+                ca,
+            ],
+        }
+    }
+
     /// With [`LabOptions::tls`], the CA that signed svcflow's certificate (named `svcflow`),
     /// for HTTPS clients of its REST and metrics.
     pub fn controller_ca(&self) -> Option<String> {
@@ -1364,7 +1399,7 @@ impl Lab {
             underlay_netns: self.underlay_netns.clone(),
             controller_netns: self.controller_netns.clone(),
             controller_ip: self.controller_ip(),
-            rest: format!("http://{REST}/restconf/config"),
+            rest: self.curl_target(0, "/restconf/config"),
             daemon_pid: self.daemon.as_ref().and_then(Daemon::pid),
             daemon_log,
             keeper_pid: None,
@@ -2240,7 +2275,8 @@ pub struct LabState {
     pub controller_netns: String,
     /// svcflow's management address.
     pub controller_ip: Ipv4Addr,
-    /// The RESTCONF config root, inside the controller namespace.
+    /// The RESTCONF config root, inside the controller namespace, as `curl` reaches it (with
+    /// TLS, `--cacert CA --resolve svcflow:PORT:127.0.0.1 https://svcflow:PORT/…`).
     pub rest: String,
     /// svcflow's process id.
     pub daemon_pid: Option<u32>,
@@ -2400,7 +2436,7 @@ impl LabState {
         let _ = writeln!(
             out,
             "lab {}: {} nodes, {} underlay {} (router {}), svcflow {} in {} at {} \
-             (REST {} there)",
+             (REST: curl {} there)",
             self.id,
             self.nodes.len(),
             self.underlay.kind,

@@ -1,6 +1,7 @@
 //! README command 1 (`bash scripts/demo.sh`): the cluster story, on the lab of
 //! `ovs-tests/lab/three-nodes.toml` (`ovs_tests::lab`). Three Open vSwitch nodes on a routed
-//! underlay, one `svcflow run` driving them all; service `web` is posted over REST with its
+//! underlay, one `svcflow run` driving them all over TLS (`LabOptions::tls`: certificates from
+//! `ovs-pki`, each node's naming it); service `web` is posted over REST (HTTPS) with its
 //! endpoints on n2 and n3, reached by ClusterIP from a pod on n1 and by NodePort from a host
 //! outside the cluster through n1; a Local LoadBalancer's health-check node port is probed on
 //! every node and answered through each node's switch with its own local endpoints; n2's
@@ -216,8 +217,8 @@ fn standby_takes_over(lab: &mut Lab) -> Result<(), SandboxError> {
     let body = ovs_tests::svcflow::fixture::service_body("svc-after", "10.96.0.77");
     let path = "service:service-information/services/svc-after";
     println!(
-        "   $ curl -X PUT http://{}/restconf/config/{path} -d '{{svc-after: 10.96.0.77:80}}'",
-        lab.replica_rest_addr(1)
+        "   $ curl -X PUT {} -d '{{svc-after: 10.96.0.77:80}}'",
+        lab.curl_target(1, &format!("/restconf/config/{path}"))
     );
     lab.replica_rest(1, "PUT", path, &body)?;
     for node in lab.node_names() {
@@ -308,19 +309,24 @@ fn run() -> Result<(), SandboxError> {
             // No node moves to the standby on its own during the demo.
             "--hold-down=120".into(),
         ],
+        // TLS, as svcflow requires beyond loopback: each node's OVS presents a certificate
+        // that names the node.
+        tls: true,
         ..LabOptions::default()
     };
     let mut lab = Lab::up(&topology, &options)?;
     println!(
         "   svcflow run --openflow-listen 0.0.0.0:6653 --openflow-advertise {}:6653 --rest-listen \
          {REST} --ovsdb-remote n1=unix:…/db.sock (and n2, n3) --store ovsdb:unix:…/m0.sock,… \
-         --insecure (its REST state in a 3-member Raft-clustered ovsdb-server; plain TCP on the \
-         lab's private management network)",
+         --ssl-private-key svcflow-privkey.pem --ssl-certificate svcflow-cert.pem --ssl-ca-cert \
+         switchca/cacert.pem (its REST state in a 3-member Raft-clustered ovsdb-server; \
+         certificates from ovs-pki)",
         lab.controller_ip()
     );
     println!(
         "   over OVSDB, svcflow created br-int (fail mode secure) and its gateway port svc-gw on \
-         every node, and each br-int dialled it over the management network ({:.1} s)",
+         every node, and each br-int dialled it over TLS on the management network (ssl:), \
+         presenting a certificate that names its node ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
     for node in lab.node_names() {
@@ -338,18 +344,20 @@ fn run() -> Result<(), SandboxError> {
     println!("   the nodes and pods were posted over svcflow's REST northbound, as below");
 
     println!("== posting service web and its endpoints (on n2 and n3; none on n1) over REST");
-    let nb = format!("http://{REST}/restconf/config");
     println!(
-        "   $ curl -X PUT {nb}/{} -d '{{web: {}:{} -> {}, node port {}}}'",
-        web.rest_path(),
+        "   $ curl -X PUT {} -d '{{web: {}:{} -> {}, node port {}}}'",
+        lab.curl_target(0, &format!("/restconf/config/{}", web.rest_path())),
         web.cluster_ip,
         web.port,
         web.target(),
         web.node_port.map(|p| p.to_string()).unwrap_or_default()
     );
     println!(
-        "   $ curl -X PUT {nb}/{} -d '{{endpoints of web: {}}}'",
-        web.endpoints_rest_path(),
+        "   $ curl -X PUT {} -d '{{endpoints of web: {}}}'",
+        lab.curl_target(
+            0,
+            &format!("/restconf/config/{}", web.endpoints_rest_path())
+        ),
         web.endpoints.join(", ")
     );
     let posted = Instant::now();
@@ -442,10 +450,9 @@ fn run() -> Result<(), SandboxError> {
     );
     // OVS folds datapath counters into its statistics about once a second.
     std::thread::sleep(Duration::from_millis(1500));
-    let url = format!("http://{REST}/restconf/operational/service:service-information");
-    let out = lab.exec("ctl", &["curl", "-sS", "-f", &url])?;
-    let op: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| invalid(format!("operational view: {e}")))?;
+    let out = lab.get("/restconf/operational/service:service-information")?;
+    let op: serde_json::Value =
+        serde_json::from_str(&out).map_err(|e| invalid(format!("operational view: {e}")))?;
     let services = op
         .pointer("/service:service-information/services")
         .and_then(|v| v.as_array());
@@ -506,7 +513,8 @@ fn run() -> Result<(), SandboxError> {
         "== svcflow trace --node n1 --from default/n1-b --to {VIP}: a tagged probe injected \
          into n1's switch, reported by temporary flows on every switch it crosses"
     );
-    let traced = lab.svcflow(&[
+    let rest = lab.cli_rest_flags();
+    let mut args = vec![
         "trace",
         "--node",
         "n1",
@@ -514,7 +522,9 @@ fn run() -> Result<(), SandboxError> {
         "default/n1-b",
         "--to",
         VIP,
-    ])?;
+    ];
+    args.extend(rest.iter().map(String::as_str));
+    let traced = lab.svcflow(&args)?;
     if !traced.status.success() {
         return Err(invalid(format!(
             "svcflow trace: {}",
