@@ -340,6 +340,109 @@ fn ovsdb_runs_over_tls_both_ways_and_refuses_other_nodes_and_anonymous_peers() {
     );
 }
 
+/// `svcflow ofp dump-flows|dump-groups ssl:…` read a bridge's `pssl:` service listener as
+/// `ovs-ofctl --private-key … ssl:…` would, and print what `ovs-ofctl` prints; without the
+/// flags, or with a certificate the switch does not trust, they fail and say so.
+#[test]
+fn svcflow_ofp_reads_a_switch_over_tls() {
+    let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
+    let pki = Pki::new(&sb.dir().join("pki-files")).unwrap();
+    let n1 = pki.sign("n1", "switch").unwrap();
+    sb.vsctl(&["set-ssl", &n1.key, &n1.cert, &pki.ca("controller")])
+        .unwrap();
+    let bridge = "br-t";
+    sb.add_bridge(bridge).unwrap();
+    let port = free_port();
+    sb.set_controller(bridge, &format!("pssl:{port}:127.0.0.1"))
+        .unwrap();
+    sb.add_groups(
+        bridge,
+        &["group_id=7,type=select,bucket=weight:100,actions=output:1"],
+    )
+    .unwrap();
+    sb.add_flows(
+        bridge,
+        &["table=0,priority=10,ip,nw_dst=10.96.0.10,actions=group:7"],
+    )
+    .unwrap();
+    let svcflow = svcflow_binary().unwrap();
+    let svcflow = svcflow.to_string_lossy();
+    let target = format!("ssl:127.0.0.1:{port}");
+    let controller = pki.sign("svcflow", "controller").unwrap();
+    let switch_ca = pki.ca("switch");
+    let tls = [
+        "--ssl-private-key",
+        &controller.key,
+        "--ssl-certificate",
+        &controller.cert,
+        "--ssl-ca-cert",
+        &switch_ca,
+    ];
+    let sorted = |text: String, skip: usize| {
+        let mut lines: Vec<String> = text.lines().skip(skip).map(String::from).collect();
+        lines.sort();
+        lines
+    };
+    // The switch's listener may take a moment to come up.
+    let flows = wait_for("the pssl: listener", Duration::from_secs(20), || {
+        let mut argv = vec![svcflow.as_ref(), "ofp", "dump-flows", &target];
+        argv.extend(tls);
+        sb.node(&argv).ok()
+    })
+    .unwrap();
+    assert!(flows.contains("nw_dst=10.96.0.10"), "{flows}");
+    assert_eq!(sorted(flows, 0), sorted(sb.dump_flows(bridge).unwrap(), 0));
+    let mut argv = vec![svcflow.as_ref(), "ofp", "dump-groups", &target];
+    argv.extend(tls);
+    let groups = sb.node(&argv).unwrap();
+    assert!(groups.contains("group_id=7"), "{groups}");
+    // `ovs-ofctl dump-groups` prints its reply's header first.
+    assert_eq!(
+        sorted(groups, 0),
+        sorted(sb.dump_groups(bridge).unwrap(), 1)
+    );
+
+    // Without the flags: refused before dialling, by name.
+    let err = sb
+        .node(&[&svcflow, "ofp", "dump-flows", &target])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("an ssl: target needs --ssl-private-key"),
+        "{err}"
+    );
+    // With only some of them.
+    let err = sb
+        .node(&[
+            &svcflow,
+            "ofp",
+            "dump-flows",
+            &target,
+            "--ssl-private-key",
+            &controller.key,
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("TLS needs all three"), "{err}");
+    // A certificate the switch's CA (the controller CA) did not sign: the switch refuses it.
+    let argv = [
+        svcflow.as_ref(),
+        "ofp",
+        "dump-flows",
+        &target,
+        "--ssl-private-key",
+        &n1.key,
+        "--ssl-certificate",
+        &n1.cert,
+        "--ssl-ca-cert",
+        &switch_ca,
+    ];
+    assert!(
+        sb.node(&argv).is_err(),
+        "a switch certificate taken as a controller's"
+    );
+}
+
 #[test]
 fn plain_tcp_beyond_loopback_needs_insecure() {
     let state = std::env::temp_dir().join(format!("svcflow-tls-test-{}", std::process::id()));

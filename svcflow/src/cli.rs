@@ -225,9 +225,52 @@ pub enum OfpCommand {
 /// A switch to talk to.
 #[derive(Debug, Args)]
 pub struct SwitchArgs {
-    /// `unix:PATH` (e.g. the bridge's `br-int.mgmt` socket) or `tcp:IP:PORT`.
+    /// `unix:PATH` (e.g. the bridge's `br-int.mgmt` socket), `tcp:IP:PORT`, or `ssl:IP:PORT`
+    /// (a bridge's `pssl:` service listener) with the three TLS flags.
     #[arg(value_name = "TARGET")]
     pub target: String,
+    /// TLS for `ssl:`: the PEM private key presented to the switch (with --ssl-certificate and
+    /// --ssl-ca-cert; all three or none), as `ovs-ofctl --private-key`.
+    #[arg(long, value_name = "FILE")]
+    pub ssl_private_key: Option<PathBuf>,
+    /// TLS for `ssl:`: the PEM certificate presented (one the switch's CA trusts, e.g. svcflow's
+    /// controller certificate).
+    #[arg(long, value_name = "FILE")]
+    pub ssl_certificate: Option<PathBuf>,
+    /// TLS for `ssl:`: the PEM CA certificate(s) that must have signed the switch's
+    /// certificate (e.g. ovs-pki's switchca/cacert.pem).
+    #[arg(long, value_name = "FILE")]
+    pub ssl_ca_cert: Option<PathBuf>,
+}
+
+impl SwitchArgs {
+    /// The TLS files, if given (all three or none).
+    pub fn tls(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        tls_files(
+            self.ssl_private_key.clone(),
+            self.ssl_certificate.clone(),
+            self.ssl_ca_cert.clone(),
+        )
+    }
+}
+
+/// `--ssl-private-key`, `--ssl-certificate` and `--ssl-ca-cert`: all three, or none.
+fn tls_files(
+    private_key: Option<PathBuf>,
+    certificate: Option<PathBuf>,
+    ca_cert: Option<PathBuf>,
+) -> Result<Option<TlsFiles>, ConfigError> {
+    match (private_key, certificate, ca_cert) {
+        (Some(private_key), Some(certificate), Some(ca_cert)) => Ok(Some(TlsFiles {
+            private_key,
+            certificate,
+            ca_cert,
+        })),
+        (None, None, None) => Ok(None),
+        _ => Err(ConfigError(
+            "TLS needs all three of --ssl-private-key, --ssl-certificate and --ssl-ca-cert".into(),
+        )),
+    }
 }
 
 /// `svcflow ofp print` arguments.
@@ -490,24 +533,11 @@ impl RunArgs {
                 .or(file.lease_namespace.as_deref()),
             self.lease_duration.or(file.lease_duration).unwrap_or(15),
         )?;
-        let tls = match (
+        let tls = tls_files(
             self.ssl_private_key.clone().or(file.ssl_private_key),
             self.ssl_certificate.clone().or(file.ssl_certificate),
             self.ssl_ca_cert.clone().or(file.ssl_ca_cert),
-        ) {
-            (Some(private_key), Some(certificate), Some(ca_cert)) => Some(TlsFiles {
-                private_key,
-                certificate,
-                ca_cert,
-            }),
-            (None, None, None) => None,
-            _ => {
-                return Err(ConfigError(
-                    "TLS needs all three of --ssl-private-key, --ssl-certificate and                      --ssl-ca-cert"
-                        .into(),
-                ));
-            }
-        };
+        )?;
         let config = RunConfig {
             tls,
             insecure: self.insecure || file.insecure.unwrap_or(false),
@@ -905,6 +935,38 @@ mod tests {
             panic!("not ofp print")
         };
         assert_eq!(args.hex, ["-"]);
+    }
+
+    #[test]
+    fn ofp_dumps_take_all_three_tls_flags_or_none() {
+        let dump = |extra: &[&str]| {
+            let mut argv = vec!["svcflow", "ofp", "dump-flows", "ssl:10.0.0.1:6653"];
+            argv.extend_from_slice(extra);
+            let cli = Cli::try_parse_from(argv).unwrap();
+            let Command::Ofp(OfpCommand::DumpFlows(args)) = cli.command else {
+                panic!("not ofp dump-flows")
+            };
+            args.tls()
+        };
+        assert_eq!(dump(&[]).unwrap(), None);
+        let all = dump(&[
+            "--ssl-private-key",
+            "k.pem",
+            "--ssl-certificate",
+            "c.pem",
+            "--ssl-ca-cert",
+            "ca.pem",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(all.ca_cert, PathBuf::from("ca.pem"));
+        let err = dump(&["--ssl-certificate", "c.pem"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "TLS needs all three of --ssl-private-key, --ssl-certificate and --ssl-ca-cert"
+        );
     }
 
     #[test]

@@ -4,13 +4,37 @@
 
 use openflow::driver::{DriverConfig, FlowFilter, connect};
 
+use crate::cli::SwitchArgs;
+use crate::tls::Tls;
+
 use netvirt::apply::group_from_wire;
 use netvirt::flow::{DumpFlow, DumpGroup, FlowEntry, FlowKey};
 
-/// The flows of the switch at `target` (`unix:PATH` or `tcp:IP:PORT`), one line each, ordered
-/// by table, then priority (highest first).
-pub async fn dump_flows(target: &str) -> Result<String, String> {
-    let switch = connect(target, DriverConfig::default())
+/// How to reach the switch `args` names: with TLS when its three flags are given (a client
+/// config that presents the certificate and checks the switch's against the CA, whatever
+/// its name, as Open vSwitch does). An `ssl:` target without them is refused here, by name.
+pub fn config(args: &SwitchArgs) -> Result<DriverConfig, String> {
+    let mut config = DriverConfig::default();
+    match args.tls().map_err(|e| e.to_string())? {
+        Some(files) => {
+            let tls = Tls::load(&files).map_err(|e| e.to_string())?;
+            config.tls_client = Some(tls.client);
+        }
+        None if args.target.starts_with("ssl:") => {
+            return Err(format!(
+                "{}: an ssl: target needs --ssl-private-key, --ssl-certificate and --ssl-ca-cert",
+                args.target
+            ));
+        }
+        None => {}
+    }
+    Ok(config)
+}
+
+/// The flows of the switch at `target` (`unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`), one
+/// line each, ordered by table, then priority (highest first).
+pub async fn dump_flows(target: &str, config: DriverConfig) -> Result<String, String> {
+    let switch = connect(target, config)
         .await
         .map_err(|e| format!("{target}: {e}"))?;
     let flows = switch
@@ -35,8 +59,8 @@ pub async fn dump_flows(target: &str) -> Result<String, String> {
 
 /// The groups of the switch at `target`, by id, one line each as `ovs-ofctl dump-groups`
 /// prints them below its `OFPST_GROUP_DESC reply` header.
-pub async fn dump_groups(target: &str) -> Result<String, String> {
-    let switch = connect(target, DriverConfig::default())
+pub async fn dump_groups(target: &str, config: DriverConfig) -> Result<String, String> {
+    let switch = connect(target, config)
         .await
         .map_err(|e| format!("{target}: {e}"))?;
     let mut groups = switch
