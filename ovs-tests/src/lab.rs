@@ -1117,33 +1117,27 @@ impl Lab {
 
     /// The (first) daemon's Prometheus metrics, `curl`ed in the controller namespace.
     pub fn metrics(&self) -> Result<String, SandboxError> {
-        let url = self.url("127.0.0.1:10249", "/metrics");
-        let tls = self.curl_tls("127.0.0.1:10249");
+        let target = self.curl_args("127.0.0.1:10249", "/metrics");
         let mut argv = vec!["curl", "-sS", "-f"];
-        argv.extend(tls.iter().map(String::as_str));
-        argv.push(&url);
+        argv.extend(target.iter().map(String::as_str));
         cmd::run(&netns_argv(&self.controller_netns, &argv))
     }
 
     /// `GET PATH` (from the root, e.g. `/restconf/operational/…`) from replica 0's REST
     /// northbound, in the controller namespace (HTTPS with [`LabOptions::tls`]).
     pub fn get(&self, path: &str) -> Result<String, SandboxError> {
-        let url = self.url(REST, path);
-        let tls = self.curl_tls(REST);
-        rest_at(&self.controller_netns, &url, &tls, "GET", "")
+        rest_at(
+            &self.controller_netns,
+            &self.curl_args(REST, path),
+            "GET",
+            "",
+        )
     }
 
     /// How a user reaches replica `i`'s REST `path` (from the root) with `curl`, for showing:
     /// the URL, after `--cacert CA --resolve svcflow:PORT:127.0.0.1` with TLS.
     pub fn curl_target(&self, i: usize, path: &str) -> String {
-        let addr = self.replica_rest_addr(i);
-        let url = self.url(&addr, path);
-        let tls = self.curl_tls(&addr);
-        tls.iter()
-            .chain([&url])
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(" ")
+        self.curl_args(&self.replica_rest_addr(i), path).join(" ")
     }
 
     /// The `svcflow get|plan|trace` flags that reach replica 0's REST northbound: none over
@@ -1166,33 +1160,21 @@ impl Lab {
         self.tls.as_ref().map(|(pki, _)| pki.ca("controller"))
     }
 
-    /// `http://ADDR/PATH`, or `https://svcflow:PORT/PATH` with TLS (the name svcflow's
-    /// certificate gives; [`Lab::curl_tls`] resolves it to `addr`).
-    fn url(&self, addr: &str, path: &str) -> String {
-        match &self.tls {
-            None => format!("http://{addr}{path}"),
-            Some(_) => {
-                let port = addr.rsplit_once(':').map_or("", |(_, p)| p);
-                format!("https://svcflow:{port}{path}")
-            }
-        }
-    }
-
-    /// `curl`'s arguments for [`Lab::url`] over TLS: the CA, and `svcflow` resolved to `addr`.
-    fn curl_tls(&self, addr: &str) -> Vec<String> {
-        match &self.tls {
-            None => Vec::new(),
-            Some((pki, _)) => {
-                let port = addr.rsplit_once(':').map_or("", |(_, p)| p);
-                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-                vec![
-                    "--cacert".into(),
-                    pki.ca("controller"),
-                    "--resolve".into(),
-                    format!("svcflow:{port}:{host}"),
-                ]
-            }
-        }
+    /// `curl`'s arguments for `PATH` (from the root) at `addr`: `http://ADDR/PATH`, or with
+    /// TLS `--cacert CA --resolve svcflow:PORT:HOST https://svcflow:PORT/PATH` (the name
+    /// svcflow's certificate gives, resolved to `addr`). The URL comes last.
+    fn curl_args(&self, addr: &str, path: &str) -> Vec<String> {
+        let Some((pki, _)) = &self.tls else {
+            return vec![format!("http://{addr}{path}")];
+        };
+        let (host, port) = addr.rsplit_once(':').unwrap_or((addr, ""));
+        vec![
+            "--cacert".into(),
+            pki.ca("controller"),
+            "--resolve".into(),
+            format!("svcflow:{port}:{host}"),
+            format!("https://svcflow:{port}{path}"),
+        ]
     }
 
     /// The PKI of [`LabOptions::tls`], in the first node's directory: each node's OVS
@@ -1674,10 +1656,11 @@ impl Lab {
         path: &str,
         body: &str,
     ) -> Result<String, SandboxError> {
-        let addr = self.replica_rest_addr(i);
-        let url = self.url(&addr, &format!("/restconf/config/{path}"));
-        let tls = self.curl_tls(&addr);
-        rest_at(&self.controller_netns, &url, &tls, method, body)
+        let target = self.curl_args(
+            &self.replica_rest_addr(i),
+            &format!("/restconf/config/{path}"),
+        );
+        rest_at(&self.controller_netns, &target, method, body)
     }
 
     /// Every running replica's log, each under a heading.
@@ -2163,17 +2146,17 @@ fn endpoint_ips(s: &ServiceSpec, pod: &PodSpec) -> Vec<IpAddr> {
         .collect()
 }
 
-/// `curl` against svcflow's REST northbound inside `netns`, at `url` (with `tls`, `curl`'s
-/// arguments for HTTPS, if any).
+/// `curl` against svcflow's REST northbound inside `netns`, at `target` ([`Lab::curl_args`]:
+/// the URL last, after what HTTPS needs).
 fn rest_at(
     netns: &str,
-    url: &str,
-    tls: &[String],
+    target: &[String],
     method: &str,
     body: &str,
 ) -> Result<String, SandboxError> {
-    let mut argv = vec!["curl", "-sS", "--fail-with-body", "-X", method, url];
-    argv.extend(tls.iter().map(String::as_str));
+    let url = target.last().map_or("", String::as_str);
+    let mut argv = vec!["curl", "-sS", "--fail-with-body", "-X", method];
+    argv.extend(target.iter().map(String::as_str));
     if !body.is_empty() {
         argv.extend(["-H", "Content-Type: application/json", "-d", body]);
     }

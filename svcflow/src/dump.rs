@@ -13,7 +13,7 @@ use netvirt::flow::{DumpFlow, DumpGroup, FlowEntry, FlowKey};
 /// How to reach the switch `args` names: with TLS when its three flags are given (a client
 /// config that presents the certificate and checks the switch's against the CA, whatever
 /// its name, as Open vSwitch does). An `ssl:` target without them is refused here, by name.
-pub fn config(args: &SwitchArgs) -> Result<DriverConfig, String> {
+fn config(args: &SwitchArgs) -> Result<DriverConfig, String> {
     let mut config = DriverConfig::default();
     match args.tls().map_err(|e| e.to_string())? {
         Some(files) => {
@@ -31,10 +31,11 @@ pub fn config(args: &SwitchArgs) -> Result<DriverConfig, String> {
     Ok(config)
 }
 
-/// The flows of the switch at `target` (`unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`), one
+/// The flows of the switch `args` names (`unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`), one
 /// line each, ordered by table, then priority (highest first).
-pub async fn dump_flows(target: &str, config: DriverConfig) -> Result<String, String> {
-    let switch = connect(target, config)
+pub async fn dump_flows(args: &SwitchArgs) -> Result<String, String> {
+    let target = &args.target;
+    let switch = connect(target, config(args)?)
         .await
         .map_err(|e| format!("{target}: {e}"))?;
     let flows = switch
@@ -57,10 +58,11 @@ pub async fn dump_flows(target: &str, config: DriverConfig) -> Result<String, St
         .collect())
 }
 
-/// The groups of the switch at `target`, by id, one line each as `ovs-ofctl dump-groups`
+/// The groups of the switch `args` names, by id, one line each as `ovs-ofctl dump-groups`
 /// prints them below its `OFPST_GROUP_DESC reply` header.
-pub async fn dump_groups(target: &str, config: DriverConfig) -> Result<String, String> {
-    let switch = connect(target, config)
+pub async fn dump_groups(args: &SwitchArgs) -> Result<String, String> {
+    let target = &args.target;
+    let switch = connect(target, config(args)?)
         .await
         .map_err(|e| format!("{target}: {e}"))?;
     let mut groups = switch

@@ -133,20 +133,12 @@ fn main() -> ExitCode {
                 }
             }
         }
-        cli::Command::Ofp(cli::OfpCommand::DumpFlows(args)) => match dump::config(&args) {
-            Ok(config) => print_from_switch("dump-flows", dump::dump_flows(&args.target, config)),
-            Err(e) => {
-                eprintln!("svcflow ofp dump-flows: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        cli::Command::Ofp(cli::OfpCommand::DumpGroups(args)) => match dump::config(&args) {
-            Ok(config) => print_from_switch("dump-groups", dump::dump_groups(&args.target, config)),
-            Err(e) => {
-                eprintln!("svcflow ofp dump-groups: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        cli::Command::Ofp(cli::OfpCommand::DumpFlows(args)) => {
+            print_from_switch("dump-flows", dump::dump_flows(&args))
+        }
+        cli::Command::Ofp(cli::OfpCommand::DumpGroups(args)) => {
+            print_from_switch("dump-groups", dump::dump_groups(&args))
+        }
         cli::Command::Store(command) => print_or_fail("store", store::run(&command)),
         cli::Command::Get(command) => {
             let (args, what): (_, get::Getter) = match command {
