@@ -22,7 +22,6 @@
 //! `SVCFLOW_MEM_N` (comma-separated) pick the sizes, `SVCFLOW_MEM_TURN` the parts per turn
 //! (0: each node's whole update before the next node's).
 
-use std::alloc::System;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
@@ -33,8 +32,10 @@ use netvirt::engine::RENDER_PART;
 use netvirt::model::{Endpoint, MacAddr, Model, Node, Service, ServiceKey, ServicePort};
 use netvirt::shards::{Renders, Shards};
 
+/// The daemon's allocator (`svcflow/src/main.rs`), counted, so that the render's times are
+/// the daemon's.
 #[global_allocator]
-static ALLOC: cap::Cap<System> = cap::Cap::new(System, usize::MAX);
+static ALLOC: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
 
 /// Live heap bytes.
 fn live() -> usize {
