@@ -98,7 +98,8 @@ impl SyncReport {
     pub fn count<K, F, G>(&mut self, step: &Step<K, F, G>) {
         match step {
             Step::AddFlow(..) => self.flows_added += 1,
-            Step::ModifyFlow(..) => self.flows_modified += 1,
+            // A replaced flow is a changed one too, of the same key.
+            Step::ModifyFlow(..) | Step::ReplaceFlow(..) => self.flows_modified += 1,
             Step::DeleteFlow(..) => self.flows_deleted += 1,
             _ => self.groups_changed += 1,
         }

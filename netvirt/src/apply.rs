@@ -26,10 +26,12 @@ where
         Step::ModifyGroup(id, g) => group_mod(GroupModCommand::Modify, *id, Some(g.borrow())),
         Step::DeleteGroup(id) => group_mod(GroupModCommand::Delete, *id, None),
         Step::AddFlow(k, v) => flow_mod(FlowModCommand::Add, k.borrow(), Some(v.borrow())),
-        // With a zero cookie mask, a strict modify also sets the flow's cookie (OF1.3 §6.4).
+        // A modify keeps the cookie the switch has: the flows' cookies are the same.
         Step::ModifyFlow(k, v) => {
             flow_mod(FlowModCommand::ModifyStrict, k.borrow(), Some(v.borrow()))
         }
+        // An add replaces the flow of the same key whole, with its new cookie.
+        Step::ReplaceFlow(k, v) => flow_mod(FlowModCommand::Add, k.borrow(), Some(v.borrow())),
         Step::DeleteFlow(k) => flow_mod(FlowModCommand::DeleteStrict, k.borrow(), None),
     }
 }

@@ -105,6 +105,12 @@ impl FlowEntry {
     }
 }
 
+impl crate::plan::FlowCookie for FlowEntry {
+    fn cookie(&self) -> u64 {
+        self.cookie
+    }
+}
+
 impl GroupRefs for FlowEntry {
     fn group_refs(&self) -> Vec<u32> {
         let mut refs = Vec::new();
@@ -357,6 +363,8 @@ impl fmt::Display for OfctlStep<'_> {
             Step::DeleteGroup(id) => write!(f, "group delete group_id={id}"),
             Step::AddFlow(k, v) => write!(f, "flow add{}", DumpFlow(k, v)),
             Step::ModifyFlow(k, v) => write!(f, "flow modify_strict{}", DumpFlow(k, v)),
+            // What goes on the wire: an add, which replaces the flow of the same key.
+            Step::ReplaceFlow(k, v) => write!(f, "flow add{}", DumpFlow(k, v)),
             Step::DeleteFlow(k) => {
                 let matches = format_match(&k.matches(), Some(k.priority));
                 write!(f, "flow delete_strict table={},{matches}", k.table)

@@ -1,7 +1,9 @@
 //! The plan: the ordered steps that turn the switch's actual state into the desired state.
 //!
 //! Pure: it diffs two [`State`]s. Entries whose keys match but whose contents differ are
-//! modified in place, so counters and conntrack references survive. Ordering keeps every
+//! modified in place, so counters and conntrack references survive; a flow whose cookie
+//! changes is added again over itself instead, as an OpenFlow 1.3 modify keeps the cookie
+//! the switch has. Ordering keeps every
 //! reference valid at every step: groups are added (then modified) before the flows and
 //! groups that use them, and flows are removed before the groups they used.
 
@@ -11,6 +13,18 @@ use std::collections::BTreeMap;
 pub trait GroupRefs {
     /// Ids of the groups this entry uses.
     fn group_refs(&self) -> Vec<u32>;
+}
+
+/// What a flow entry carries that a modify cannot change on the switch.
+pub trait FlowCookie {
+    /// The flow's cookie.
+    fn cookie(&self) -> u64;
+}
+
+impl<T: FlowCookie + ?Sized> FlowCookie for &T {
+    fn cookie(&self) -> u64 {
+        (**self).cookie()
+    }
 }
 
 /// Flows by key and groups by id, as wanted or as found on a switch.
@@ -40,8 +54,14 @@ pub enum Step<K, F, G> {
     ModifyGroup(u32, G),
     /// Add a flow.
     AddFlow(K, F),
-    /// Replace a flow's actions (and cookie), keeping its counters.
+    /// Replace a flow's actions, keeping its counters (and its cookie, which is the same).
     ModifyFlow(K, F),
+    /// Replace a flow whose cookie changes: an add over it (`OFPFC_ADD` replaces the flow of
+    /// the same table, priority and match whole, cookie included, and restarts its
+    /// counters). In OpenFlow 1.3 a modify leaves the cookie as it was (OVS takes a
+    /// modify's cookie as a new one only in OpenFlow 1.1), so the switch would keep the
+    /// previous owner's.
+    ReplaceFlow(K, F),
     /// Delete a flow (strictly: this key only).
     DeleteFlow(K),
     /// Delete a group.
@@ -56,6 +76,7 @@ impl<K: Clone, F: Clone, G: Clone> Step<&K, &F, &G> {
             Step::ModifyGroup(id, g) => Step::ModifyGroup(id, g.clone()),
             Step::AddFlow(k, f) => Step::AddFlow(k.clone(), f.clone()),
             Step::ModifyFlow(k, f) => Step::ModifyFlow(k.clone(), f.clone()),
+            Step::ReplaceFlow(k, f) => Step::ReplaceFlow(k.clone(), f.clone()),
             Step::DeleteFlow(k) => Step::DeleteFlow(k.clone()),
             Step::DeleteGroup(id) => Step::DeleteGroup(id),
         }
@@ -66,7 +87,7 @@ impl<K: Clone, F: Clone, G: Clone> Step<&K, &F, &G> {
 pub fn plan<K, F, G>(desired: &State<K, F, G>, actual: &State<K, F, G>) -> Vec<Step<K, F, G>>
 where
     K: Ord + Clone,
-    F: PartialEq + Clone + GroupRefs,
+    F: PartialEq + Clone + GroupRefs + FlowCookie,
     G: PartialEq + Clone + GroupRefs,
 {
     let mut steps = Vec::new();
@@ -99,7 +120,9 @@ where
     for (key, flow) in &desired.flows {
         match actual.flows.get(key) {
             None => steps.push(Step::AddFlow(key.clone(), flow.clone())),
-            Some(found) if found != flow => steps.push(Step::ModifyFlow(key.clone(), flow.clone())),
+            Some(found) if found != flow => {
+                steps.push(changed_flow(found, key.clone(), flow.clone()))
+            }
             Some(_) => {}
         }
     }
@@ -119,6 +142,16 @@ where
     to_delete.reverse();
     steps.extend(to_delete.into_iter().map(Step::DeleteGroup));
     steps
+}
+
+/// The step that turns flow `found` into `flow` under `key`: a modify, or a replace when the
+/// cookie changes.
+pub fn changed_flow<K, F: FlowCookie, G>(found: &F, key: K, flow: F) -> Step<K, F, G> {
+    if found.cookie() == flow.cookie() {
+        Step::ModifyFlow(key, flow)
+    } else {
+        Step::ReplaceFlow(key, flow)
+    }
 }
 
 /// Sorts `ids` so that each group comes after the groups (among `ids`) it references.
@@ -167,7 +200,7 @@ where
                 check_refs(&g.group_refs(), state)?;
                 state.groups.insert(*id, g.clone());
             }
-            Step::AddFlow(k, f) | Step::ModifyFlow(k, f) => {
+            Step::AddFlow(k, f) | Step::ModifyFlow(k, f) | Step::ReplaceFlow(k, f) => {
                 let exists = state.flows.contains_key(k);
                 if exists == matches!(step, Step::AddFlow(..)) {
                     return Err(format!("{} of flow {k:?}", kind(step)));
@@ -204,6 +237,7 @@ fn kind<K, F, G>(step: &Step<K, F, G>) -> &'static str {
     match step {
         Step::AddGroup(..) | Step::AddFlow(..) => "add of existing",
         Step::ModifyGroup(..) | Step::ModifyFlow(..) => "modify of missing",
+        Step::ReplaceFlow(..) => "replace of missing",
         Step::DeleteFlow(..) | Step::DeleteGroup(..) => "delete",
     }
 }
@@ -227,6 +261,13 @@ mod tests {
     impl GroupRefs for Entry {
         fn group_refs(&self) -> Vec<u32> {
             self.1.clone()
+        }
+    }
+
+    /// Versions 0–3 share a cookie, 4–7 the next one, and so on: some changes keep it.
+    impl FlowCookie for Entry {
+        fn cookie(&self) -> u64 {
+            u64::from(self.0 / 4)
         }
     }
 
@@ -307,5 +348,30 @@ mod tests {
                 Step::DeleteGroup(5),
             ]
         );
+    }
+
+    #[test]
+    fn a_flow_whose_cookie_changes_is_replaced_not_modified() {
+        let actual: TestState = State {
+            flows: [(1, Entry(0, vec![])), (2, Entry(0, vec![]))].into(),
+            groups: BTreeMap::new(),
+        };
+        let desired: TestState = State {
+            flows: [(1, Entry(4, vec![])), (2, Entry(3, vec![]))].into(),
+            groups: BTreeMap::new(),
+        };
+        let steps = plan(&desired, &actual);
+        assert_eq!(
+            steps,
+            vec![
+                Step::ReplaceFlow(1, Entry(4, vec![])),
+                Step::ModifyFlow(2, Entry(3, vec![])),
+            ]
+        );
+        let mut state = actual.clone();
+        apply(&mut state, &steps).unwrap();
+        assert_eq!(state, desired);
+        // Like a modify, a replace needs the flow to be there.
+        assert!(apply(&mut State::default(), &steps[..1]).is_err());
     }
 }

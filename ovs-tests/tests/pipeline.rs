@@ -264,6 +264,46 @@ async fn removing_an_endpoint_rewrites_only_its_group_and_stops_new_connections_
     assert!(node.sync().await.is_empty());
 }
 
+/// A flow that keeps its table, priority and match but changes owner changes cookie: web's
+/// node-port flows move to another cookie when its external traffic policy becomes Local.
+/// An OpenFlow 1.3 modify keeps the cookie the switch has, so the switch must get an add
+/// over the flow (`sync` checks that it then holds exactly the render, cookies included),
+/// and an engine that starts afresh on the switch, as a restarted or new master replica
+/// does, must find nothing to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_that_changes_cookie_carries_the_new_cookie_on_the_switch() {
+    let mut node = installed().await;
+    let before = node.desired();
+    let key = ServiceKey::new("default", "web");
+    let web = node.scenario.model.services.get_mut(&key).unwrap();
+    web.external_traffic_policy = netvirt::model::TrafficPolicy::Local;
+    let after = node.desired();
+    let replaced: Vec<_> = plan(&after.state, &before.state)
+        .into_iter()
+        .filter(|s| matches!(s, Step::ReplaceFlow(..)))
+        .collect();
+    assert!(!replaced.is_empty(), "no flow changes cookie here");
+    let report = node.sync().await;
+    assert!(report.flows_modified >= replaced.len(), "{report:?}");
+    let fresh_engine = |node: &mut Node| {
+        let switch = node.engine.take().unwrap().switch().clone();
+        node.engine = Some(Engine::new(switch));
+    };
+    fresh_engine(&mut node);
+    let report = node.sync().await;
+    assert!(report.is_empty(), "a fresh engine changed {report:?}");
+    // Back to Cluster while no engine runs: the fresh engine's full sync, against what it
+    // reads from the switch, must carry the cookies back too.
+    let web = node.scenario.model.services.get_mut(&key).unwrap();
+    web.external_traffic_policy = netvirt::model::TrafficPolicy::Cluster;
+    fresh_engine(&mut node);
+    let report = node.sync().await;
+    assert!(report.flows_modified >= replaced.len(), "{report:?}");
+    fresh_engine(&mut node);
+    let report = node.sync().await;
+    assert!(report.is_empty(), "a fresh engine changed {report:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_without_endpoints_refuses_at_once() {
     let node = installed().await;
@@ -592,7 +632,7 @@ async fn a_5000_endpoint_service_installs_spreads_over_every_chained_group_and_c
         netvirt::pipeline::cookie::make(netvirt::pipeline::cookie::ENDPOINT, u32::from(gone));
     for step in &steps {
         let cookie = match step {
-            Step::AddFlow(_, e) | Step::ModifyFlow(_, e) => e.cookie,
+            Step::AddFlow(_, e) | Step::ModifyFlow(_, e) | Step::ReplaceFlow(_, e) => e.cookie,
             Step::DeleteFlow(k) => before.state.flows[k].cookie,
             _ => continue,
         };

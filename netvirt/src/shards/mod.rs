@@ -628,7 +628,7 @@ impl Shards {
             let now = self.flow(key)?;
             match held_flow(held, key) {
                 None => Some(Step::AddFlow(&**key, now)),
-                Some(was) if was != now => Some(Step::ModifyFlow(&**key, now)),
+                Some(was) if was != now => Some(crate::plan::changed_flow(&was, &**key, now)),
                 Some(_) => None,
             }
         });
@@ -1067,6 +1067,8 @@ impl Shards {
         let flows = self.sorted_flows().into_iter().filter_map(move |(key, e)| {
             let (change, command) = match actual.flows.get(key) {
                 None => (Change::AddFlow, FlowModCommand::Add),
+                // A changed cookie needs an add: a modify would keep the switch's.
+                Some(a) if a.cookie != e.cookie => (Change::ModifyFlow, FlowModCommand::Add),
                 Some(a) if a != e => (Change::ModifyFlow, FlowModCommand::ModifyStrict),
                 Some(_) => return None,
             };
