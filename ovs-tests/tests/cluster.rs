@@ -61,6 +61,22 @@ fn cluster_with(change: impl FnOnce(&mut Topology)) -> Cluster {
 }
 
 impl Cluster {
+    /// The daemon's dry run against every live switch (`svcflow:plan`) changes nothing: each
+    /// switch holds the model exactly as a fresh read sees it, as a new master would.
+    fn assert_switches_hold_the_model(&self) {
+        let text = self
+            .lab
+            .get("/restconf/operational/svcflow:plan")
+            .unwrap_or_else(|e| self.fail(&format!("GET the plan: {e}")));
+        let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let nodes = plan["svcflow:plan"]["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 3, "every node planned: {text}");
+        for node in nodes {
+            let changes = node["changes"].as_array().unwrap();
+            assert!(changes.is_empty(), "{}: {changes:?}", node["node"]);
+        }
+    }
+
     fn fail(&self, what: &dyn std::fmt::Display) -> ! {
         panic!(
             "{what}\n{}\nsvcflow log tail:\n{}",
@@ -665,4 +681,7 @@ fn external_traffic_policy_local_keeps_the_source_never_crosses_nodes_and_every_
         );
         assert!(answer.ends_with(&body), "{node}: {answer}");
     }
+    // The node-port flows changed owner (cookie) with the policy: each switch carries the
+    // new cookies, so a fresh read finds nothing to change.
+    c.assert_switches_hold_the_model();
 }
