@@ -112,7 +112,7 @@ pub(crate) async fn run<S>(
             r = rd.read(&mut rbuf), if read => match r {
                 Ok(0) => session.handle_eof(),
                 Ok(n) => session.handle_bytes(&rbuf[..n], Instant::now()),
-                Err(e) => session.handle_io_error(e.to_string()),
+                Err(e) => session.handle_io_error(read_error(&e)),
             },
             r = write_or_flush(&mut wr, &wbuf[woff..]), if to_write => match r {
                 Ok(Some(0)) => {
@@ -299,5 +299,18 @@ async fn write_or_flush<W: AsyncWrite + Unpin>(
         wr.flush().await.map(|()| None)
     } else {
         wr.write(buf).await.map(Some)
+    }
+}
+
+/// What a failed read says. A TLS stream whose peer ends the TCP connection without its
+/// `close_notify` (it stopped, was killed or was cut off) fails with `UnexpectedEof`, which
+/// rustls words with a link to its manual; a plain stream never does (it reads 0 bytes).
+fn read_error(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        "the peer closed the connection without ending TLS (no close_notify): it stopped, \
+         was killed or was cut off"
+            .to_string()
+    } else {
+        e.to_string()
     }
 }

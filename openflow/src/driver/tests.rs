@@ -144,6 +144,85 @@ async fn a_stream_that_buffers_writes_is_flushed() {
     peer.await.expect("fake switch ends when we close");
 }
 
+/// A stream that fails its read with `UnexpectedEof` where the peer's side ends, as a TLS
+/// stream does when the peer closes TCP without a `close_notify`.
+struct EndsWithoutCloseNotify(DuplexStream);
+
+impl tokio::io::AsyncRead for EndsWithoutCloseNotify {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        match std::pin::Pin::new(&mut self.0).poll_read(cx, buf) {
+            std::task::Poll::Ready(Ok(())) if buf.filled().len() == before => {
+                std::task::Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "peer closed connection without sending TLS close_notify: https://docs.rs/rustls",
+                )))
+            }
+            other => other,
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for EndsWithoutCloseNotify {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// A switch that goes away without ending TLS (killed): the session closes with a reason a
+/// user can read, not rustls's wording with a link to its manual.
+#[tokio::test]
+async fn a_peer_gone_without_close_notify_is_reported_plainly() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
+    // The fake switch, dropped (its side of the stream with it) when told to go.
+    let peer = tokio::spawn(async move {
+        tokio::select! {
+            () = fake_switch(theirs) => {}
+            _ = gone_rx => {}
+        }
+    });
+    let start = start(EndsWithoutCloseNotify(ours), DriverConfig::default(), None);
+    let sw = match tokio::time::timeout(std::time::Duration::from_secs(10), start).await {
+        Ok(Ok(sw)) => sw,
+        Ok(Err(e)) => panic!("handshake: {e}"),
+        Err(_) => panic!("handshake timed out"),
+    };
+    let _ = gone_tx.send(());
+    peer.await.expect("fake switch");
+    let why = tokio::time::timeout(std::time::Duration::from_secs(10), sw.closed())
+        .await
+        .expect("the session closed");
+    let SessionError::Io(text) = &why else {
+        panic!("{why}");
+    };
+    assert!(
+        text.contains("without ending TLS (no close_notify)"),
+        "{text}"
+    );
+    assert!(!text.contains("https://"), "{text}");
+}
+
 #[tokio::test]
 async fn incompatible_peer_fails_the_handshake() {
     let (ours, mut theirs) = tokio::io::duplex(1 << 16);
