@@ -364,6 +364,7 @@ fn a_restarted_ovs_vswitchd_is_synced_again_and_carries_traffic() {
     c.assert_spread("n2-b", VIP, 20, &["n2-a", "n3-a"], &c.ip("n2-b"));
     let answers = c.connect("n2-a", &format!("{}:8080", c.ip("n1-a")), 1);
     assert_eq!(answers, [Ok(("n1-a".to_string(), c.ip("n2-a")))]);
+    c.assert_switches_hold_the_model();
 }
 
 #[test]
@@ -453,6 +454,7 @@ fn a_frozen_switch_delays_no_other_node_and_catches_up_when_thawed() {
     );
     c.assert_spread("n3-b", VIP, 20, &["n1-a", "n2-a"], &c.ip("n3-b"));
     c.assert_spread("n1-b", VIP, 20, &["n1-a", "n2-a"], &c.ip("n1-b"));
+    c.assert_switches_hold_the_model();
 }
 
 #[test]
@@ -532,6 +534,7 @@ fn on_a_shared_l2_underlay_nodes_are_told_apart_by_their_uplink_macs_and_carry_t
         "l2 underlay: {pairs} pod pairs, ClusterIP from 3 nodes and NodePort passed; uplink \
          MACs {uplinks:?} each on its own port"
     );
+    c.assert_switches_hold_the_model();
 }
 
 #[test]
