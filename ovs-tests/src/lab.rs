@@ -1126,9 +1126,14 @@ impl Lab {
     /// `GET PATH` (from the root, e.g. `/restconf/operational/…`) from replica 0's REST
     /// northbound, in the controller namespace (HTTPS with [`LabOptions::tls`]).
     pub fn get(&self, path: &str) -> Result<String, SandboxError> {
+        self.replica_get(0, path)
+    }
+
+    /// [`Lab::get`] from replica `i`.
+    pub fn replica_get(&self, i: usize, path: &str) -> Result<String, SandboxError> {
         rest_at(
             &self.controller_netns,
-            &self.curl_args(REST, path),
+            &self.curl_args(&self.replica_rest_addr(i), path),
             "GET",
             "",
         )

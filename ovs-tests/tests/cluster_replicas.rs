@@ -9,6 +9,8 @@
 //!   after the kill is on every switch within 2 s;
 //! - a rolling restart of the three replicas, one by one, under the client loop: no
 //!   connection fails, and every switch ends with one master;
+//! - after the kill and after the restarts, each node's master finds nothing to change in
+//!   its dry run against the live switch;
 //! - a replica frozen with SIGSTOP: its nodes move to the others, a change made meanwhile
 //!   reaches every switch, and once woken it gives each of its nodes up before any write to
 //!   it, no flow on any switch installed again and no connection failed;
@@ -72,6 +74,30 @@ fn wait_settled(lab: &Lab, running: &[usize]) -> BTreeMap<String, usize> {
             lab.replica_logs()
         )
     })
+}
+
+/// Each node's master, asked for its dry run (`svcflow:plan`, which reads the live switch as
+/// a new master does), finds nothing to change: every node is planned by one of `running`
+/// (the others name its master) with no change.
+fn assert_masters_hold_the_model(lab: &Lab, running: &[usize]) {
+    let mut planned = BTreeMap::new();
+    for i in running {
+        let text = lab
+            .replica_get(*i, "/restconf/operational/svcflow:plan")
+            .unwrap_or_else(|e| panic!("replica {i}'s plan: {e}\n{}", lab.replica_logs()));
+        let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for node in plan["svcflow:plan"]["nodes"].as_array().unwrap() {
+            let name = node["node"].as_str().unwrap().to_string();
+            let changes = node["changes"].as_array().unwrap();
+            assert!(changes.is_empty(), "replica {i}, {name}: {changes:?}");
+            planned.insert(name, *i);
+        }
+    }
+    assert_eq!(
+        planned.len(),
+        NODES.len(),
+        "every node planned once: {planned:?}"
+    );
 }
 
 /// Stops the loop and checks that no connection failed.
@@ -200,6 +226,7 @@ fn three_replicas_share_three_nodes_and_a_killed_or_restarted_replica_fails_no_c
     let after_kill = wait_settled(&lab, &survivors);
     let n = no_failures(probes, &lab, "kill -9 of a master");
     eprintln!("after the kill of replica {victim}: masters {after_kill:?}; {n} connections");
+    assert_masters_hold_the_model(&lab, &survivors);
 
     // The killed replica comes back, then each replica restarts in turn.
     lab.start_replica(victim).unwrap();
@@ -217,6 +244,7 @@ fn three_replicas_share_three_nodes_and_a_killed_or_restarted_replica_fails_no_c
     }
     let n = no_failures(probes, &lab, "a rolling restart");
     eprintln!("rolling restart of {REPLICAS} replicas: {n} connections, none failed");
+    assert_masters_hold_the_model(&lab, &all);
     drop(lab);
     drop(raft);
 }
