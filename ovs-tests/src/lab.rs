@@ -1150,9 +1150,19 @@ impl Lab {
     pub fn cli_rest_flags(&self) -> Vec<String> {
         match self.controller_ca() {
             None => Vec::new(),
+            Some(_) => self.replica_cli_rest_flags(0),
+        }
+    }
+
+    /// The `svcflow get|plan|trace` flags that reach replica `i`'s REST northbound:
+    /// `--rest http://ADDR`, or `--rest https://ADDR --ca-cert CA` with TLS.
+    pub fn replica_cli_rest_flags(&self, i: usize) -> Vec<String> {
+        let addr = self.replica_rest_addr(i);
+        match self.controller_ca() {
+            None => vec!["--rest".into(), format!("http://{addr}")],
             Some(ca) => vec![
                 "--rest".into(),
-                format!("https://{REST}"),
+                format!("https://{addr}"),
                 "--ca-cert".into(),
                 ca,
             ],

@@ -8,7 +8,8 @@
 //! `ovs-vswitchd` is killed and restarted and the traffic
 //! works again; a second svcflow replica joins as a standby (the REST state is in a 3-member
 //! Raft-clustered `ovsdb-server`) and takes every switch over when the first is killed, with
-//! no connection failing; svcflow stops with SIGTERM, the switches keep forwarding, and the
+//! no connection failing, and its dry run (`svcflow plan`) finds every switch holding its
+//! model; svcflow stops with SIGTERM, the switches keep forwarding, and the
 //! lab is torn down. The lab is torn down on an error or a panic too; `svcflow-demo --clean-up` (which
 //! `scripts/demo.sh` runs on exit) removes what a demo killed midway left.
 
@@ -68,6 +69,20 @@ fn clean_up() -> ExitCode {
 
 fn invalid(why: impl Into<String>) -> SandboxError {
     SandboxError::Invalid(why.into())
+}
+
+/// `svcflow ARGS…` in the controller's namespace: its output, or an error with what it said
+/// (named by its subcommand) if it failed.
+fn svcflow_cli(lab: &Lab, args: &[&str]) -> Result<String, SandboxError> {
+    let out = lab.svcflow(args)?;
+    if !out.status.success() {
+        return Err(invalid(format!(
+            "svcflow {}: {}",
+            args.first().copied().unwrap_or_default(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `count` TCP connections from `from` (a pod or the outside host) to `target`; prints how
@@ -229,6 +244,20 @@ fn standby_takes_over(lab: &mut Lab) -> Result<(), SandboxError> {
         "   svc-after is on all three switches {:.0} ms after the kill",
         killed.elapsed().as_secs_f64() * 1e3
     );
+    // The new master's dry run: it reads every switch it now masters and diffs it with its
+    // own render, changing nothing.
+    let rest = lab.replica_cli_rest_flags(1);
+    let mut args = vec!["plan"];
+    args.extend(rest.iter().map(String::as_str));
+    let planned = svcflow_cli(lab, &args)?;
+    println!(
+        "   $ svcflow plan {}   (replica 1's dry run: each switch read back and diffed with \
+         its render)",
+        rest.join(" ")
+    );
+    for line in planned.lines() {
+        println!("   {line}");
+    }
     let mut probes = probes;
     let seen = probes.samples().len();
     probes.wait_for_samples(seen + 40, Duration::from_secs(30))?;
@@ -524,15 +553,9 @@ fn run() -> Result<(), SandboxError> {
         VIP,
     ];
     args.extend(rest.iter().map(String::as_str));
-    let traced = lab.svcflow(&args)?;
-    if !traced.status.success() {
-        return Err(invalid(format!(
-            "svcflow trace: {}",
-            String::from_utf8_lossy(&traced.stderr).trim()
-        )));
-    }
+    let traced = svcflow_cli(&lab, &args)?;
     // The hops and the result; `svcflow trace` also prints each hop's flow and packet.
-    for line in String::from_utf8_lossy(&traced.stdout).lines().filter(|l| {
+    for line in traced.lines().filter(|l| {
         l.starts_with("n1 ")
             || l.starts_with("n2 ")
             || l.starts_with("n3 ")
