@@ -1065,14 +1065,14 @@ impl Shards {
             Some((Change::Group, group_mod(command, *id, Some(g))))
         });
         let flows = self.sorted_flows().into_iter().filter_map(move |(key, e)| {
-            let (change, command) = match actual.flows.get(key) {
-                None => (Change::AddFlow, FlowModCommand::Add),
-                // A changed cookie needs an add: a modify would keep the switch's.
-                Some(a) if a.cookie != e.cookie => (Change::ModifyFlow, FlowModCommand::Add),
-                Some(a) if a != e => (Change::ModifyFlow, FlowModCommand::ModifyStrict),
+            // The same steps, and so the same messages, as an update's (a changed cookie is
+            // a replace).
+            let (change, step): (_, Step<_, _, &GroupEntry>) = match actual.flows.get(key) {
+                None => (Change::AddFlow, Step::AddFlow(key, e)),
+                Some(a) if a != e => (Change::ModifyFlow, crate::plan::changed_flow(&a, key, e)),
                 Some(_) => return None,
             };
-            Some((change, flow_mod(command, key, Some(e))))
+            Some((change, crate::apply::message(&step)))
         });
         let flow_deletes = actual
             .flows
