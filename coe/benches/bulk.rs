@@ -187,21 +187,35 @@ fn main() {
             ms(translated),
         );
         drop((translator, durable));
-        in_order.push((s, daemon_order(s, e)));
+        in_order.push((s, daemon_order(s, e), one_put(s, e)));
     }
     println!();
     println!(
         "| S | endpoints: parse + apply (ms) | endpoints: publish (ms) | services: parse + apply (ms) | services: to the first part (ms) | services: publish (ms) |"
     );
     println!("|---|---|---|---|---|---|");
-    for (s, [a, b, c, d, e]) in in_order {
+    for (s, [a, b, c, d, e], _) in &in_order {
         println!(
             "| {s} | {} | {} | {} | {} | {} |",
-            ms(a),
-            ms(b),
-            ms(c),
-            ms(d),
-            ms(e)
+            ms(*a),
+            ms(*b),
+            ms(*c),
+            ms(*d),
+            ms(*e)
+        );
+    }
+    println!();
+    println!(
+        "| S | one PUT of the datastore: parse (ms) | apply + log + fsync (ms) | to the first part (ms) | publish (ms) |"
+    );
+    println!("|---|---|---|---|---|");
+    for (s, _, [a, b, c, d]) in &in_order {
+        println!(
+            "| {s} | {} | {} | {} | {} |",
+            ms(*a),
+            ms(*b),
+            ms(*c),
+            ms(*d)
         );
     }
 }
@@ -221,17 +235,54 @@ fn daemon_order(s: usize, e: usize) -> [Duration; 5] {
         let items = parse::container_body(kind, body.as_bytes()).unwrap();
         durable.apply(Change::Replace(kind, items)).unwrap();
         let put = t.elapsed();
-        let t = Instant::now();
-        let changed = durable.take_changed();
-        let mut first = None;
-        translator.apply_in_parts(durable.store(), &changed, PUBLISH_PART, |_| {
-            first.get_or_insert_with(|| t.elapsed());
-        });
-        let publish = t.elapsed();
-        (put, first.unwrap_or(publish), publish)
+        let (first, publish) = publish(&mut durable, &mut translator);
+        (put, first, publish)
     };
     let (ep_put, _, ep_publish) = put(Kind::Endpoints, endpoints_body(s, e));
     let (svc_put, svc_first, svc_publish) = put(Kind::Service, services_body(s));
     assert_eq!(translator.model().services.len(), s);
     [ep_put, ep_publish, svc_put, svc_first, svc_publish]
+}
+
+/// The same state as one PUT of the whole datastore and its publication: (parse, apply +
+/// log + fsync, to the first early part, the whole publication).
+fn one_put(s: usize, e: usize) -> [Duration; 4] {
+    let dir = tempfile::tempdir().unwrap();
+    let mut durable = DurableStore::open(dir.path(), Rules::default()).unwrap();
+    let mut translator = Translator::new(durable.store());
+    drop(durable.take_changed());
+    let (ep, svc) = (endpoints_body(s, e), services_body(s));
+    let body = format!(
+        r#"{{"k8s-node:k8s-nodes-info":{{"k8s-nodes":[]}},"pod:coe":{{"pods":[]}},{},{}}}"#,
+        &ep[1..ep.len() - 1],
+        &svc[1..svc.len() - 1]
+    );
+    drop((ep, svc));
+    let mut parsed = Duration::MAX;
+    let mut lists = Vec::new();
+    for _ in 0..PARSE_RUNS {
+        drop(std::mem::take(&mut lists));
+        let t = Instant::now();
+        lists = parse::datastore_body(body.as_bytes()).unwrap();
+        parsed = parsed.min(t.elapsed());
+    }
+    let t = Instant::now();
+    durable.apply(Change::Datastore(lists)).unwrap();
+    let applied = t.elapsed();
+    let (first, publish) = publish(&mut durable, &mut translator);
+    assert_eq!(translator.model().services.len(), s);
+    [parsed, applied, first, publish]
+}
+
+/// The publication of what `durable` took since the last: (to the first early part if there
+/// is one, the whole publication).
+fn publish(durable: &mut DurableStore, translator: &mut Translator) -> (Duration, Duration) {
+    let t = Instant::now();
+    let changed = durable.take_changed();
+    let mut first = None;
+    translator.apply_in_parts(durable.store(), &changed, PUBLISH_PART, |_| {
+        first.get_or_insert_with(|| t.elapsed());
+    });
+    let publish = t.elapsed();
+    (first.unwrap_or(publish), publish)
 }

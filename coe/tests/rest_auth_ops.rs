@@ -347,7 +347,7 @@ async fn openapi_document_is_served_kept_in_docs_and_covers_every_route() {
 
     // Every documented path and method is routed.
     let paths = served["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 17);
+    assert_eq!(paths.len(), 18);
     for (path, ops) in paths {
         let concrete = path.replace("{uid}", "x").replace("{node}", "x");
         for method in ["get", "put", "post", "delete"] {
@@ -533,7 +533,16 @@ async fn a_northbound_that_refuses_writes_says_why_and_still_reads() {
             "{method}"
         );
     }
+    // The whole datastore is in the config tree too.
+    let (status, reply) = h.call("PUT", "/restconf/config", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{reply}");
+    assert_eq!(
+        reply["errors"]["error"][0]["error-message"],
+        "writes go to Kubernetes here"
+    );
     let (status, reply) = h.call("GET", &container(Kind::Service), None).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let (status, reply) = h.call("GET", "/restconf/config", None).await;
     assert_eq!(status, StatusCode::OK, "{reply}");
     // A method the resource has no route for keeps the router's own answer.
     let (status, reply) = h.call("PATCH", &path, Some(body)).await;

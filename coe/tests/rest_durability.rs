@@ -31,6 +31,17 @@ fn open_store(dir: &Path, rules: Rules) -> Result<DurableStore, OpenError> {
     DurableStore::open(dir, rules)
 }
 
+/// Items `a` and `b` of every kind ([`sample`]), one container PUT per kind.
+async fn put_samples_a_and_b(h: &Harness) {
+    for kind in Kind::ALL {
+        let body = container_body(kind, vec![sample(kind, "a", 1), sample(kind, "b", 2)]);
+        assert_eq!(
+            h.call("PUT", &container(kind), Some(body)).await.0,
+            StatusCode::OK
+        );
+    }
+}
+
 fn wal_path(dir: &Path) -> PathBuf {
     dir.join(WAL_FILE)
 }
@@ -53,13 +64,7 @@ fn service_change(i: u32) -> Change {
 #[tokio::test]
 async fn rest_state_survives_a_restart() {
     let h = Harness::new();
-    for kind in Kind::ALL {
-        let body = container_body(kind, vec![sample(kind, "a", 1), sample(kind, "b", 2)]);
-        assert_eq!(
-            h.call("PUT", &container(kind), Some(body)).await.0,
-            StatusCode::OK
-        );
-    }
+    put_samples_a_and_b(&h).await;
     assert_eq!(
         h.call("DELETE", &item(Kind::Pod, "b"), None).await.0,
         StatusCode::OK
@@ -636,4 +641,81 @@ fn a_record_framed_in_place_is_the_framed_payload() {
     }
     let empty = Framed::seal(Framed::buffer(0));
     assert!(matches!(empty, Err(WalError::TooLarge(0))));
+}
+
+/// The whole datastore: `GET /restconf/config` gives every container as its own GET does, and
+/// a PUT of it replaces them all as one write (one revision, one log record), or, refused,
+/// changes nothing; it must name every container.
+#[tokio::test]
+async fn a_put_of_the_datastore_is_one_write_or_none() {
+    let h = Harness::new();
+    put_samples_a_and_b(&h).await;
+    let (status, whole) = h.call("GET", "/restconf/config", None).await;
+    assert_eq!(status, StatusCode::OK);
+    for kind in Kind::ALL {
+        let (_, one) = h.call("GET", &container(kind), None).await;
+        assert_eq!(
+            whole[kind.qualified_container()],
+            one[kind.qualified_container()]
+        );
+    }
+    assert_eq!(whole.as_object().unwrap().len(), 4);
+    let records = || {
+        Wal::open(&wal_path(&h.dir.path().join("state")))
+            .unwrap()
+            .records
+            .len()
+    };
+    let (revision, logged) = (h.nb.revision(), records());
+
+    // The services and endpoints replaced, the pods emptied, the nodes given as they are.
+    let mut next = whole.clone();
+    for kind in [Kind::Service, Kind::Endpoints] {
+        next[kind.qualified_container()] =
+            json!({ kind.list(): [sample(kind, "b", 2), sample(kind, "c", 3)] });
+    }
+    next[Kind::Pod.qualified_container()] = json!({ "pods": [] });
+    let (status, body) = h.call("PUT", "/restconf/config", Some(next.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(h.nb.revision(), revision + 1, "one write");
+    assert_eq!(records(), logged + 1, "one log record");
+    let (_, now) = h.call("GET", "/restconf/config", None).await;
+    let uids = |doc: &serde_json::Value, kind: Kind| -> Vec<String> {
+        doc[kind.qualified_container()][kind.list()]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["uid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(uids(&now, Kind::Service), ["b", "c"]);
+    assert_eq!(uids(&now, Kind::Endpoints), ["b", "c"]);
+    assert_eq!(uids(&now, Kind::Node), ["a", "b"]);
+    assert!(uids(&now, Kind::Pod).is_empty());
+    let model = &h.nb.settled().await.model;
+    assert_eq!(model.services.len(), 2);
+    assert!(model.pods.is_empty());
+
+    // Refused: service d takes c's address and port. Nothing changes, the pods included.
+    let mut clash = now.clone();
+    clash[Kind::Service.qualified_container()] =
+        json!({ "services": [sample(Kind::Service, "c", 3), sample(Kind::Service, "d", 3)] });
+    clash[Kind::Pod.qualified_container()] = json!({ "pods": [sample(Kind::Pod, "x", 9)] });
+    let (status, body) = h.call("PUT", "/restconf/config", Some(clash)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (path, _) = error_of(&body);
+    assert!(path.starts_with("services[d]"), "{body}");
+    // And one that leaves a container out, which would empty it.
+    let mut short = now.clone();
+    short.as_object_mut().unwrap().remove("pod:coe");
+    let (status, body) = h.call("PUT", "/restconf/config", Some(short)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.to_string().contains("missing `pod:coe`"), "{body}");
+    assert_eq!(h.call("GET", "/restconf/config", None).await.1, now);
+    assert_eq!((h.nb.revision(), records()), (revision + 1, logged + 1));
+
+    // The write replays as it was taken.
+    let store = h.nb.store();
+    let h = h.reopen();
+    assert_eq!(h.nb.store(), store);
 }

@@ -134,13 +134,7 @@ fn a_dual_stack_pod_cidr_is_a_pair_of_families() {
 #[test]
 fn a_long_list_reads_as_its_entries_one_by_one_and_fails_at_its_first_bad_entry() {
     let n = 5_000;
-    let entry = |i: usize| {
-        format!(
-            r#"{{"uid":"u{i}","name":"s{i}","cluster-ip-address":"10.96.{}.{}","service-ports":[{{"port":80}}]}}"#,
-            i / 250,
-            i % 250 + 1
-        )
-    };
+    let entry = numbered_service;
     let body = |entries: &[String]| format!(r#"{{"services":[{}]}}"#, entries.join(","));
     let entries: Vec<String> = (0..n).map(entry).collect();
     let all = parse::container_body(Kind::Service, body(&entries).as_bytes()).unwrap();
@@ -162,4 +156,107 @@ fn a_long_list_reads_as_its_entries_one_by_one_and_fails_at_its_first_bad_entry(
     bad[100] = bad[100].replace("10.96.0.101", "not an address");
     let err = parse::container_body(Kind::Service, body(&bad).as_bytes()).unwrap_err();
     assert!(err.to_string().contains("services[u100]"), "{err}");
+}
+
+/// A body of the whole datastore: each container as its own PUT reads it, in any order, with
+/// or without its module prefix; each must be there once, and nothing else may.
+#[test]
+fn a_datastore_body_reads_each_container_as_its_own_put_does() {
+    let services = r#"{"services":[{"uid":"u1","name":"web","cluster-ip-address":"10.96.0.1",
+        "service-ports":[{"port":80}]}]}"#;
+    let endpoints = r#"{"endpoints":[{"uid":"e1","name":"web",
+        "endpoint-addresses":[{"ip-address":"10.244.0.5"}],"endpoint-ports":[{"port":8080}]}]}"#;
+    let body = format!(
+        r#"{{"service:endpoints-info":{endpoints},"pod:coe":{{"pods":[]}},
+        "service-information":{services},"k8s-node:k8s-nodes-info":{{}}}}"#
+    );
+    let lists = parse::datastore_body(body.as_bytes()).unwrap();
+    let kinds: Vec<Kind> = lists.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        kinds,
+        [Kind::Endpoints, Kind::Pod, Kind::Service, Kind::Node]
+    );
+    assert_eq!(
+        lists[0].1,
+        parse::container_body(Kind::Endpoints, endpoints.as_bytes()).unwrap()
+    );
+    assert_eq!(
+        lists[2].1,
+        parse::container_body(Kind::Service, services.as_bytes()).unwrap()
+    );
+    assert!(lists[1].1.is_empty() && lists[3].1.is_empty());
+
+    let all = r#""service:service-information":{},"service:endpoints-info":{},"pod:coe":{}"#;
+    for (body, says) in [
+        // A container left out would be emptied: it must be given, even empty.
+        (
+            format!("{{{all}}}"),
+            "missing `k8s-node:k8s-nodes-info`".to_string(),
+        ),
+        (
+            "{}".to_string(),
+            "missing `service:service-information`".into(),
+        ),
+        (
+            format!(r#"{{{all},"k8s-node:k8s-nodes-info":{{}},"k8s-node:k8s-nodes-info":{{}}}}"#),
+            "k8s-nodes-info: member given more than once".into(),
+        ),
+        (
+            format!(r#"{{{all},"k8s-node:k8s-nodes-info":{{}},"service:services":[]}}"#),
+            "services: not a container of this datastore".into(),
+        ),
+        // An error inside a container names its item, as that container's PUT does.
+        (
+            format!(
+                r#"{{{all},"k8s-node:k8s-nodes-info":{{"k8s-nodes":[{{"uid":"n1","internal-ip-address":"x"}}]}}}}"#
+            ),
+            "k8s-nodes[n1]".into(),
+        ),
+        ("[]".to_string(), "body must be a JSON object".into()),
+        (format!("{{{all}"), "body is not JSON".into()),
+    ] {
+        let err = parse::datastore_body(body.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains(&says), "{body}: {err}");
+    }
+}
+
+/// The biggest container is read on a thread of its own: a long one reads as it does alone,
+/// and of two bad containers the first in the body is the one reported.
+#[test]
+fn a_long_datastore_body_reads_as_its_containers_and_fails_at_the_first_bad_one() {
+    let n = 5_000;
+    let services: Vec<String> = (0..n).map(numbered_service).collect();
+    let services = format!(r#"{{"services":[{}]}}"#, services.join(","));
+    let pods = r#"{"pods":[{"uid":"p1","interface":[{"uid":"i1","ip-address":"10.244.0.5"}]}]}"#;
+    let body = |services: &str, pods: &str| {
+        format!(
+            r#"{{"pod:coe":{pods},"service:service-information":{services},
+            "service:endpoints-info":{{}},"k8s-node:k8s-nodes-info":{{}}}}"#
+        )
+    };
+    let lists = parse::datastore_body(body(&services, pods).as_bytes()).unwrap();
+    assert_eq!(
+        lists[1].1,
+        parse::container_body(Kind::Service, services.as_bytes()).unwrap()
+    );
+    assert_eq!(
+        lists[0].1,
+        parse::container_body(Kind::Pod, pods.as_bytes()).unwrap()
+    );
+    let bad_services = services.replace("10.96.16.1\"", "10.96.16.x\"");
+    let err = parse::datastore_body(body(&bad_services, pods).as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("services[u4000]"), "{err}");
+    let bad_pods = pods.replace("10.244.0.5", "nope");
+    let err = parse::datastore_body(body(&bad_services, &bad_pods).as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("pods[p1]"), "{err}");
+}
+
+/// Service `u{i}` of a long list: its own name and address (10.96.0.1 for 0, 10.96.16.1 for
+/// 4,000), port 80.
+fn numbered_service(i: usize) -> String {
+    format!(
+        r#"{{"uid":"u{i}","name":"s{i}","cluster-ip-address":"10.96.{}.{}","service-ports":[{{"port":80}}]}}"#,
+        i / 250,
+        i % 250 + 1
+    )
 }

@@ -179,6 +179,10 @@ enum Write {
     Delete(Kind, usize),
     /// A container PUT: the kind's list becomes these items.
     Replace(Kind, Vec<(usize, bool)>),
+    /// A PUT of the whole datastore: each kind's list becomes these items, except the
+    /// nodes' when `None`, which are given again as the store holds them (as a resync that
+    /// changes no node sends them).
+    Datastore(Option<Vec<(usize, bool)>>, [Vec<(usize, bool)>; 3]),
 }
 
 fn item(kind: Kind, n: usize, alt: bool) -> Value {
@@ -223,11 +227,13 @@ fn write() -> impl proptest::strategy::Strategy<Value = Write> {
         Just(Kind::Endpoints),
         Just(Kind::Endpoints),
     ];
+    let list = || proptest::collection::vec((0..6usize, any::<bool>()), 0..4);
     prop_oneof![
         3 => (kind.clone(), 0..6usize, any::<bool>()).prop_map(|(k, n, alt)| Write::Put(k, n, alt)),
         1 => (kind.clone(), 0..6usize).prop_map(|(k, n)| Write::Delete(k, n)),
-        1 => (kind, proptest::collection::vec((0..6usize, any::<bool>()), 0..4))
-            .prop_map(|(k, items)| Write::Replace(k, items)),
+        1 => (kind, list()).prop_map(|(k, items)| Write::Replace(k, items)),
+        1 => (proptest::option::of(list()), list(), list(), list())
+            .prop_map(|(nodes, pods, services, endpoints)| Write::Datastore(nodes, [pods, services, endpoints])),
     ]
 }
 
@@ -270,6 +276,33 @@ proptest::proptest! {
                     items.dedup_by_key(|(n, _)| *n);
                     match parse::container_body(*kind, body(*kind, &items).as_bytes()) {
                         Ok(items) => Change::Replace(*kind, items),
+                        Err(_) => continue,
+                    }
+                }
+                Write::Datastore(nodes, lists) => {
+                    let mut doc = serde_json::Map::new();
+                    let nodes = match nodes {
+                        Some(nodes) => (Kind::Node, nodes.clone()),
+                        None => (Kind::Node, Vec::new()),
+                    };
+                    let given = [
+                        nodes,
+                        (Kind::Pod, lists[0].clone()),
+                        (Kind::Service, lists[1].clone()),
+                        (Kind::Endpoints, lists[2].clone()),
+                    ];
+                    for (kind, items) in &given {
+                        let mut items = items.clone();
+                        items.sort_by_key(|(n, _)| *n);
+                        items.dedup_by_key(|(n, _)| *n);
+                        let items: Vec<Value> = items.iter().map(|(n, alt)| item(*kind, *n, *alt)).collect();
+                        doc.insert(kind.qualified_container(), json!({ kind.list(): items }));
+                    }
+                    if matches!(w, Write::Datastore(None, _)) {
+                        doc.insert(Kind::Node.qualified_container(), store.container_json(Kind::Node));
+                    }
+                    match parse::datastore_body(Value::Object(doc).to_string().as_bytes()) {
+                        Ok(lists) => Change::Datastore(lists),
                         Err(_) => continue,
                     }
                 }
@@ -601,4 +634,69 @@ fn a_repeated_endpoint_address_is_served_once_in_short_and_long_lists() {
         assert_eq!(want.len(), n);
         assert_eq!(got, want, "{n} addresses");
     }
+}
+
+/// A PUT of the whole datastore gives the nodes again; when they are as they were, the
+/// translator follows the services by key, publishing early parts as for a container PUT,
+/// instead of translating everything again at once (what a change of nodes needs).
+#[test]
+fn nodes_given_again_as_they_were_keep_the_translation_by_key() {
+    use coe::rest::durable::Changed;
+    use coe::rest::to_model::Translator;
+    let mut store = Store::default();
+    let nodes = parse::container_body(
+        Kind::Node,
+        json!({ "k8s-nodes": [item(Kind::Node, 0, false)] })
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
+    store
+        .apply(Change::Replace(Kind::Node, nodes), &Rules::default())
+        .unwrap();
+    let mut translator = Translator::new(&store);
+    let services: Vec<Value> = [0, 1, 2, 3]
+        .iter()
+        .map(|n| item(Kind::Service, *n, false))
+        .collect();
+    let doc = |nodes: Value| {
+        json!({
+            "k8s-node:k8s-nodes-info": nodes,
+            "pod:coe": { "pods": [] },
+            "service:service-information": { "services": services },
+            "service:endpoints-info": { "endpoints": [] },
+        })
+    };
+    let mut early = 0;
+    let same = doc(store.container_json(Kind::Node));
+    let applied = store
+        .apply(
+            Change::Datastore(parse::datastore_body(same.to_string().as_bytes()).unwrap()),
+            &Rules::default(),
+        )
+        .unwrap();
+    let mut changed = Changed::default();
+    changed.record(&applied.effects);
+    assert!(
+        changed.cleared.contains(&Kind::Node) && changed.items.is_empty(),
+        "{changed:?}"
+    );
+    translator.apply_in_parts(&store, &changed, 1, |_| early += 1);
+    assert_eq!(translator.model(), &to_model(&store));
+    assert!(early > 0, "translated by key, in parts");
+
+    // Another node address: everything at once.
+    let mut early = 0;
+    let moved = doc(json!({ "k8s-nodes": [item(Kind::Node, 0, true)] }));
+    let applied = store
+        .apply(
+            Change::Datastore(parse::datastore_body(moved.to_string().as_bytes()).unwrap()),
+            &Rules::default(),
+        )
+        .unwrap();
+    let mut changed = Changed::default();
+    changed.record(&applied.effects);
+    translator.apply_in_parts(&store, &changed, 1, |_| early += 1);
+    assert_eq!(translator.model(), &to_model(&store));
+    assert_eq!(early, 0);
 }

@@ -8,7 +8,11 @@
 //!    before the first request is sent until the daemon logs the sync of the second write's
 //!    revision with the expected flow and group totals. Endpoints go first: endpoints without
 //!    their service render nothing, so the switch never sees services without endpoints
-//!    (refusal flows) that the second write would have to replace;
+//!    (refusal flows) that the second write would have to replace. With
+//!    `SVCFLOW_E2E_LOAD=datastore` the full load is instead ONE PUT of the whole datastore
+//!    (`/restconf/config`: node n1 as it is, an empty pod list, the endpoints and the
+//!    services), one write and one revision; `containers,datastore` runs both, each on its
+//!    own sandbox;
 //! 2. the anchor: the flows and groups svcflow installed, dumped with `ovs-ofctl --no-names`
 //!    after the full load, loaded from files with `ovs-ofctl --bundle add-groups` plus
 //!    `--bundle add-flows` onto a new, empty bridge of the same `ovs-vswitchd` once the daemon
@@ -72,7 +76,8 @@
 //! to see `ovs-vswitchd` beside the daemon), and `SVCFLOW_E2E_TLS` the transports (default 0:
 //! plain TCP on loopback; 1: TLS everywhere, as `svcflow run` requires beyond loopback, with
 //! certificates from `ovs-pki` ([`ovs_tests::pki`]): the bridge dials the daemon over `ssl:`
-//! and the REST writes go over HTTPS; `0,1` runs both). The anchor is the same either way:
+//! and the REST writes go over HTTPS; `0,1` runs both), `SVCFLOW_E2E_LOAD` the shape of the
+//! full load (`containers` by default, `datastore`, or both, above). The anchor is the same either way:
 //! `ovs-ofctl` over the bridge's Unix socket, its fastest transport.
 //! Every (S, E, transport) runs; S = 30,000 takes one to two minutes per E.
 //!
@@ -273,6 +278,22 @@ impl Layout {
     }
 }
 
+/// Node n1, as its item PUT and the datastore's node container give it.
+fn node_object() -> String {
+    format!(
+        r#"{{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
+        "k8s-node:internal-ip-address":"{NODE_IP}","k8s-node:pod-cidr":"10.244.0.0/16"}}"#
+    )
+}
+
+/// The datastore's node container, as a member of its body.
+fn node_member() -> String {
+    format!(
+        r#""k8s-node:k8s-nodes-info":{{"k8s-nodes":[{}]}}"#,
+        node_object()
+    )
+}
+
 fn endpoints_item_path(i: u32) -> String {
     format!("{CONFIG}/service:endpoints-info/endpoints/ep-{i}")
 }
@@ -283,8 +304,28 @@ fn service_item_path(i: u32) -> String {
 
 // ---------------------------------------------------------------------------------------------
 
+/// How the full load reaches the daemon (`SVCFLOW_E2E_LOAD`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Two container PUTs: the endpoints, then the services.
+    Containers,
+    /// One PUT of the whole datastore (`/restconf/config`): the node, the endpoints, the
+    /// services and an empty pod list, replaced as one write.
+    Datastore,
+}
+
+impl Load {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Containers => "2 PUTs",
+            Self::Datastore => "1 PUT",
+        }
+    }
+}
+
 struct Row {
     tls: bool,
+    load: Load,
     services: u32,
     endpoints: u32,
     flows: u64,
@@ -332,7 +373,7 @@ fn put(http: &mut Http, log: &LogWatch, path: &str, body: &[u8]) -> Duration {
     start.elapsed()
 }
 
-fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
+fn run_size(s: u32, e: u32, tls: bool, load: Load, updates: u32, gap: Duration) -> Row {
     assert!(e >= 1, "SVCFLOW_E2E_E must be at least 1");
     let layout = Layout {
         stride: (e + 1).next_power_of_two(),
@@ -344,7 +385,7 @@ fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
             && total < VIP_SPACE - 1,
         "S={s}, E={e} and {updates} updates do not fit 10.128.0.0/9 and 10.96.0.0/12"
     );
-    let transport = if tls { "TLS" } else { "TCP" };
+    let transport = format!("{} {}", if tls { "TLS" } else { "TCP" }, load.name());
     println!("S={s} E={e} {transport}: starting a sandbox and the daemon");
     let sb = Sandbox::start().unwrap_or_else(|e| panic!("cannot start the OVS sandbox: {e}"));
     let mut http = Http::new(sb.node_netns(), REST);
@@ -382,10 +423,7 @@ fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
     let mut revision = log.loaded.unwrap_or(0);
 
     // Node n1, and its first sync: the fixed flows, no group.
-    let node = format!(
-        r#"{{"k8s-node:k8s-nodes":[{{"k8s-node:uid":"node-1","k8s-node:host-name":"n1",
-        "k8s-node:internal-ip-address":"{NODE_IP}","k8s-node:pod-cidr":"10.244.0.0/16"}}]}}"#
-    );
+    let node = format!(r#"{{"k8s-node:k8s-nodes":[{}]}}"#, node_object());
     put(
         &mut http,
         &log,
@@ -434,6 +472,17 @@ fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
     // 1. Full load; the pause above isolates it from the node's syncs.
     let endpoints_body = layout.endpoints_container(s);
     let services_body = Layout::services_container(s);
+    // The whole datastore: the node as it is, an empty pod list, and the two containers' bodies
+    // (each `{"module:container":{…}}`) as its members.
+    let datastore_body = match load {
+        Load::Containers => String::new(),
+        Load::Datastore => format!(
+            r#"{{{nodes},"pod:coe":{{"pods":[]}},{},{}}}"#,
+            &endpoints_body[1..endpoints_body.len() - 1],
+            &services_body[1..services_body.len() - 1],
+            nodes = node_member(),
+        ),
+    };
     println!(
         "S={s} E={e} {transport}: {} fixed flows; full load of {:.1} MB of endpoints and {:.1} MB of services",
         base.flows,
@@ -469,19 +518,29 @@ fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
         .expect("the sandbox's ovs-vswitchd pidfile");
     let cpu_before = (ProcStat::of(pid), cpu_time(vswitchd));
     let start = Instant::now();
-    let ep_reply = put(
-        &mut http,
-        &log,
-        &format!("{CONFIG}/service:endpoints-info"),
-        endpoints_body.as_bytes(),
-    );
-    let svc_reply = put(
-        &mut http,
-        &log,
-        &format!("{CONFIG}/service:service-information"),
-        services_body.as_bytes(),
-    );
-    revision += 2;
+    let (ep_reply, svc_reply) = match load {
+        Load::Containers => {
+            let ep_reply = put(
+                &mut http,
+                &log,
+                &format!("{CONFIG}/service:endpoints-info"),
+                endpoints_body.as_bytes(),
+            );
+            let svc_reply = put(
+                &mut http,
+                &log,
+                &format!("{CONFIG}/service:service-information"),
+                services_body.as_bytes(),
+            );
+            revision += 2;
+            (ep_reply, svc_reply)
+        }
+        Load::Datastore => {
+            let reply = put(&mut http, &log, CONFIG, datastore_body.as_bytes());
+            revision += 1;
+            (reply, Duration::ZERO)
+        }
+    };
     let timeout = Duration::from_secs(60) + Duration::from_millis(u64::from(s) * u64::from(e));
     let expected = (!chained).then_some((flows, groups));
     let (done, full) = log.wait_sync(revision, expected, timeout, "the full load");
@@ -509,13 +568,19 @@ fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
             .status();
         let _ = child.wait_with_output();
     }
-    drop((endpoints_body, services_body));
+    drop((endpoints_body, services_body, datastore_body));
+    let replies = match load {
+        Load::Containers => format!(
+            "endpoints {:.0} ms, services {:.0} ms after it",
+            ms(ep_reply),
+            ms(svc_reply)
+        ),
+        Load::Datastore => format!("{:.0} ms", ms(ep_reply)),
+    };
     println!(
-        "S={s} E={e} {transport}: full load {:.3} s (replies: endpoints {:.0} ms, services {:.0} ms after \
-         it; sync: {} flows added, {} groups changed)",
+        "S={s} E={e} {transport}: full load {:.3} s (replies: {replies}; sync: {} flows added, {} \
+         groups changed)",
         full_load.as_secs_f64(),
-        ms(ep_reply),
-        ms(svc_reply),
         full.added,
         full.groups_changed
     );
@@ -596,6 +661,7 @@ fn run_size(s: u32, e: u32, tls: bool, updates: u32, gap: Duration) -> Row {
 
     let row = Row {
         tls,
+        load,
         services: s,
         endpoints: e,
         flows: full.flows,
@@ -657,11 +723,22 @@ fn main() {
     );
 
     let transports = env_list("SVCFLOW_E2E_TLS", &[0]);
+    let loads: Vec<Load> = std::env::var("SVCFLOW_E2E_LOAD")
+        .unwrap_or_else(|_| "containers".into())
+        .split(',')
+        .map(|l| match l.trim() {
+            "containers" => Load::Containers,
+            "datastore" => Load::Datastore,
+            other => panic!("SVCFLOW_E2E_LOAD: `{other}` is neither containers nor datastore"),
+        })
+        .collect();
     let mut rows = Vec::new();
     for &s in &sizes {
         for &e in &per_service {
             for &tls in &transports {
-                rows.push(run_size(s as u32, e as u32, tls != 0, updates, gap));
+                for &load in &loads {
+                    rows.push(run_size(s as u32, e as u32, tls != 0, load, updates, gap));
+                }
             }
         }
     }
@@ -673,19 +750,20 @@ fn main() {
     );
     println!();
     println!(
-        "| S | E | transport | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
+        "| S | E | transport | full load as | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
          change p50 / p99 (ms) | added service p50 / p99 (ms) | item PUT reply p50 / p99 (ms) \
          | RSS: peak / after the load / at the end (MiB) | CPU in the load: svcflow / \
          ovs-vswitchd (s) | CPU in the anchor: ovs-ofctl / ovs-vswitchd (s) |"
     );
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
+            "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
              {:.2} / {:.2} | {} / {} / {} | {:.2} / {:.2} | {:.2} / {:.2} |",
             r.services,
             r.endpoints,
             if r.tls { "TLS" } else { "TCP" },
+            r.load.name(),
             r.flows,
             r.groups,
             r.full_load.as_secs_f64(),

@@ -134,6 +134,50 @@ proptest! {
     }
 
     #[test]
+    fn datastore_bodies_parse_or_fail_with_a_typed_error(
+        ms in proptest::collection::vec(mutation(), 1..5),
+    ) {
+        let corpus = rest_corpus();
+        // The seed: every container, each with the corpus's first body of its kind that parses.
+        let mut doc = serde_json::Map::new();
+        for kind in coe::rest::types::Kind::ALL {
+            let items = corpus
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .find_map(|(_, b)| parse::container_body(kind, b).ok())
+                .unwrap_or_default();
+            let list: Vec<serde_json::Value> = items.iter().map(|i| i.to_json()).collect();
+            doc.insert(kind.qualified_container(), serde_json::json!({ kind.list(): list }));
+        }
+        let seed = serde_json::Value::Object(doc).to_string().into_bytes();
+        prop_assert!(parse::datastore_body(&seed).is_ok());
+        let bytes: Vec<Vec<u8>> = corpus.iter().map(|(_, b)| b.clone()).collect();
+        let mutated = mutate(&seed, &ms, &bytes);
+        let started = Instant::now();
+        match parse::datastore_body(&mutated) {
+            Ok(lists) => {
+                // What is accepted prints back to JSON that parses to the same lists.
+                let doc: serde_json::Map<String, serde_json::Value> = lists
+                    .iter()
+                    .map(|(kind, items)| {
+                        let list: Vec<serde_json::Value> = items.iter().map(|i| i.to_json()).collect();
+                        (kind.qualified_container(), serde_json::json!({ kind.list(): list }))
+                    })
+                    .collect();
+                let again = serde_json::Value::Object(doc).to_string();
+                let back = parse::datastore_body(again.as_bytes());
+                prop_assert!(back.is_ok(), "{:?} does not parse back: {:?}", again, back);
+                prop_assert_eq!(back.unwrap(), lists);
+            }
+            Err(e) => {
+                prop_assert!((400..500).contains(&e.status()), "{}", e);
+                let _ = e.body();
+            }
+        }
+        prop_assert!(started.elapsed() < Duration::from_millis(250));
+    }
+
+    #[test]
     fn kubernetes_objects_translate_or_are_refused(
         seeds in proptest::collection::vec((any::<usize>(), proptest::collection::vec(mutation(), 0..4)), 1..8),
     ) {

@@ -229,6 +229,56 @@ fn a_write_to_one_replica_is_seen_by_the_other_and_conflicts_are_refused() {
         has_service(&mut h, "left") as u8 + has_service(&mut h, "right") as u8,
         1
     );
+
+    // A PUT of the whole datastore through one replica is one transaction: the other sees
+    // all of it, and a refused one changes nothing anywhere.
+    let mut hb = http(&b);
+    let get = |h: &mut Http| -> serde_json::Value {
+        let r = h.request("GET", "/restconf/config", b"").unwrap();
+        assert_eq!(r.status, 200);
+        serde_json::from_slice(&r.body).unwrap()
+    };
+    let mut doc = get(&mut h);
+    let web: serde_json::Value = serde_json::from_str(&service("web", "10.96.0.10")).unwrap();
+    let other: serde_json::Value = serde_json::from_str(&service("db", "10.96.0.30")).unwrap();
+    doc["service:service-information"] = serde_json::json!({
+        "services": [web["service:services"][0], other["service:services"][0]]
+    });
+    let r = hb
+        .request("PUT", "/restconf/config", doc.to_string().as_bytes())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !has_service(&mut h, "db") {
+        assert!(
+            Instant::now() < deadline,
+            "replica 1 never saw the datastore write"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let now = get(&mut h);
+    assert_eq!(now, get(&mut hb));
+    let uids: Vec<&str> = now["service:service-information"]["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(uids, ["db", "web"], "left or right is gone with the write");
+    let mut clash = now.clone();
+    clash["service:service-information"]["services"][0]["cluster-ip-address"] = "10.96.0.10".into();
+    clash["service:endpoints-info"] = serde_json::json!({ "endpoints": [] });
+    let r = hb
+        .request("PUT", "/restconf/config", clash.to_string().as_bytes())
+        .unwrap();
+    assert!(
+        (400..500).contains(&r.status),
+        "a clash in a datastore write: {} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    assert_eq!(get(&mut h), now);
+    assert_eq!(get(&mut hb), now);
 }
 
 #[test]

@@ -58,20 +58,19 @@ pub fn run(command: &StoreCommand) -> Result<String, String> {
             let (store, rules, dir) = target(args)?;
             let bytes = std::fs::read(&args.file)
                 .map_err(|e| format!("reading {}: {e}", args.file.display()))?;
-            let changes =
-                transfer::changes(&bytes).map_err(|e| format!("{}: {e}", args.file.display()))?;
+            let change =
+                transfer::change(&bytes).map_err(|e| format!("{}: {e}", args.file.display()))?;
             match store {
                 StoreKind::Local => {
-                    // A state the current rules refuse is what an import corrects: each
-                    // container is replaced, and checked as a PUT would be.
+                    // A state the current rules refuse is what an import corrects: every
+                    // container is replaced at once, and checked as a PUT of the datastore
+                    // would be; a refused import changes nothing.
                     let (mut d, _) = DurableStore::open_for_repair(&dir, rules.clone())
                         .map_err(|e| local_error(&dir, e))?;
-                    for change in changes {
-                        d.apply(change).map_err(|e| match e {
-                            ApplyError::Request(e) => format!("refused: {}", e.body()),
-                            ApplyError::Wal(e) => format!("storing the change: {e}"),
-                        })?;
-                    }
+                    d.apply(change).map_err(|e| match e {
+                        ApplyError::Request(e) => format!("refused: {}", e.body()),
+                        ApplyError::Wal(e) => format!("storing the change: {e}"),
+                    })?;
                     if let Err(e) = d.store().check(&rules, &Default::default()) {
                         return Err(format!(
                             "imported, but the current rules still refuse the state ({e})"
@@ -83,14 +82,12 @@ pub fn run(command: &StoreCommand) -> Result<String, String> {
                     ))
                 }
                 StoreKind::Ovsdb(remotes) => on_cluster(&remotes, rules, |r| async move {
-                    for change in changes {
-                        r.write(change).await.map_err(|e| match e {
-                            WriteError::Request(e) => format!("refused: {}", e.body()),
-                            WriteError::Unavailable(why)
-                            | WriteError::Unknown(why)
-                            | WriteError::Failed(why) => why,
-                        })?;
-                    }
+                    r.write(change).await.map_err(|e| match e {
+                        WriteError::Request(e) => format!("refused: {}", e.body()),
+                        WriteError::Unavailable(why)
+                        | WriteError::Unknown(why)
+                        | WriteError::Failed(why) => why,
+                    })?;
                     let revision = r.mirror().lock().map(|m| m.revision).unwrap_or_default();
                     Ok(format!("imported; the cluster is at revision {revision}\n"))
                 }),

@@ -143,9 +143,11 @@ pub struct Changed {
     /// everything.
     pub all: bool,
     /// Lists emptied (a container replaced or cleared): every item of these kinds that
-    /// was there before may be gone; the items written after are in `items`.
+    /// was there before may be gone, and every one there now may be new, so `items` leaves
+    /// them out (a 30,000-item container PUT would otherwise list each, 5 ms of its reply).
     pub cleared: BTreeSet<Kind>,
-    /// Items created, replaced or removed, by kind and uid.
+    /// Items created, replaced or removed, by kind and uid, but none of a kind in
+    /// `cleared`.
     pub items: BTreeSet<(Kind, String)>,
 }
 
@@ -160,14 +162,17 @@ impl Changed {
         for effect in effects {
             match effect {
                 Effect::Clear(kind) => {
-                    self.cleared.insert(*kind);
+                    if self.cleared.insert(*kind) {
+                        self.items.retain(|(k, _)| k != kind);
+                    }
                 }
-                Effect::Upsert(item) => {
+                Effect::Upsert(item) if !self.cleared.contains(&item.kind()) => {
                     self.items.insert((item.kind(), item.uid().to_string()));
                 }
-                Effect::Remove(kind, uid) => {
+                Effect::Remove(kind, uid) if !self.cleared.contains(kind) => {
                     self.items.insert((*kind, uid.clone()));
                 }
+                Effect::Upsert(_) | Effect::Remove(..) => {}
             }
         }
     }

@@ -9,6 +9,7 @@ use super::types::Kind;
 /// The document.
 pub fn document() -> Value {
     let mut paths = Map::new();
+    paths.insert("/restconf/config".into(), datastore_path());
     for kind in Kind::ALL {
         paths.insert(kind.container_path(), container_path(kind));
         paths.insert(kind.item_path_template(), item_path(kind));
@@ -217,6 +218,43 @@ fn container_path(kind: Kind) -> Value {
                            "415": response_ref("BadMediaType") } },
         "delete": { "summary": format!("Delete all {}", kind.list()), "tags": [tag],
             "responses": { "200": { "description": "Deleted" }, "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused") } },
+    })
+}
+
+fn datastore_schema() -> Value {
+    let properties: Map<String, Value> = Kind::ALL
+        .into_iter()
+        .map(|kind| {
+            (
+                kind.qualified_container(),
+                json!({ "type": "object", "properties": {
+                    kind.list(): { "type": "array", "items": schema_ref(schema_name(kind)) } } }),
+            )
+        })
+        .collect();
+    let required: Vec<String> = Kind::ALL.iter().map(|k| k.qualified_container()).collect();
+    json!({
+        "type": "object",
+        "description": "Every container, as GET on each answers it. A PUT must give all four \
+            (an empty list empties one) and nothing else; members may also be written without \
+            their module prefix.",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+fn datastore_path() -> Value {
+    let tag = "datastore";
+    json!({
+        "get": { "summary": "Every container at once", "tags": [tag],
+            "responses": { "200": { "description": "The whole config datastore", "content": json_content(datastore_schema()) },
+                           "401": response_ref("Unauthorized") } },
+        "put": { "summary": "Replace every container as one write (atomic: one check, one log record, one revision)",
+            "tags": [tag],
+            "requestBody": { "required": true, "content": json_content(datastore_schema()) },
+            "responses": { "200": { "description": "Stored" }, "400": response_ref("BadRequest"),
+                           "401": response_ref("Unauthorized"), "405": response_ref("WritesRefused"), "415": response_ref("BadMediaType") } },
     })
 }
 

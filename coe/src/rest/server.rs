@@ -52,6 +52,8 @@ use super::to_model::{Translator, ovsdb_remotes};
 use super::types::Kind;
 use super::{openapi, parse};
 
+/// The whole config datastore: `GET` gives every container, `PUT` replaces them all at once.
+pub const DATASTORE_PATH: &str = "/restconf/config";
 /// Where the OpenAPI document is served.
 pub const OPENAPI_PATH: &str = "/openapi.json";
 /// The operational view of all services.
@@ -526,7 +528,8 @@ fn router(shared: AppState, max_body: usize) -> Router {
             .route(&kind.container_path(), container_routes(kind))
             .route(&kind.item_path_template(), item_routes(kind));
     }
-    r.route(PLAN_PATH, get(plan_all))
+    r.route(DATASTORE_PATH, datastore_routes())
+        .route(PLAN_PATH, get(plan_all))
         .route(TRACE_PATH, axum::routing::post(trace))
         .route(&format!("{PLAN_PATH}/{{node}}"), get(plan_one))
         .route(OPERATIONAL_PATH, get(operational_all))
@@ -586,6 +589,21 @@ fn container_routes(kind: Kind) -> MethodRouter<AppState> {
         })
 }
 
+/// The whole datastore: every container in one body. A PUT replaces each container's list
+/// as one write (one check, one log record, one revision), so a resync never shows the
+/// switches services without their endpoints; it must give every container.
+fn datastore_routes() -> MethodRouter<AppState> {
+    get(|State(s): State<AppState>| read(s, |store| Ok(datastore_json(store)))).put(
+        |State(s): State<AppState>, h: HeaderMap, b: Bytes| async move {
+            let lists = match json_body(&h).and_then(|()| parse::datastore_body(&b)) {
+                Ok(lists) => lists,
+                Err(e) => return request_error(&e),
+            };
+            write(s, Change::Datastore(lists), StatusCode::OK, None).await
+        },
+    )
+}
+
 fn item_routes(kind: Kind) -> MethodRouter<AppState> {
     get(move |State(s): State<AppState>, Path(uid): Path<String>| {
         read(s, move |store| match store.get(kind, &uid) {
@@ -613,9 +631,17 @@ fn item_routes(kind: Kind) -> MethodRouter<AppState> {
     })
 }
 
+fn datastore_json(store: &Store) -> Value {
+    Value::Object(
+        Kind::ALL
+            .into_iter()
+            .map(|kind| (kind.qualified_container(), store.container_json(kind)))
+            .collect(),
+    )
+}
+
 fn container_json(store: &Store, kind: Kind) -> Result<Value, RequestError> {
-    let items: Vec<Value> = store.list(kind).iter().map(|i| i.to_json()).collect();
-    Ok(json!({ kind.qualified_container(): { kind.list(): items } }))
+    Ok(json!({ kind.qualified_container(): store.container_json(kind) }))
 }
 
 /// Runs `f` on the current store and answers 200 with its JSON. Off the async threads, as a
@@ -981,7 +1007,7 @@ async fn authenticate(State(s): State<AppState>, req: Request, next: Next) -> Re
 async fn refusing(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let write = matches!(req.method().as_str(), "PUT" | "POST" | "DELETE");
     match &s.refuse_writes {
-        Some(why) if write && req.uri().path().starts_with("/restconf/config/") => restconf_error(
+        Some(why) if write && is_config(req.uri().path()) => restconf_error(
             StatusCode::METHOD_NOT_ALLOWED,
             "operation-not-supported",
             None,
@@ -989,6 +1015,12 @@ async fn refusing(State(s): State<AppState>, req: Request, next: Next) -> Respon
         ),
         _ => next.run(req).await,
     }
+}
+
+/// Whether `path` is in the config tree: the datastore or below it.
+fn is_config(path: &str) -> bool {
+    path.strip_prefix(DATASTORE_PATH)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Reserves room for the request's body in the shared budget, holding it until the answer;

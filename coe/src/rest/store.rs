@@ -210,6 +210,10 @@ impl Index {
 pub enum Change {
     /// PUT on a container: its list becomes exactly `items`.
     Replace(Kind, Vec<Item>),
+    /// PUT on the whole datastore: each listed kind's list becomes exactly its items, all
+    /// at once (one check, one log record, one revision). Each kind may be listed once; one
+    /// that is not listed is left as it is (the REST route requires all four).
+    Datastore(Vec<(Kind, Vec<Item>)>),
     /// PUT on an item: create or replace it.
     Upsert(Item),
     /// POST: create `items`; none may exist yet.
@@ -369,14 +373,22 @@ impl Store {
         let mut touched = Touched::default();
         let effects = match change {
             Change::Replace(kind, items) => {
-                no_repeats(kind, &items)?;
-                touched.make_room(kind, items.len());
                 let mut effects = Vec::with_capacity(items.len() + 1);
-                effects.push(Effect::Clear(kind));
-                for item in items {
-                    check_kind(kind, &item)?;
-                    touched.insert(kind, item.uid());
-                    effects.push(Effect::Upsert(item));
+                replace(kind, items, &mut effects, &mut touched)?;
+                effects
+            }
+            Change::Datastore(lists) => {
+                let mut effects =
+                    Vec::with_capacity(lists.iter().map(|(_, items)| items.len() + 1).sum());
+                let mut seen = BTreeSet::new();
+                for (kind, items) in lists {
+                    if !seen.insert(kind) {
+                        return Err(RequestError::invalid(
+                            kind.qualified_container(),
+                            "container given more than once",
+                        ));
+                    }
+                    replace(kind, items, &mut effects, &mut touched)?;
                 }
                 effects
             }
@@ -541,6 +553,12 @@ impl Store {
             Kind::Pod => self.pods.get(uid).cloned().map(Item::Pod),
             Kind::Node => self.nodes.get(uid).cloned().map(Item::Node),
         }
+    }
+
+    /// A container as `GET` on it answers, without its name: `{"services": [...]}`.
+    pub fn container_json(&self, kind: Kind) -> serde_json::Value {
+        let items: Vec<serde_json::Value> = self.list(kind).iter().map(Item::to_json).collect();
+        serde_json::json!({ kind.list(): items })
     }
 
     /// Every item of a kind, by uid.
@@ -762,6 +780,25 @@ fn unique<'a>(
                 format!("{what} `{name}` already exists with uid {other}"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The effects of replacing `kind`'s list with `items`: empty it, then write each.
+fn replace(
+    kind: Kind,
+    items: Vec<Item>,
+    effects: &mut Vec<Effect>,
+    touched: &mut Touched,
+) -> Result<(), RequestError> {
+    no_repeats(kind, &items)?;
+    touched.make_room(kind, items.len());
+    effects.reserve(items.len() + 1);
+    effects.push(Effect::Clear(kind));
+    for item in items {
+        check_kind(kind, &item)?;
+        touched.insert(kind, item.uid());
+        effects.push(Effect::Upsert(item));
     }
     Ok(())
 }

@@ -65,27 +65,7 @@ impl Translator {
     /// Translates the whole store.
     pub fn new(store: &Store) -> Self {
         let mut t = Translator::default();
-        for n in store.nodes.values() {
-            let mut ips = Vec::new();
-            for ip in n.internal_ip.iter().chain(&n.external_ip) {
-                if !ips.contains(ip) {
-                    ips.push(*ip);
-                }
-                t.node_by_ip
-                    .entry(*ip)
-                    .or_insert_with(|| n.model_name().to_string());
-            }
-            let name = n.model_name().to_string();
-            t.model.nodes.insert(
-                name.clone(),
-                Node {
-                    name,
-                    ips,
-                    pod_cidrs: n.pod_cidrs.clone(),
-                    labels: BTreeMap::new(),
-                },
-            );
-        }
+        (t.model.nodes, t.node_by_ip) = nodes(store);
         t.namespaces(store);
         for uid in store.pods.keys() {
             t.pod(store, uid);
@@ -127,11 +107,16 @@ impl Translator {
         part: usize,
         mut early: impl FnMut(&Model),
     ) {
-        // Nodes decide every pod's and many endpoints' node: translate everything again.
-        if changed.all
-            || changed.cleared.contains(&Kind::Node)
-            || changed.items.iter().any(|(k, _)| *k == Kind::Node)
-        {
+        // Nodes decide every pod's and many endpoints' node: translate everything again when
+        // they changed (not when their container was written again as it was, as a PUT of the
+        // whole datastore does).
+        let nodes_written = changed.cleared.contains(&Kind::Node)
+            || changed.items.iter().any(|(k, _)| *k == Kind::Node);
+        let nodes_changed = nodes_written && {
+            let (nodes, by_ip) = nodes(store);
+            nodes != self.model.nodes || by_ip != self.node_by_ip
+        };
+        if changed.all || nodes_changed {
             let old = std::mem::take(&mut self.model);
             *self = Translator::new(store);
             // Keep the structure the new model shares with the old one where values agree,
@@ -143,7 +128,8 @@ impl Translator {
             self.namespaces(store);
         }
         // The items to look at again: those written, and every item of a list that was
-        // emptied (a container replaced), as this translator last saw them.
+        // emptied (a container replaced), as this translator last saw them and as the store
+        // holds them now (`changed.items` lists none of those).
         let before: Vec<(Kind, String)> = changed
             .cleared
             .iter()
@@ -164,8 +150,17 @@ impl Translator {
             .iter()
             .map(|(k, u)| (*k, u.as_str()))
             .collect();
-        if !before.is_empty() {
+        if !changed.cleared.is_empty() {
             items.extend(before.iter().map(|(k, u)| (*k, u.as_str())));
+            for kind in &changed.cleared {
+                let now: Vec<&String> = match kind {
+                    Kind::Service => store.services.keys().collect(),
+                    Kind::Endpoints => store.endpoints.keys().collect(),
+                    Kind::Pod => store.pods.keys().collect(),
+                    Kind::Node => Vec::new(),
+                };
+                items.extend(now.into_iter().map(|u| (*kind, u.as_str())));
+            }
             items.sort_unstable();
             items.dedup();
         }
@@ -485,6 +480,34 @@ impl Translator {
         out.shrink_to_fit();
         (out, (read_pods, read_ips))
     }
+}
+
+/// The model's nodes, and the node of each of their addresses (the first node by uid wins).
+fn nodes(store: &Store) -> (netvirt::model::Map<String, Node>, HashMap<IpAddr, String>) {
+    let mut by_ip = HashMap::default();
+    let mut nodes = netvirt::model::Map::new();
+    for n in store.nodes.values() {
+        let mut ips = Vec::new();
+        for ip in n.internal_ip.iter().chain(&n.external_ip) {
+            if !ips.contains(ip) {
+                ips.push(*ip);
+            }
+            by_ip
+                .entry(*ip)
+                .or_insert_with(|| n.model_name().to_string());
+        }
+        let name = n.model_name().to_string();
+        nodes.insert(
+            name.clone(),
+            Node {
+                name,
+                ips,
+                pod_cidrs: n.pod_cidrs.clone(),
+                labels: BTreeMap::new(),
+            },
+        );
+    }
+    (nodes, by_ip)
 }
 
 /// The OVSDB remote of each node, by model node name: `overrides` (keyed by node name or

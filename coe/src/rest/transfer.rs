@@ -35,8 +35,7 @@ pub fn export(store: &Store, revision: u64) -> Value {
         ),
     );
     for kind in ORDER {
-        let items: Vec<Value> = store.list(kind).iter().map(|i| i.to_json()).collect();
-        doc.insert(kind.qualified_container(), json!({ kind.list(): items }));
+        doc.insert(kind.qualified_container(), store.container_json(kind));
     }
     Value::Object(doc)
 }
@@ -57,9 +56,10 @@ pub enum ImportError {
     },
 }
 
-/// The changes that make a store hold exactly the document's state: each container
-/// replaced, in [`ORDER`]. A container the document lacks is emptied.
-pub fn changes(doc: &[u8]) -> Result<Vec<Change>, ImportError> {
+/// The change that makes a store hold exactly the document's state: every container
+/// replaced at once ([`Change::Datastore`], so a refused import leaves the store as it was).
+/// A container the document lacks is emptied.
+pub fn change(doc: &[u8]) -> Result<Change, ImportError> {
     let value: Value =
         serde_json::from_slice(doc).map_err(|e| ImportError::Format(format!("not JSON: {e}")))?;
     match value.get(FORMAT).and_then(Value::as_u64) {
@@ -89,9 +89,9 @@ pub fn changes(doc: &[u8]) -> Result<Vec<Change>, ImportError> {
             }
             None => Vec::new(),
         };
-        out.push(Change::Replace(kind, items));
+        out.push((kind, items));
     }
-    Ok(out)
+    Ok(Change::Datastore(out))
 }
 
 #[cfg(test)]
@@ -116,11 +116,10 @@ mod tests {
         assert_eq!(doc["revision"], 7);
         assert_eq!(doc["elans"]["prod"], 1);
         let mut copy = Store::default();
-        for change in changes(doc.to_string().as_bytes()).unwrap() {
-            copy.apply(change, &rules).unwrap();
-        }
+        copy.apply(change(doc.to_string().as_bytes()).unwrap(), &rules)
+            .unwrap();
         assert_eq!(copy, store);
-        assert!(changes(b"{}").is_err());
-        assert!(changes(br#"{"svcflow-store": 2}"#).is_err());
+        assert!(change(b"{}").is_err());
+        assert!(change(br#"{"svcflow-store": 2}"#).is_err());
     }
 }

@@ -31,6 +31,15 @@ pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError
     stream::container(kind, body)
 }
 
+/// Parses the body of a PUT on the whole datastore (`/restconf/config`): an object whose
+/// members are the four containers (`{"service:service-information":{"services":[…]},
+/// "service:endpoints-info":{…},"pod:coe":{…},"k8s-node:k8s-nodes-info":{…}}`), each read as
+/// [`container_body`] reads one. Every container must be there, since the PUT replaces each
+/// (an empty list empties it); a member that is not a container is an error.
+pub fn datastore_body(body: &[u8]) -> Result<Vec<(Kind, Vec<Item>)>, RequestError> {
+    stream::datastore(body)
+}
+
 /// Parses the body of a request on one list item: `{"service:services":[{…}]}` (the list,
 /// holding exactly this item) or `{"service:services":{…}}`. A missing uid takes the URL's;
 /// a different one is an error.

@@ -50,16 +50,155 @@ macro_rules! reject_others {
 /// Parses a container body.
 pub(super) fn container(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
     let slot = RefCell::new(None);
+    let parsed = whole(body, Top { kind, slot: &slot });
+    finish(parsed, slot)
+}
+
+/// Parses a body of the whole datastore: every container, each as `GET` on it returns it.
+pub(super) fn datastore(body: &[u8]) -> Result<Vec<(Kind, Vec<Item>)>, RequestError> {
+    let slot = RefCell::new(None);
+    let parsed = whole(body, Datastore { slot: &slot });
+    finish(parsed, slot)
+}
+
+/// Reads all of `body` (nothing may follow the value) with `seed`.
+fn whole<'de, S: DeserializeSeed<'de>>(body: &'de [u8], seed: S) -> serde_json::Result<S::Value> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed = Top { kind, slot: &slot }
-        .deserialize(&mut de)
-        .and_then(|items| de.end().map(|()| items));
-    match parsed {
-        Ok(items) => Ok(items),
-        Err(e) => Err(slot
-            .into_inner()
-            .unwrap_or_else(|| RequestError::malformed(format!("body is not JSON: {e}")))),
+    seed.deserialize(&mut de)
+        .and_then(|value| de.end().map(|()| value))
+}
+
+/// The request error a visitor left in `slot`, else serde's (then about the JSON itself).
+fn finish<T>(
+    parsed: serde_json::Result<T>,
+    slot: RefCell<Option<RequestError>>,
+) -> Result<T, RequestError> {
+    parsed.map_err(|e| {
+        slot.into_inner()
+            .unwrap_or_else(|| RequestError::malformed(format!("body is not JSON: {e}")))
+    })
+}
+
+/// The datastore's top object: one member per container, in any order.
+struct Datastore<'a> {
+    slot: Slot<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for Datastore<'_> {
+    type Value = Vec<(Kind, Vec<Item>)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
     }
+}
+
+impl<'de> Visitor<'de> for Datastore<'_> {
+    type Value = Vec<(Kind, Vec<Item>)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let slot = self.slot;
+        // Each container's extent first (its JSON checked, nothing built), then the
+        // containers read at once: the biggest on a thread of its own, the others here.
+        let mut raw: Vec<(Kind, &'de RawValue)> = Vec::with_capacity(Kind::ALL.len());
+        while let Some(key) = map.next_key::<String>()? {
+            let name = bare(&key);
+            let Some(kind) = Kind::ALL.into_iter().find(|k| k.container() == name) else {
+                let known: Vec<String> =
+                    Kind::ALL.iter().map(|k| k.qualified_container()).collect();
+                return Err(fail(
+                    slot,
+                    RequestError::invalid(
+                        name,
+                        format!(
+                            "not a container of this datastore, which has {}",
+                            known.join(", ")
+                        ),
+                    ),
+                ));
+            };
+            if raw.iter().any(|(k, _)| *k == kind) {
+                return Err(fail(
+                    slot,
+                    RequestError::invalid(name, "member given more than once"),
+                ));
+            }
+            raw.push((kind, map.next_value::<&'de RawValue>()?));
+        }
+        let missing: Vec<String> = Kind::ALL
+            .iter()
+            .filter(|k| !raw.iter().any(|(l, _)| l == *k))
+            .map(|k| format!("`{}`", k.qualified_container()))
+            .collect();
+        if !missing.is_empty() {
+            return Err(fail(
+                slot,
+                RequestError::malformed(format!(
+                    "missing {}: a PUT of the whole datastore replaces every container, so it \
+                     gives each one (with an empty list to empty it)",
+                    missing.join(", ")
+                )),
+            ));
+        }
+        containers(&raw).map_err(|e| fail(slot, e))
+    }
+
+    reject_others!(Vec<(Kind, Vec<Item>)>, self => not_an_object(self.slot));
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Err(not_an_object(self.slot))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Err(not_an_object(self.slot))
+    }
+}
+
+/// The items of each container, in the order given; the error is the first container's
+/// by that order. The biggest (by its text) is read on a thread of its own when it is worth
+/// one, beside the others.
+fn containers(raw: &[(Kind, &RawValue)]) -> Result<Vec<(Kind, Vec<Item>)>, RequestError> {
+    let one = |(kind, text): &(Kind, &RawValue)| {
+        let slot = RefCell::new(None);
+        let parsed = whole(
+            text.get().as_bytes(),
+            Container {
+                kind: *kind,
+                slot: &slot,
+            },
+        );
+        finish(parsed, slot).map(|found| (*kind, found.items))
+    };
+    let biggest = raw
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, (_, text))| text.get().len())
+        .map(|(i, _)| i);
+    // About 200 bytes per entry: a container this big has thousands of entries.
+    const WORTH_A_THREAD_BYTES: usize = crate::par::WORTH_A_THREAD * 200;
+    let results: Vec<Result<(Kind, Vec<Item>), RequestError>> = match biggest {
+        Some(b) if raw[b].1.get().len() >= WORTH_A_THREAD_BYTES => {
+            let (others, big) = crate::par::join(
+                || {
+                    raw.iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != b)
+                        .map(|(i, r)| (i, one(r)))
+                        .collect::<Vec<_>>()
+                },
+                || one(&raw[b]),
+            );
+            let mut all: Vec<_> = others;
+            all.push((b, big));
+            all.sort_by_key(|(i, _)| *i);
+            all.into_iter().map(|(_, r)| r).collect()
+        }
+        _ => raw.iter().map(one).collect(),
+    };
+    results.into_iter().collect()
 }
 
 /// The body's top object.
