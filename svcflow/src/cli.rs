@@ -148,8 +148,9 @@ pub struct RenderArgs {
 pub enum StoreCommand {
     /// Write the whole REST state to FILE (JSON: each container as GET returns it).
     Export(StoreArgs),
-    /// Make the store hold exactly FILE's state (as `export` wrote it): each container is
-    /// replaced, validated as a PUT would be. Stop the daemons that use a local store first.
+    /// Make the store hold exactly FILE's state (as `export` wrote it): every container is
+    /// replaced at once, as one write validated as a PUT of the whole datastore; a refused
+    /// import changes nothing. Stop the daemons that use a local store first.
     Import(StoreArgs),
     /// Print the `Svcflow` database schema (deploy/svcflow.ovsschema) for `ovsdb-tool
     /// create-cluster`.

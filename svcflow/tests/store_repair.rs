@@ -77,9 +77,21 @@ fn a_refused_local_store_is_exported_corrected_and_imported_back() {
     let exported = std::fs::read_to_string(&file).unwrap();
     assert!(exported.contains("30080"), "{exported}");
 
-    // Imported uncorrected, it is refused as a PUT would be.
+    // Imported uncorrected, it is refused as a PUT would be, and as one write: the node
+    // added to the file beside the bad service is not taken either.
+    let mut doc: serde_json::Value = serde_json::from_str(&exported).unwrap();
+    doc["k8s-node:k8s-nodes-info"]["k8s-nodes"] = serde_json::json!([
+        { "uid": "n1", "host-name": "n1", "internal-ip-address": "192.0.2.1" }
+    ]);
+    std::fs::write(&file, doc.to_string()).unwrap();
     let (ok, text) = store(&["import", &file_arg], &state);
     assert!(!ok && text.contains("node-port"), "{text}");
+    let (d, _) = DurableStore::open_for_repair(&state, narrow()).unwrap();
+    assert!(
+        d.store().nodes.is_empty(),
+        "a refused import changed the store"
+    );
+    drop(d);
     std::fs::write(&file, exported.replace("30080", "31080")).unwrap();
     let (ok, text) = store(&["import", &file_arg], &state);
     assert!(ok, "{text}");
