@@ -2,9 +2,11 @@
 //! object and find the extent of each list entry (its JSON checked, nothing built); then each
 //! entry is read as its own small JSON tree (borrowing its strings from the body,
 //! [`super::tree`]), checked and converted ([`super::item_value`]),
-//! a long list's two halves on two threads. The rules are [`super`]'s: module
-//! prefixes on member names, a member given twice refused with its path, unknown members
-//! ignored (but checked for repeats), the container taking precedence over a bare list.
+//! a long list's two halves on two threads. A body of the whole datastore is read the same
+//! way, container by container (the biggest on a thread of its own). The rules are
+//! [`super`]'s: module prefixes on member names, a member given twice refused with its path,
+//! unknown members ignored (but checked for repeats; at the top of a datastore body they are
+//! refused), the container taking precedence over a bare list.
 
 use std::cell::RefCell;
 use std::fmt;
