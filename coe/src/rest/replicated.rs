@@ -280,13 +280,24 @@ impl Mirror {
                 }
             }
         }
+        // Every row that went or changed leaves first, then every row there now comes in:
+        // a transaction that deletes an item's row and inserts a new row for the same uid
+        // (a container PUT that keeps the item) gives both rows in one update, in the order
+        // of their random uuids, and the old row's removal must not take the new one's item.
         let mut effects = Vec::new();
         for (name, rows) in updates {
-            let Some(kind) = kind_of(name) else { continue };
+            if kind_of(name).is_none() {
+                continue;
+            }
             for uuid in rows.keys() {
                 if let Some((k, uid)) = self.items.remove(uuid) {
                     effects.push(Effect::Remove(k, uid));
                 }
+            }
+        }
+        for (name, rows) in updates {
+            let Some(kind) = kind_of(name) else { continue };
+            for uuid in rows.keys() {
                 let Some(row) = replica.row(name, uuid) else {
                     continue;
                 };
@@ -857,6 +868,44 @@ mod tests {
                 ["recent", "delete", 7]
             ])
         );
+    }
+
+    /// A container PUT that keeps item `web` deletes its row and inserts a new one: the
+    /// mirror keeps `web` whichever of the two uuids its update gives first.
+    #[test]
+    fn a_row_replaced_under_a_new_uuid_keeps_its_item_in_either_order() {
+        use ovsdb::Uuid;
+        use ovsdb::monitor::{RowUpdate, TableUpdates};
+        use ovsdb::schema::DatabaseSchema;
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
+        let schema = DatabaseSchema::from_json(&schema).unwrap();
+        let (low, high) = (Uuid::from_u128(1), Uuid::from_u128(u128::MAX));
+        for (old, new) in [(low, high), (high, low)] {
+            let mut replica = ovsdb::Replica::new(schema.clone());
+            let mut mirror = Mirror::default();
+            let web = svc("web", "default");
+            let first: TableUpdates = BTreeMap::from([(
+                "Service".to_string(),
+                BTreeMap::from([(old, RowUpdate::Insert(item_row(&web)))]),
+            )]);
+            let initial = UpdateKind::Initial { replace: true };
+            replica.apply(initial, &first);
+            mirror.apply(initial, &first, &replica);
+            assert!(mirror.store.contains(Kind::Service, "web"));
+            let replaced: TableUpdates = BTreeMap::from([(
+                "Service".to_string(),
+                BTreeMap::from([
+                    (old, RowUpdate::Delete),
+                    (new, RowUpdate::Insert(item_row(&web))),
+                ]),
+            )]);
+            replica.apply(UpdateKind::Change, &replaced);
+            mirror.apply(UpdateKind::Change, &replaced, &replica);
+            assert!(
+                mirror.store.contains(Kind::Service, "web"),
+                "old row {old}, new row {new}"
+            );
+        }
     }
 
     #[test]
