@@ -667,16 +667,19 @@ fn nodes_given_again_as_they_were_keep_the_translation_by_key() {
             "service:endpoints-info": { "endpoints": [] },
         })
     };
+    // A PUT of the whole datastore, and what it changed.
+    let put = |store: &mut Store, doc: Value| {
+        let lists = parse::datastore_body(doc.to_string().as_bytes()).unwrap();
+        let applied = store
+            .apply(Change::Datastore(lists), &Rules::default())
+            .unwrap();
+        let mut changed = Changed::default();
+        changed.record(&applied.effects);
+        changed
+    };
     let mut early = 0;
     let same = doc(store.container_json(Kind::Node));
-    let applied = store
-        .apply(
-            Change::Datastore(parse::datastore_body(same.to_string().as_bytes()).unwrap()),
-            &Rules::default(),
-        )
-        .unwrap();
-    let mut changed = Changed::default();
-    changed.record(&applied.effects);
+    let changed = put(&mut store, same);
     assert!(
         changed.cleared.contains(&Kind::Node) && changed.items.is_empty(),
         "{changed:?}"
@@ -688,14 +691,7 @@ fn nodes_given_again_as_they_were_keep_the_translation_by_key() {
     // Another node address: everything at once.
     let mut early = 0;
     let moved = doc(json!({ "k8s-nodes": [item(Kind::Node, 0, true)] }));
-    let applied = store
-        .apply(
-            Change::Datastore(parse::datastore_body(moved.to_string().as_bytes()).unwrap()),
-            &Rules::default(),
-        )
-        .unwrap();
-    let mut changed = Changed::default();
-    changed.record(&applied.effects);
+    let changed = put(&mut store, moved);
     translator.apply_in_parts(&store, &changed, 1, |_| early += 1);
     assert_eq!(translator.model(), &to_model(&store));
     assert_eq!(early, 0);

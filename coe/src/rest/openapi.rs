@@ -4,12 +4,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::types::Kind;
+use super::types::{DATASTORE_PATH, Kind};
 
 /// The document.
 pub fn document() -> Value {
     let mut paths = Map::new();
-    paths.insert("/restconf/config".into(), datastore_path());
+    paths.insert(DATASTORE_PATH.into(), datastore_path());
     for kind in Kind::ALL {
         paths.insert(kind.container_path(), container_path(kind));
         paths.insert(kind.item_path_template(), item_path(kind));

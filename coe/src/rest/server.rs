@@ -49,11 +49,9 @@ use super::replicated::{Mirror, Replicated, WriteError};
 use super::store::{Change, Rules, Store};
 use super::tls::RestListener;
 use super::to_model::{Translator, ovsdb_remotes};
-use super::types::Kind;
+use super::types::{DATASTORE_PATH, Kind};
 use super::{openapi, parse};
 
-/// The whole config datastore: `GET` gives every container, `PUT` replaces them all at once.
-pub const DATASTORE_PATH: &str = "/restconf/config";
 /// Where the OpenAPI document is served.
 pub const OPENAPI_PATH: &str = "/openapi.json";
 /// The operational view of all services.
@@ -593,7 +591,7 @@ fn container_routes(kind: Kind) -> MethodRouter<AppState> {
 /// as one write (one check, one log record, one revision), so a resync never shows the
 /// switches services without their endpoints; it must give every container.
 fn datastore_routes() -> MethodRouter<AppState> {
-    get(|State(s): State<AppState>| read(s, |store| Ok(datastore_json(store)))).put(
+    get(|State(s): State<AppState>| read(s, |store| Ok(Value::Object(store.datastore_json())))).put(
         |State(s): State<AppState>, h: HeaderMap, b: Bytes| async move {
             let lists = match json_body(&h).and_then(|()| parse::datastore_body(&b)) {
                 Ok(lists) => lists,
@@ -629,15 +627,6 @@ fn item_routes(kind: Kind) -> MethodRouter<AppState> {
     .delete(move |State(s): State<AppState>, Path(uid): Path<String>| async move {
         write(s, Change::Delete(kind, uid), StatusCode::OK, None).await
     })
-}
-
-fn datastore_json(store: &Store) -> Value {
-    Value::Object(
-        Kind::ALL
-            .into_iter()
-            .map(|kind| (kind.qualified_container(), store.container_json(kind)))
-            .collect(),
-    )
 }
 
 fn container_json(store: &Store, kind: Kind) -> Result<Value, RequestError> {

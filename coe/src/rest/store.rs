@@ -561,6 +561,15 @@ impl Store {
         serde_json::json!({ kind.list(): items })
     }
 
+    /// The whole datastore as `GET /restconf/config` answers it: every container by its
+    /// qualified name.
+    pub fn datastore_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        Kind::ALL
+            .into_iter()
+            .map(|kind| (kind.qualified_container(), self.container_json(kind)))
+            .collect()
+    }
+
     /// Every item of a kind, by uid.
     pub fn list(&self, kind: Kind) -> Vec<Item> {
         match kind {

@@ -4,7 +4,7 @@
 //!
 //! Pure: [`export`] and [`changes`]. The commands that open the stores are in the binary.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::error::RequestError;
 use super::parse;
@@ -21,7 +21,7 @@ pub const ORDER: [Kind; 4] = [Kind::Node, Kind::Pod, Kind::Service, Kind::Endpoi
 
 /// The whole state as one document; `revision` is the store's, for the reader.
 pub fn export(store: &Store, revision: u64) -> Value {
-    let mut doc = Map::new();
+    let mut doc = store.datastore_json();
     doc.insert(FORMAT.into(), json!(VERSION));
     doc.insert("revision".into(), json!(revision));
     doc.insert(
@@ -34,9 +34,6 @@ pub fn export(store: &Store, revision: u64) -> Value {
                 .collect(),
         ),
     );
-    for kind in ORDER {
-        doc.insert(kind.qualified_container(), store.container_json(kind));
-    }
     Value::Object(doc)
 }
 

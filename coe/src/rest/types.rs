@@ -10,6 +10,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+/// The whole config datastore; each container's path is below it.
+pub const DATASTORE_PATH: &str = "/restconf/config";
+
 /// One of the four COE containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -69,7 +72,7 @@ impl Kind {
 
     /// The container's URL path.
     pub fn container_path(self) -> String {
-        format!("/restconf/config/{}", self.qualified_container())
+        format!("{DATASTORE_PATH}/{}", self.qualified_container())
     }
 
     /// The path of an item, with `{uid}` for the key.

@@ -181,26 +181,18 @@ fn containers(raw: &[(Kind, &RawValue)]) -> Result<Vec<(Kind, Vec<Item>)>, Reque
         .map(|(i, _)| i);
     // About 200 bytes per entry: a container this big has thousands of entries.
     const WORTH_A_THREAD_BYTES: usize = crate::par::WORTH_A_THREAD * 200;
-    let results: Vec<Result<(Kind, Vec<Item>), RequestError>> = match biggest {
+    match biggest {
         Some(b) if raw[b].1.get().len() >= WORTH_A_THREAD_BYTES => {
-            let (others, big) = crate::par::join(
-                || {
-                    raw.iter()
-                        .enumerate()
-                        .filter(|(i, _)| *i != b)
-                        .map(|(i, r)| (i, one(r)))
-                        .collect::<Vec<_>>()
-                },
+            let (before, after) = (&raw[..b], &raw[b + 1..]);
+            let (mut results, big) = crate::par::join(
+                || before.iter().chain(after).map(one).collect::<Vec<_>>(),
                 || one(&raw[b]),
             );
-            let mut all: Vec<_> = others;
-            all.push((b, big));
-            all.sort_by_key(|(i, _)| *i);
-            all.into_iter().map(|(_, r)| r).collect()
+            results.insert(b, big);
+            results.into_iter().collect()
         }
         _ => raw.iter().map(one).collect(),
-    };
-    results.into_iter().collect()
+    }
 }
 
 /// The body's top object.
