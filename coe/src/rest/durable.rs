@@ -297,6 +297,10 @@ impl DurableStore {
         }
         self.changed = changed;
         self.seq = seq;
+        // The written items (and any list they replaced) are freed beside, not under the
+        // caller's lock: for a container PUT that is milliseconds the publisher would wait.
+        let items = applied.effects.len();
+        crate::par::drop_beside(applied, items);
         if self.wal.records() > COMPACT_AT {
             // The change is already durable; a failed compaction only delays the next one.
             if let Err(e) = self.compact() {

@@ -238,26 +238,42 @@ pub enum Effect {
     Remove(Kind, String),
 }
 
-/// The items a change writes, by kind.
+/// The items a change writes, by kind: some by uid, or every item of a kind whose list the
+/// change replaces (a container or datastore PUT), which needs no list of its uids: after
+/// the change every item of that kind is one it wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Touched(BTreeMap<Kind, HashSet<String>>);
+pub struct Touched {
+    some: BTreeMap<Kind, HashSet<String>>,
+    /// Kinds replaced whole, with how many items they were given.
+    whole: BTreeMap<Kind, usize>,
+}
 
 impl Touched {
     /// Makes room for `n` items of `kind` at once (a container write's).
     fn make_room(&mut self, kind: Kind, n: usize) {
-        self.0.entry(kind).or_default().reserve(n);
+        self.some.entry(kind).or_default().reserve(n);
     }
 
     fn insert(&mut self, kind: Kind, uid: &str) {
-        self.0.entry(kind).or_default().insert(uid.to_string());
+        self.some.entry(kind).or_default().insert(uid.to_string());
+    }
+
+    /// Marks every item of `kind` as written: its list is replaced by `n` items.
+    fn replace_all(&mut self, kind: Kind, n: usize) {
+        self.whole.insert(kind, n);
     }
 
     fn contains(&self, kind: Kind, uid: &str) -> bool {
-        self.0.get(&kind).is_some_and(|s| s.contains(uid))
+        self.whole.contains_key(&kind) || self.some.get(&kind).is_some_and(|s| s.contains(uid))
     }
 
     fn len(&self) -> usize {
-        self.0.values().map(HashSet::len).sum()
+        self.some.values().map(HashSet::len).sum::<usize>() + self.whole.values().sum::<usize>()
+    }
+
+    /// The kinds written.
+    fn kinds(&self) -> BTreeSet<Kind> {
+        self.some.keys().chain(self.whole.keys()).copied().collect()
     }
 }
 
@@ -450,31 +466,32 @@ impl Store {
 
     fn apply_effects_undoable(&mut self, effects: &[Effect]) -> Undo {
         let mut undo = Vec::new();
-        for effect in effects {
-            if matches!(effect, Effect::Clear(_)) {
-                self.index.built = false;
-            }
+        let mut rest = effects;
+        while let Some((effect, after)) = rest.split_first() {
+            rest = after;
             match effect {
-                Effect::Clear(Kind::Service) => {
-                    undo.push(UndoStep::Services(std::mem::take(&mut self.services)));
-                }
-                Effect::Clear(Kind::Endpoints) => {
-                    undo.push(UndoStep::Endpoints(std::mem::take(&mut self.endpoints)));
-                }
-                Effect::Clear(Kind::Pod) => {
-                    undo.push(UndoStep::Pods(std::mem::take(&mut self.pods)));
-                }
-                Effect::Clear(Kind::Node) => {
-                    undo.push(UndoStep::Nodes(std::mem::take(&mut self.nodes)));
+                Effect::Clear(kind) => {
+                    self.index.built = false;
+                    undo.push(match kind {
+                        Kind::Service => UndoStep::Services(std::mem::take(&mut self.services)),
+                        Kind::Endpoints => UndoStep::Endpoints(std::mem::take(&mut self.endpoints)),
+                        Kind::Pod => UndoStep::Pods(std::mem::take(&mut self.pods)),
+                        Kind::Node => UndoStep::Nodes(std::mem::take(&mut self.nodes)),
+                    });
+                    // The upserts of that kind right after it (a container PUT) fill the list
+                    // it emptied at once, with no undo step each: putting the old list back
+                    // undoes them.
+                    let run = rest
+                        .iter()
+                        .take_while(|e| matches!(e, Effect::Upsert(i) if i.kind() == *kind))
+                        .count();
+                    let (upserts, after) = rest.split_at(run);
+                    self.fill(*kind, upserts, &mut undo);
+                    rest = after;
                 }
                 Effect::Upsert(item) => {
                     if let Some(ns) = item.namespace() {
-                        let ns = namespace_name(ns);
-                        if !self.elans.contains_key(ns) {
-                            let id = self.elans.values().max().map_or(1, |m| m.saturating_add(1));
-                            self.elans.insert(ns.to_string(), id);
-                            undo.push(UndoStep::Elan(ns.to_string()));
-                        }
+                        self.elan(namespace_name(ns), &mut undo);
                     }
                     let old = self.put(item.clone());
                     undo.push(UndoStep::Item(
@@ -490,6 +507,61 @@ impl Store {
             }
         }
         Undo(undo)
+    }
+
+    /// Gives namespace `ns` an ELAN id if it has none.
+    fn elan(&mut self, ns: &str, undo: &mut Vec<UndoStep>) {
+        if !self.elans.contains_key(ns) {
+            let id = self.elans.values().max().map_or(1, |m| m.saturating_add(1));
+            self.elans.insert(ns.to_string(), id);
+            undo.push(UndoStep::Elan(ns.to_string()));
+        }
+    }
+
+    /// Fills the emptied list of `kind` with the items of `upserts` (all of that kind), as
+    /// putting them one by one would (a later item of a uid replaces an earlier one), but
+    /// built from the sorted items at once instead of by thousands of inserts.
+    fn fill(&mut self, kind: Kind, upserts: &[Effect], undo: &mut Vec<UndoStep>) {
+        let items = || {
+            upserts.iter().filter_map(|e| match e {
+                Effect::Upsert(item) => Some(item),
+                _ => None,
+            })
+        };
+        // Items come grouped by namespace, mostly: look each run's up once.
+        let mut last: Option<&str> = None;
+        for ns in items().filter_map(Item::namespace).map(namespace_name) {
+            if last != Some(ns) {
+                self.elan(ns, undo);
+                last = Some(ns);
+            }
+        }
+        match kind {
+            Kind::Service => {
+                self.services = filled(items(), |i| match i {
+                    Item::Service(s) => Some(Box::new(s.clone())),
+                    _ => None,
+                });
+            }
+            Kind::Endpoints => {
+                self.endpoints = filled(items(), |i| match i {
+                    Item::Endpoints(e) => Some(Box::new(e.clone())),
+                    _ => None,
+                });
+            }
+            Kind::Pod => {
+                self.pods = filled(items(), |i| match i {
+                    Item::Pod(p) => Some(p.clone()),
+                    _ => None,
+                });
+            }
+            Kind::Node => {
+                self.nodes = filled(items(), |i| match i {
+                    Item::Node(n) => Some(n.clone()),
+                    _ => None,
+                });
+            }
+        }
     }
 
     /// Inserts an item, returning the one it replaced.
@@ -606,17 +678,19 @@ impl Store {
     /// change left it unbuilt; built after the change's effects, it describes the store with
     /// the change, as keeping it up to date would have (see [`Store::build_index`]).
     fn scope(&mut self, touched: &Touched) -> Scope {
-        if touched.len() > SCOPED_CHECK_LIMIT {
-            return Scope::Kinds(touched.0.keys().copied().collect());
+        // A list replaced whole holds only written items, which are checked against each
+        // other; rules are about pairs of one kind, so no other kind needs a look.
+        if touched.len() > SCOPED_CHECK_LIMIT || !touched.whole.is_empty() {
+            return Scope::Kinds(touched.kinds());
         }
         self.build_index();
         // The touched items themselves, whatever they share.
         let mut keep: BTreeMap<Kind, BTreeSet<String>> = touched
-            .0
+            .some
             .iter()
             .map(|(kind, uids)| (*kind, uids.iter().cloned().collect()))
             .collect();
-        let uids = |kind: Kind| touched.0.get(&kind).into_iter().flatten();
+        let uids = |kind: Kind| touched.some.get(&kind).into_iter().flatten();
 
         let index = &self.index;
         let set = keep.entry(Kind::Service).or_default();
@@ -670,18 +744,35 @@ impl Store {
         scope: &Scope,
     ) -> Result<(), RequestError> {
         let services = ordered(&self.services, Kind::Service, touched, scope);
-        let mut vips = VipTable::with_room(services.len());
-        let mut names = map_for(services.len());
-        for (uid, s) in services {
-            let at = || Kind::Service.item_name(uid);
-            unique(
-                &mut names,
-                service_name(s),
-                uid,
-                || format!("{}.name", at()),
-                "service",
-            )?;
-            vips.add(s, rules, &at)?;
+        // Names and addresses are checked apart (beside each other for a container PUT's
+        // thousands); the error given is the one the first failing service in order has,
+        // its name's before its addresses', as when one loop checks both.
+        let names = || {
+            let mut names = map_for(services.len());
+            for (i, (uid, s)) in services.iter().enumerate() {
+                let at = || format!("{}.name", Kind::Service.item_name(uid));
+                unique(&mut names, service_name(s), uid, at, "service").map_err(|e| (i, e))?;
+            }
+            Ok(())
+        };
+        let addresses = || {
+            let mut vips = VipTable::with_room(services.len());
+            for (i, (uid, s)) in services.iter().enumerate() {
+                let at = || Kind::Service.item_name(uid);
+                vips.add(s, rules, &at).map_err(|e| (i, e))?;
+            }
+            Ok(())
+        };
+        let (names, addresses): (FirstFailure, FirstFailure) =
+            if services.len() >= crate::par::WORTH_A_THREAD {
+                crate::par::join(names, addresses)
+            } else {
+                (names(), addresses())
+            };
+        match (names, addresses) {
+            (Err((i, e)), Err((j, _))) if i <= j => return Err(e),
+            (_, Err((_, e))) | (Err((_, e)), Ok(())) => return Err(e),
+            (Ok(()), Ok(())) => {}
         }
 
         let endpoints = ordered(&self.endpoints, Kind::Endpoints, touched, scope);
@@ -801,12 +892,11 @@ fn replace(
     touched: &mut Touched,
 ) -> Result<(), RequestError> {
     no_repeats(kind, &items)?;
-    touched.make_room(kind, items.len());
+    touched.replace_all(kind, items.len());
     effects.reserve(items.len() + 1);
     effects.push(Effect::Clear(kind));
     for item in items {
         check_kind(kind, &item)?;
-        touched.insert(kind, item.uid());
         effects.push(Effect::Upsert(item));
     }
     Ok(())
@@ -836,6 +926,23 @@ fn check_kind(kind: Kind, item: &Item) -> Result<(), RequestError> {
         )))
     }
 }
+
+/// A list by uid of what `pick` takes from `items` (a later item of a uid wins).
+fn filled<'a, T>(
+    items: impl Iterator<Item = &'a Item>,
+    pick: impl Fn(&'a Item) -> Option<T>,
+) -> BTreeMap<String, T> {
+    items
+        .filter_map(|i| Some((i.uid().to_string(), pick(i)?)))
+        .collect()
+}
+
+/// A check of items in order: the index of the first that fails, and why.
+type FirstFailure = Result<(), (usize, RequestError)>;
+
+/// Up to this many ports, a service's repeated port is found by a scan of the ports before
+/// it; beyond, with a set (a hostile service of thousands of ports stays linear).
+const OWN_PORTS_SCANNED: usize = 16;
 
 /// Who answers on each VIP and node port.
 #[derive(Default)]
@@ -888,10 +995,17 @@ impl<'a> VipTable<'a> {
             }
             return Ok(());
         }
-        let mut own = BTreeSet::new();
+        // A service has a few ports: a scan finds a repeat with no set to allocate.
+        let mut own = (s.service_ports.len() > OWN_PORTS_SCANNED).then(BTreeSet::new);
         for (i, p) in s.service_ports.iter().enumerate() {
             let port_at = || format!("{}.service-ports[{i}]", at());
-            if !own.insert((p.protocol, p.port)) {
+            let repeated = match &mut own {
+                Some(own) => !own.insert((p.protocol, p.port)),
+                None => s.service_ports[..i]
+                    .iter()
+                    .any(|q| (q.protocol, q.port) == (p.protocol, p.port)),
+            };
+            if repeated {
                 return Err(RequestError::invalid(
                     format!("{}.port", port_at()),
                     format!(
@@ -1001,6 +1115,35 @@ mod tests {
         s.apply(Change::Clear(Kind::Pod), &rules).unwrap();
         s.apply(Change::Upsert(pod("c", "dev")), &rules).unwrap();
         assert_eq!((s.elans["prod"], s.elans["dev"]), (2, 3));
+    }
+
+    #[test]
+    fn a_list_filled_at_once_is_what_putting_its_items_one_by_one_makes() {
+        let effects = vec![
+            Effect::Upsert(pod("a", "x")),
+            Effect::Clear(Kind::Pod),
+            Effect::Upsert(pod("b", "y")),
+            Effect::Upsert(pod("c", "")),
+            // A uid given twice (a log written by hand): the later one wins, as with puts.
+            Effect::Upsert(pod("b", "z")),
+            Effect::Upsert(pod("e", "y")),
+            Effect::Remove(Kind::Pod, "c".into()),
+            Effect::Upsert(pod("d", "w")),
+        ];
+        let mut one_by_one = Store::default();
+        for effect in &effects {
+            // Alone, a clear is followed by no upsert and each upsert is put by itself.
+            one_by_one.apply_effects(std::slice::from_ref(effect));
+        }
+        let mut at_once = Store::default();
+        let undo = at_once.apply_effects_undoable(&effects);
+        assert_eq!(at_once, one_by_one);
+        assert_eq!(at_once.elans, one_by_one.elans);
+        assert_eq!(at_once.pods.keys().collect::<Vec<_>>(), ["b", "d", "e"]);
+        assert_eq!(at_once.pods["b"].network_ns, "z");
+        at_once.revert(undo);
+        assert_eq!(at_once, Store::default());
+        assert!(at_once.elans.is_empty());
     }
 
     #[test]
