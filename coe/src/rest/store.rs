@@ -76,8 +76,9 @@ pub struct Store {
 /// saves four strings and their allocations per item.
 #[derive(Debug, Clone, Default)]
 struct Index {
-    /// Whether it describes the store (false after a load or a whole-list change).
-    built: bool,
+    /// The kinds whose parts describe the store: not those of a list replaced or emptied
+    /// since (a container PUT), nor any after a load.
+    built: BTreeSet<Kind>,
     vips: HashMap<IpAddr, Holders>,
     node_ports: HashMap<u16, Holders>,
     service_names: HashMap<u64, Holders>,
@@ -133,29 +134,45 @@ fn name_key(namespace: &str, name: &str) -> u64 {
 }
 
 impl Index {
-    fn build(store: &Store) -> Self {
-        let mut index = Index {
-            built: true,
-            ..Index::default()
-        };
-        for s in store.services.values() {
-            index.service(s, true);
+    /// Builds the parts of the kinds not built from `store`'s lists: after a container PUT
+    /// of services, the services' parts only.
+    fn build(&mut self, store: &Store) {
+        for kind in Kind::ALL {
+            if self.built.contains(&kind) {
+                continue;
+            }
+            self.unbuild(kind);
+            match kind {
+                Kind::Service => store.services.values().for_each(|s| self.service(s, true)),
+                Kind::Endpoints => store
+                    .endpoints
+                    .values()
+                    .for_each(|e| self.endpoints(e, true)),
+                Kind::Pod => store.pods.values().for_each(|p| self.pod(p, true)),
+                Kind::Node => store.nodes.values().for_each(|n| self.node(n, true)),
+            }
+            self.built.insert(kind);
         }
-        for e in store.endpoints.values() {
-            index.endpoints(e, true);
-        }
-        for p in store.pods.values() {
-            index.pod(p, true);
-        }
-        for n in store.nodes.values() {
-            index.node(n, true);
-        }
-        index
     }
 
-    /// Adds (`on`) or removes what `item` holds.
+    /// Forgets the parts of `kind` (its list was replaced or emptied).
+    fn unbuild(&mut self, kind: Kind) {
+        self.built.remove(&kind);
+        match kind {
+            Kind::Service => {
+                self.vips = HashMap::default();
+                self.node_ports = HashMap::default();
+                self.service_names = HashMap::default();
+            }
+            Kind::Endpoints => self.endpoints_names = HashMap::default(),
+            Kind::Pod => self.ifaces = HashMap::default(),
+            Kind::Node => self.node_names = HashMap::default(),
+        }
+    }
+
+    /// Adds (`on`) or removes what `item` holds, if its kind's parts are built.
     fn item(&mut self, item: &Item, on: bool) {
-        if !self.built {
+        if !self.built.contains(&item.kind()) {
             return;
         }
         match item {
@@ -348,13 +365,16 @@ impl Store {
     /// after a bulk load does not wait for it (25 ms at 30,000 services).
     pub fn build_index(&mut self) {
         if self.needs_index() {
-            self.index = Index::build(self);
+            let mut index = std::mem::take(&mut self.index);
+            index.build(self);
+            self.index = index;
         }
     }
 
-    /// Whether the validation index is unbuilt (after a load or a container write).
+    /// Whether the validation index is unbuilt, whole or in part (after a load or a
+    /// container write).
     pub fn needs_index(&self) -> bool {
-        !self.index.built
+        self.index.built.len() < Kind::ALL.len()
     }
 
     /// Takes back an applied change.
@@ -365,19 +385,19 @@ impl Store {
                 UndoStep::Item(_, _, Some(item)) => drop(self.put(*item)),
                 UndoStep::Services(m) => {
                     self.services = m;
-                    self.index.built = false;
+                    self.index.unbuild(Kind::Service);
                 }
                 UndoStep::Endpoints(m) => {
                     self.endpoints = m;
-                    self.index.built = false;
+                    self.index.unbuild(Kind::Endpoints);
                 }
                 UndoStep::Pods(m) => {
                     self.pods = m;
-                    self.index.built = false;
+                    self.index.unbuild(Kind::Pod);
                 }
                 UndoStep::Nodes(m) => {
                     self.nodes = m;
-                    self.index.built = false;
+                    self.index.unbuild(Kind::Node);
                 }
                 UndoStep::Elan(ns) => drop(self.elans.remove(&ns)),
             }
@@ -471,7 +491,7 @@ impl Store {
             rest = after;
             match effect {
                 Effect::Clear(kind) => {
-                    self.index.built = false;
+                    self.index.unbuild(*kind);
                     undo.push(match kind {
                         Kind::Service => UndoStep::Services(std::mem::take(&mut self.services)),
                         Kind::Endpoints => UndoStep::Endpoints(std::mem::take(&mut self.endpoints)),
@@ -567,7 +587,7 @@ impl Store {
     /// Inserts an item, returning the one it replaced.
     fn put(&mut self, item: Item) -> Option<Item> {
         let uid = item.uid().to_string();
-        if self.index.built
+        if self.index.built.contains(&item.kind())
             && let Some(old) = self.get(item.kind(), &uid)
         {
             self.index.item(&old, false);
@@ -1144,6 +1164,22 @@ mod tests {
         at_once.revert(undo);
         assert_eq!(at_once, Store::default());
         assert!(at_once.elans.is_empty());
+    }
+
+    #[test]
+    fn a_container_put_leaves_the_other_kinds_index_built() {
+        let rules = Rules::default();
+        let mut s = Store::default();
+        assert!(s.needs_index(), "a new or loaded store has no index");
+        s.apply(Change::Upsert(pod("a", "x")), &rules).unwrap();
+        assert!(!s.needs_index(), "a small write builds it");
+        s.apply(Change::Replace(Kind::Pod, vec![pod("b", "y")]), &rules)
+            .unwrap();
+        assert!(s.needs_index());
+        assert_eq!(s.index.built.len(), Kind::ALL.len() - 1);
+        assert!(!s.index.built.contains(&Kind::Pod));
+        s.build_index();
+        assert!(!s.needs_index());
     }
 
     #[test]
