@@ -176,14 +176,8 @@ fn a_datastore_body_reads_each_container_as_its_own_put_does() {
         kinds,
         [Kind::Endpoints, Kind::Pod, Kind::Service, Kind::Node]
     );
-    assert_eq!(
-        lists[0].1,
-        parse::container_body(Kind::Endpoints, endpoints.as_bytes()).unwrap()
-    );
-    assert_eq!(
-        lists[2].1,
-        parse::container_body(Kind::Service, services.as_bytes()).unwrap()
-    );
+    reads_as_alone(&lists[0], Kind::Endpoints, endpoints);
+    reads_as_alone(&lists[2], Kind::Service, services);
     assert!(lists[1].1.is_empty() && lists[3].1.is_empty());
 
     let all = r#""service:service-information":{},"service:endpoints-info":{},"pod:coe":{}"#;
@@ -220,6 +214,16 @@ fn a_datastore_body_reads_each_container_as_its_own_put_does() {
     }
 }
 
+/// A container of a datastore body is `kind`'s and holds the items its text gives as a PUT
+/// of that container.
+fn reads_as_alone(list: &(Kind, Vec<Item>), kind: Kind, text: &str) {
+    assert_eq!(list.0, kind);
+    assert_eq!(
+        list.1,
+        parse::container_body(kind, text.as_bytes()).unwrap()
+    );
+}
+
 /// The biggest container is read on a thread of its own: a long one reads as it does alone,
 /// and of two bad containers the first in the body is the one reported.
 #[test]
@@ -235,14 +239,8 @@ fn a_long_datastore_body_reads_as_its_containers_and_fails_at_the_first_bad_one(
         )
     };
     let lists = parse::datastore_body(body(&services, pods).as_bytes()).unwrap();
-    assert_eq!(
-        lists[1].1,
-        parse::container_body(Kind::Service, services.as_bytes()).unwrap()
-    );
-    assert_eq!(
-        lists[0].1,
-        parse::container_body(Kind::Pod, pods.as_bytes()).unwrap()
-    );
+    reads_as_alone(&lists[1], Kind::Service, &services);
+    reads_as_alone(&lists[0], Kind::Pod, pods);
     let bad_services = services.replace("10.96.16.1\"", "10.96.16.x\"");
     let err = parse::datastore_body(body(&bad_services, pods).as_bytes()).unwrap_err();
     assert!(err.to_string().contains("services[u4000]"), "{err}");

@@ -261,8 +261,8 @@ pub enum Effect {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Touched {
     some: BTreeMap<Kind, HashSet<String>>,
-    /// Kinds replaced whole, with how many items they were given.
-    whole: BTreeMap<Kind, usize>,
+    /// Kinds replaced whole.
+    whole: BTreeSet<Kind>,
 }
 
 impl Touched {
@@ -275,22 +275,23 @@ impl Touched {
         self.some.entry(kind).or_default().insert(uid.to_string());
     }
 
-    /// Marks every item of `kind` as written: its list is replaced by `n` items.
-    fn replace_all(&mut self, kind: Kind, n: usize) {
-        self.whole.insert(kind, n);
+    /// Marks every item of `kind` as written: its list is replaced.
+    fn replace_all(&mut self, kind: Kind) {
+        self.whole.insert(kind);
     }
 
     fn contains(&self, kind: Kind, uid: &str) -> bool {
-        self.whole.contains_key(&kind) || self.some.get(&kind).is_some_and(|s| s.contains(uid))
+        self.whole.contains(&kind) || self.some.get(&kind).is_some_and(|s| s.contains(uid))
     }
 
+    /// How many items were written by uid (a kind replaced whole is not counted).
     fn len(&self) -> usize {
-        self.some.values().map(HashSet::len).sum::<usize>() + self.whole.values().sum::<usize>()
+        self.some.values().map(HashSet::len).sum()
     }
 
     /// The kinds written.
     fn kinds(&self) -> BTreeSet<Kind> {
-        self.some.keys().chain(self.whole.keys()).copied().collect()
+        self.some.keys().chain(&self.whole).copied().collect()
     }
 }
 
@@ -912,7 +913,7 @@ fn replace(
     touched: &mut Touched,
 ) -> Result<(), RequestError> {
     no_repeats(kind, &items)?;
-    touched.replace_all(kind, items.len());
+    touched.replace_all(kind);
     effects.reserve(items.len() + 1);
     effects.push(Effect::Clear(kind));
     for item in items {

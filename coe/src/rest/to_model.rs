@@ -64,8 +64,13 @@ pub struct Translator {
 impl Translator {
     /// Translates the whole store.
     pub fn new(store: &Store) -> Self {
+        Self::with_nodes(store, nodes(store))
+    }
+
+    /// Translates the whole store, whose nodes translate to `nodes` ([`nodes`]).
+    fn with_nodes(store: &Store, nodes: Nodes) -> Self {
         let mut t = Translator::default();
-        (t.model.nodes, t.node_by_ip) = nodes(store);
+        (t.model.nodes, t.node_by_ip) = nodes;
         t.namespaces(store);
         for uid in store.pods.keys() {
             t.pod(store, uid);
@@ -112,13 +117,15 @@ impl Translator {
         // whole datastore does).
         let nodes_written = changed.cleared.contains(&Kind::Node)
             || changed.items.iter().any(|(k, _)| *k == Kind::Node);
-        let nodes_changed = nodes_written && {
-            let (nodes, by_ip) = nodes(store);
-            nodes != self.model.nodes || by_ip != self.node_by_ip
-        };
-        if changed.all || nodes_changed {
+        let new_nodes = nodes_written
+            .then(|| nodes(store))
+            .filter(|(nodes, by_ip)| *nodes != self.model.nodes || *by_ip != self.node_by_ip);
+        if changed.all || new_nodes.is_some() {
             let old = std::mem::take(&mut self.model);
-            *self = Translator::new(store);
+            *self = match new_nodes {
+                Some(nodes) => Translator::with_nodes(store, nodes),
+                None => Translator::new(store),
+            };
             // Keep the structure the new model shares with the old one where values agree,
             // so that the engines' diffs stay small.
             self.model = std::mem::take(&mut self.model).sharing_with(&old);
@@ -482,8 +489,11 @@ impl Translator {
     }
 }
 
+/// The model's nodes, and the node of each of their addresses.
+type Nodes = (netvirt::model::Map<String, Node>, HashMap<IpAddr, String>);
+
 /// The model's nodes, and the node of each of their addresses (the first node by uid wins).
-fn nodes(store: &Store) -> (netvirt::model::Map<String, Node>, HashMap<IpAddr, String>) {
+fn nodes(store: &Store) -> Nodes {
     let mut by_ip = HashMap::default();
     let mut nodes = netvirt::model::Map::new();
     for n in store.nodes.values() {
