@@ -12,7 +12,7 @@
 //! socket is full), and without the flush they would wait for the next message, an echo
 //! request seconds later.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::pending;
 use std::time::{Duration, Instant};
 
@@ -56,8 +56,12 @@ pub(crate) async fn run<S>(
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
     let mut rbuf = vec![0u8; HANDSHAKE_CHUNK];
+    // What is being written (`wbuf` from `woff`), then whole buffers behind it: a buffer the
+    // session hands over while another is still being written waits as it is, not copied.
     let mut wbuf: Vec<u8> = Vec::new();
     let mut woff = 0usize;
+    let mut behind: VecDeque<Vec<u8>> = VecDeque::new();
+    let mut behind_len = 0usize;
     // Bytes the stream took that may not have left it yet (see the module docs).
     let mut unflushed = false;
     let mut waiters: HashMap<Token, Responder> = HashMap::new();
@@ -67,12 +71,14 @@ pub(crate) async fn run<S>(
     let mut write_progress = tokio::time::Instant::now();
     loop {
         if let Some(more) = session.poll_transmit() {
-            if woff == wbuf.len() {
-                wbuf = more;
-            } else {
-                wbuf.drain(..woff);
-                wbuf.extend_from_slice(&more);
-            }
+            behind_len += more.len();
+            behind.push_back(more);
+        }
+        // A buffer written whole goes back to the session for its next messages.
+        if woff == wbuf.len() && (wbuf.capacity() > 0 || !behind.is_empty()) {
+            let next = behind.pop_front().unwrap_or_default();
+            behind_len -= next.len();
+            session.recycle(std::mem::replace(&mut wbuf, next));
             woff = 0;
         }
         while let Some(ev) = session.poll_event() {
@@ -82,7 +88,7 @@ pub(crate) async fn run<S>(
             dispatch(ev, &mut waiters, &mut shared);
         }
         let closed = session.is_closed();
-        let unwritten = wbuf.len() - woff;
+        let unwritten = wbuf.len() - woff + behind_len;
         let to_write = unwritten > 0 || unflushed;
         if !to_write {
             write_progress = tokio::time::Instant::now();
@@ -119,6 +125,8 @@ pub(crate) async fn run<S>(
                     session.handle_io_error("connection refused further writes".to_string());
                     wbuf.clear();
                     woff = 0;
+                    behind.clear();
+                    behind_len = 0;
                     unflushed = false;
                 }
                 Ok(Some(n)) => {
@@ -131,6 +139,8 @@ pub(crate) async fn run<S>(
                     session.handle_io_error(e.to_string());
                     wbuf.clear();
                     woff = 0;
+                    behind.clear();
+                    behind_len = 0;
                     unflushed = false;
                 }
             },

@@ -3,7 +3,8 @@
 //! A [`Session`] holds one connection's protocol state and nothing else: it never reads the
 //! clock and does no I/O (the shape of `quinn-proto`). A driver feeds it received bytes
 //! ([`Session::handle_bytes`]) and the time ([`Session::handle_timeout`]), and takes out bytes to
-//! write ([`Session::poll_transmit`]), [`Event`]s ([`Session::poll_event`]) and the next deadline
+//! write ([`Session::poll_transmit`], giving each buffer back once written with
+//! [`Session::recycle`]), [`Event`]s ([`Session::poll_event`]) and the next deadline
 //! ([`Session::poll_timeout`]).
 //!
 //! It covers OF1.3 §6.3: HELLO with version-bitmap negotiation (OF1.3 only; any other peer gets
@@ -244,9 +245,25 @@ impl Session {
     /// Bytes to write, all queued messages in one buffer.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         if self.out.is_empty() {
+            // Room kept by `recycle` for a load that has ended goes back to the allocator.
+            if self.out.capacity() > 0 && self.outstanding() == 0 {
+                self.out = Vec::new();
+            }
             None
         } else {
             Some(std::mem::take(&mut self.out))
+        }
+    }
+
+    /// Gives back a buffer [`Session::poll_transmit`] returned, once the driver has written
+    /// it, so that the next messages are encoded into memory already in use rather than a
+    /// buffer grown from nothing (a load's bundles are megabytes each: growing each one again
+    /// copied it and faulted in fresh pages). The room is kept only while requests, barriers
+    /// or bundles are outstanding and nothing is queued; an idle session holds none.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.out.is_empty() && self.outstanding() > 0 && buf.capacity() > self.out.capacity() {
+            buf.clear();
+            self.out = buf;
         }
     }
 

@@ -487,6 +487,74 @@ fn bundle_commits_after_fence() {
     assert_eq!(s.outstanding(), 0);
 }
 
+/// Completes the bundle whose messages are `out` (open, adds, fence), through its commit.
+fn complete_bundle(s: &mut Session, out: &[u8], t0: Instant) {
+    let msgs = frames(out);
+    let (open, fence) = (&msgs[0], &msgs[msgs.len() - 1]);
+    feed(s, open.xid, ctrl_reply(open), t0);
+    feed(s, fence.xid, Body::BarrierReply, t0);
+    let commit = sent(s).pop().expect("the commit");
+    feed(s, commit.xid, ctrl_reply(&commit), t0);
+    assert!(matches!(&done(&events(s))[..], [(_, Ok(Reply::Done))]));
+}
+
+/// A written buffer given back holds the next bundle while one is in flight; a buffer given
+/// back while something is queued, or to an idle session, is not kept.
+#[test]
+fn a_recycled_buffer_holds_the_next_bundle_while_one_is_in_flight() {
+    let t0 = Instant::now();
+    let mut s = connected(t0);
+    s.bundle((0..100).map(flow)).expect("queued");
+    let first = s.poll_transmit().expect("the first bundle");
+    let (room, at) = (first.capacity(), first.as_ptr());
+    let first_copy = first.clone();
+    s.recycle(first);
+    s.bundle((100..150).map(flow)).expect("queued");
+    let second = s.poll_transmit().expect("the second bundle");
+    assert_eq!(
+        (second.as_ptr(), second.capacity()),
+        (at, room),
+        "encoded into the buffer given back"
+    );
+    assert_eq!(
+        frames(&second).len(),
+        52,
+        "only the second bundle's messages"
+    );
+    // Not kept while something is queued.
+    s.barrier().expect("queued");
+    let queued = s.transmit_len();
+    s.recycle(second.clone());
+    assert_eq!(s.transmit_len(), queued);
+    let barrier = s.poll_transmit().expect("the barrier");
+    assert!(
+        barrier.capacity() < room,
+        "the barrier has a buffer of its own"
+    );
+    // Once nothing is outstanding, the room kept goes at the next poll.
+    complete_bundle(&mut s, &first_copy, t0);
+    complete_bundle(&mut s, &second, t0);
+    s.recycle(Vec::with_capacity(room));
+    let barrier_xid = frames(&barrier)[0].xid;
+    feed(&mut s, barrier_xid, Body::BarrierReply, t0);
+    assert_eq!(s.outstanding(), 0);
+    assert!(s.poll_transmit().is_none());
+    s.barrier().expect("queued");
+    let alone = s.poll_transmit().expect("a barrier");
+    assert!(
+        alone.capacity() < room,
+        "the room was let go: {}",
+        alone.capacity()
+    );
+    // And an idle session takes none.
+    let barrier_xid = frames(&alone)[0].xid;
+    feed(&mut s, barrier_xid, Body::BarrierReply, t0);
+    let _ = events(&mut s);
+    s.recycle(Vec::with_capacity(room));
+    s.barrier().expect("queued");
+    assert!(s.poll_transmit().expect("a barrier").capacity() < room);
+}
+
 #[test]
 fn bundle_with_refused_add_is_discarded() {
     let t0 = Instant::now();
