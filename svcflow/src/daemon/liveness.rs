@@ -6,7 +6,8 @@
 //! with the endpoints on down nodes marked neither ready nor serving, which no group uses.
 //! The marking is by key ([`Overlay`]): a change of the model re-marks only the services it
 //! touched, and a node going down or coming back re-marks only the services with an endpoint
-//! there. With no node down, the tasks get the inputs' model itself.
+//! there. With no node down, the tasks get the inputs' model itself, and nothing is indexed:
+//! the first node to go down indexes the services by node in one pass over the endpoints.
 //!
 //! Kubernetes mode does not use it: the node lifecycle controller marks a lost node's
 //! endpoints not ready in its EndpointSlices, and svcflow follows the slices.
@@ -46,11 +47,24 @@ fn marked(endpoints: &[Endpoint], down: &BTreeSet<String>) -> Vec<Endpoint> {
         .collect()
 }
 
+/// The services with an endpoint on each node.
+fn by_node(model: &Model) -> HashMap<String, BTreeSet<ServiceKey>> {
+    let mut by_node: HashMap<String, BTreeSet<ServiceKey>> = HashMap::new();
+    for (key, endpoints) in model.endpoints.iter() {
+        for node in endpoints.iter().filter_map(|e| e.node.as_ref()) {
+            by_node.entry(node.clone()).or_default().insert(key.clone());
+        }
+    }
+    by_node
+}
+
 /// The model with the endpoints of down nodes marked, kept up to date by key.
 #[derive(Debug, Default)]
 pub(crate) struct Overlay {
     input: Model,
-    /// The services with an endpoint on each node.
+    /// The services with an endpoint on each node, kept only while a node is down: the
+    /// first node to go down builds it in one pass over the endpoints, and changes keep it
+    /// by key until every node is back. With every node up, a change costs nothing here.
     by_node: HashMap<String, BTreeSet<ServiceKey>>,
     down: BTreeSet<String>,
 }
@@ -58,6 +72,15 @@ pub(crate) struct Overlay {
 impl Overlay {
     /// The model as the node tasks should see it, after the input became `input`.
     pub(crate) fn update(&mut self, input: &Model) -> Model {
+        if !self.down.is_empty() {
+            self.follow(input);
+        }
+        self.input = input.clone();
+        self.output()
+    }
+
+    /// Keeps `by_node` up to date, by key, as the input becomes `input`.
+    fn follow(&mut self, input: &Model) {
         for item in self.input.endpoints.diff(&input.endpoints) {
             let (key, old, new) = match item {
                 DiffItem::Add(k, v) => (k, None, Some(v)),
@@ -81,13 +104,17 @@ impl Overlay {
             }
         }
         self.by_node.retain(|_, s| !s.is_empty());
-        self.input = input.clone();
-        self.output()
     }
 
     /// Sets the down nodes; returns the model the node tasks should see now.
     pub(crate) fn set_down(&mut self, down: BTreeSet<String>) -> Model {
+        if self.down.is_empty() && !down.is_empty() {
+            self.by_node = by_node(&self.input);
+        }
         self.down = down;
+        if self.down.is_empty() {
+            self.by_node = HashMap::new();
+        }
         self.output()
     }
 
@@ -254,5 +281,21 @@ mod tests {
         assert_eq!(ready(&out, &db), [false]);
         // n2 back: everything as the input says.
         assert_eq!(overlay.set_down(BTreeSet::new()), model);
+        assert!(
+            overlay.by_node.is_empty(),
+            "nothing kept with every node up"
+        );
+        // Changes while every node is up are seen when a node goes down again.
+        model.endpoints.insert(
+            web.clone(),
+            vec![endpoint("10.0.1.1", "n1"), endpoint("10.0.3.1", "n3")],
+        );
+        assert_eq!(overlay.update(&model), model);
+        let out = overlay.set_down(BTreeSet::from(["n3".to_string()]));
+        assert_eq!(ready(&out, &web), [true, false]);
+        assert_eq!(ready(&out, &db), [true]);
+        let out = overlay.set_down(BTreeSet::from(["n1".to_string(), "n3".to_string()]));
+        assert_eq!(ready(&out, &web), [false, false]);
+        assert_eq!(ready(&out, &db), [true], "db's endpoint is on n2");
     }
 }
