@@ -92,7 +92,11 @@ impl Filling {
             || (!self.bodies.is_empty() && self.buckets + more > BUNDLE_BUCKETS_MAX);
         let done = full.then(|| {
             self.buckets = 0;
-            std::mem::take(&mut self.bodies)
+            // The next bundle of a long plan is as full as this one: its room is taken at
+            // once, not grown by doubling from nothing (each growth copies the 192-byte
+            // bodies so far and touches fresh pages; a full load has 24 such bundles).
+            let room = self.bodies.len();
+            std::mem::replace(&mut self.bodies, Vec::with_capacity(room))
         });
         self.buckets += more;
         self.bodies.push(body);
@@ -493,5 +497,24 @@ mod tests {
             sizes(mixed, BUNDLE_MAX),
             vec![(1, 5), (1, BUNDLE_BUCKETS_MAX + 1), (3, 5)]
         );
+    }
+
+    #[test]
+    fn a_filled_bundle_leaves_its_room_to_the_next() {
+        let mut filling = Filling::new(100);
+        let first: Vec<Vec<Body>> = (0..101)
+            .filter_map(|_| filling.push(Body::FlowMod(FlowMod::default())))
+            .collect();
+        assert_eq!(first.len(), 1);
+        assert_eq!(filling.bodies.len(), 1);
+        assert!(
+            filling.bodies.capacity() >= 100,
+            "room for a bundle as full as the last: {}",
+            filling.bodies.capacity()
+        );
+        // A change that fits one bundle takes no more room than it needs to grow.
+        let mut small = Filling::new(100);
+        assert!(small.push(Body::FlowMod(FlowMod::default())).is_none());
+        assert!(small.bodies.capacity() < 100);
     }
 }
