@@ -98,38 +98,22 @@ pub struct KeptHealthChecks {
 impl KeptHealthChecks {
     /// Brings the checks to `model`'s, for `node`.
     pub fn update(&mut self, model: &Model, node: &str) {
-        let changed: BTreeSet<ServiceKey> = match &self.seen {
-            Some(seen) if seen.node == node => seen
-                .services
-                .diff(&model.services)
-                .map(diff_key)
-                .chain(seen.endpoints.diff(&model.endpoints).map(diff_key))
-                .cloned()
-                .collect(),
+        match self.seen.take() {
+            // A key in both diffs is checked twice, which gives what checking it once does:
+            // no set of the changed keys is built (a full load changes every service).
+            Some(seen) if seen.node == node => {
+                let changed = (seen.services.diff(&model.services).map(diff_key))
+                    .chain(seen.endpoints.diff(&model.endpoints).map(diff_key));
+                for key in changed {
+                    self.check(key, model, node);
+                }
+            }
             _ => {
                 self.claims.clear();
                 self.ports.clear();
-                model.services.keys().cloned().collect()
-            }
-        };
-        for key in changed {
-            if let Some(port) = self.ports.remove(&key)
-                && let Some(claims) = self.claims.get_mut(&port)
-            {
-                claims.remove(&key);
-                if claims.is_empty() {
-                    self.claims.remove(&port);
+                for key in model.services.keys() {
+                    self.check(key, model, node);
                 }
-            }
-            let Some(service) = model.services.get(&key) else {
-                continue;
-            };
-            if let Some((port, check)) = health_check(service, model.endpoints_of(&key), node) {
-                self.claims
-                    .entry(port)
-                    .or_default()
-                    .insert(key.clone(), check);
-                self.ports.insert(key, port);
             }
         }
         self.seen = Some(Seen {
@@ -137,6 +121,28 @@ impl KeptHealthChecks {
             endpoints: model.endpoints.clone(),
             node: node.to_string(),
         });
+    }
+
+    /// Checks service `key` again, as `model` has it.
+    fn check(&mut self, key: &ServiceKey, model: &Model, node: &str) {
+        if let Some(port) = self.ports.remove(key)
+            && let Some(claims) = self.claims.get_mut(&port)
+        {
+            claims.remove(key);
+            if claims.is_empty() {
+                self.claims.remove(&port);
+            }
+        }
+        let Some(service) = model.services.get(key) else {
+            return;
+        };
+        if let Some((port, check)) = health_check(service, model.endpoints_of(key), node) {
+            self.claims
+                .entry(port)
+                .or_default()
+                .insert(key.clone(), check);
+            self.ports.insert(key.clone(), port);
+        }
     }
 
     /// What each port answers, as [`health_checks`] gives it.
