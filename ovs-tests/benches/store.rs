@@ -9,7 +9,8 @@
 //! ```
 //!
 //! `SVCFLOW_STORE_WRITES` (default 500) single-service item PUTs, then one container PUT of
-//! `SVCFLOW_STORE_S` services (default 10,000).
+//! `SVCFLOW_STORE_S` services (default 10,000), then the same container again with one
+//! service changed (a resync that finds one difference).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ struct Row {
     store: &'static str,
     single: (Duration, Duration),
     container: Duration,
+    again: Duration,
 }
 
 fn run(store: StoreKind, label: &'static str, writes: usize, services: usize) -> Row {
@@ -97,30 +99,38 @@ fn run(store: StoreKind, label: &'static str, writes: usize, services: usize) ->
             String::from_utf8_lossy(&r.body)
         );
     }
-    let items: Vec<String> = (0..services)
+    // One container PUT of `items`, timed from the request to its answer.
+    let mut put_container = |items: &[String]| -> Duration {
+        let body = format!(
+            r#"{{"service:service-information":{{"service:services":[{}]}}}}"#,
+            items.join(",")
+        );
+        let t = Instant::now();
+        let r = h
+            .request("PUT", SERVICES, body.as_bytes())
+            .expect("a reply");
+        let took = t.elapsed();
+        assert_eq!(
+            r.status,
+            200,
+            "{label}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        took
+    };
+    let mut items: Vec<String> = (0..services)
         .map(|i| service(&format!("bulk-{i}"), i))
         .collect();
-    let body = format!(
-        r#"{{"service:service-information":{{"service:services":[{}]}}}}"#,
-        items.join(",")
-    );
-    let t = Instant::now();
-    let r = h
-        .request("PUT", SERVICES, body.as_bytes())
-        .expect("a reply");
-    let container = t.elapsed();
-    assert_eq!(
-        r.status,
-        200,
-        "{label}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
+    let container = put_container(&items);
+    items[0] = service("bulk-0", services);
+    let again = put_container(&items);
     drop(rt);
     let _ = std::fs::remove_dir_all(&dir);
     Row {
         store: label,
         single: percentiles(&mut single),
         container,
+        again,
     }
 }
 
@@ -147,15 +157,19 @@ fn main() {
          container PUT of {services} services"
     );
     println!();
-    println!("| store | item PUT p50 / p99 (ms) | container PUT of {services} services (s) |");
-    println!("|---|---:|---:|");
+    println!(
+        "| store | item PUT p50 / p99 (ms) | container PUT of {services} services (s) | \
+         the same again, one changed (s) |"
+    );
+    println!("|---|---:|---:|---:|");
     for r in [&local, &replicated] {
         println!(
-            "| {} | {:.2} / {:.2} | {:.3} |",
+            "| {} | {:.2} / {:.2} | {:.3} | {:.3} |",
             r.store,
             ms(r.single.0),
             ms(r.single.1),
-            r.container.as_secs_f64()
+            r.container.as_secs_f64(),
+            r.again.as_secs_f64()
         );
     }
 }

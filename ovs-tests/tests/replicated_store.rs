@@ -129,6 +129,32 @@ fn has_service(h: &mut Http, uid: &str) -> bool {
 }
 
 /// Waits until the replica answers reads from a mirrored state (no `Warning: 110`).
+/// The `_uuid` of the row of `table` whose uid is `uid`, read from the leader with
+/// `ovsdb-client`.
+fn row_uuid(cluster: &RaftCluster, table: &str, uid: &str) -> Option<String> {
+    let leader = cluster.wait_leader(Duration::from_secs(10)).unwrap();
+    let query = serde_json::json!([
+        cluster.db(),
+        {"op": "select", "table": table, "where": [["uid", "==", uid]], "columns": ["_uuid"]}
+    ]);
+    let out = std::process::Command::new("ovsdb-client")
+        .arg("transact")
+        .arg(format!("unix:{}", cluster.socket(leader).display()))
+        .arg(query.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = reply[0]["rows"].as_array().unwrap();
+    assert!(rows.len() <= 1, "two rows of {table} {uid}: {reply}");
+    rows.first()
+        .map(|r| r["_uuid"][1].as_str().unwrap().to_string())
+}
+
 fn wait_ready(r: &Replica) {
     let mut h = http(r);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -239,6 +265,8 @@ fn a_write_to_one_replica_is_seen_by_the_other_and_conflicts_are_refused() {
         serde_json::from_slice(&r.body).unwrap()
     };
     let mut doc = get(&mut h);
+    let web_row = row_uuid(&cluster, "Service", "web");
+    assert!(web_row.is_some());
     let web: serde_json::Value = serde_json::from_str(&service("web", "10.96.0.10")).unwrap();
     let other: serde_json::Value = serde_json::from_str(&service("db", "10.96.0.30")).unwrap();
     doc["service:service-information"] = serde_json::json!({
@@ -265,6 +293,12 @@ fn a_write_to_one_replica_is_seen_by_the_other_and_conflicts_are_refused() {
         .map(|s| s["uid"].as_str().unwrap())
         .collect();
     assert_eq!(uids, ["db", "web"], "left or right is gone with the write");
+    // Only what changed was written: `web`, kept as it was, is still in its row.
+    assert_eq!(
+        row_uuid(&cluster, "Service", "web"),
+        web_row,
+        "the unchanged service's row was rewritten"
+    );
     let mut clash = now.clone();
     clash["service:service-information"]["services"][0]["cluster-ip-address"] = "10.96.0.10".into();
     clash["service:endpoints-info"] = serde_json::json!({ "endpoints": [] });

@@ -124,11 +124,19 @@ fn item_of(kind: Kind, row: &Row) -> Result<Item, String> {
     parsed.map_err(|e| e.to_string())
 }
 
-/// The transaction that commits `effects`, validated against the mirror at `revision`, with
-/// the ELAN ids they allocate (`new_elans`), under `token`.
+/// The transaction that commits `effects`, validated against `mirror` (the mirror at
+/// `revision`, before the effects), with the ELAN ids they allocate (`new_elans`), under
+/// `token`.
+///
+/// It writes only what the effects change, each row by its `_uuid` (which `ovsdb-server`
+/// finds at once, where a `uid` condition scans the table): the effects are first reduced
+/// to each item's outcome, so a container PUT that replaces a list deletes the rows of the
+/// items it drops, updates those it changes, inserts the new ones, and leaves the rows of
+/// the items it keeps as they are, for the cluster to log, replicate and monitor nothing of
+/// them. A list emptied for good is one `delete`.
 pub fn transaction(
     effects: &[Effect],
-    existing: &dyn Fn(Kind, &str) -> bool,
+    mirror: &Mirror,
     new_elans: &BTreeMap<String, u32>,
     revision: u64,
     token: &str,
@@ -143,36 +151,68 @@ pub fn transaction(
             Datum::integer(revision as i64),
         )])],
     )];
-    // Within one transaction rows are tracked by what this transaction did to them.
-    let mut present: HashMap<(Kind, String), bool> = HashMap::new();
+    // Each item's outcome (its last write since its kind's last clear), in first-write order.
+    let mut outcome: HashMap<(Kind, &str), Option<&Item>> = HashMap::new();
+    let mut order: Vec<(Kind, &str)> = Vec::new();
     let mut cleared: Vec<Kind> = Vec::new();
     for effect in effects {
-        match effect {
+        let (key, value) = match effect {
             Effect::Clear(kind) => {
-                ops.push(Operation::delete(table(*kind), vec![]));
-                cleared.push(*kind);
-                present.retain(|(k, _), _| k != kind);
-            }
-            Effect::Upsert(item) => {
-                let key = (item.kind(), item.uid().to_string());
-                let exists = *present
-                    .get(&key)
-                    .unwrap_or(&(!cleared.contains(&key.0) && existing(key.0, &key.1)));
-                let uid = Condition::eq("uid", Datum::string(item.uid()));
-                if exists {
-                    ops.push(Operation::update(table(key.0), vec![uid], item_row(item)));
-                } else {
-                    ops.push(Operation::insert(table(key.0), item_row(item)));
+                if !cleared.contains(kind) {
+                    cleared.push(*kind);
                 }
-                present.insert(key, true);
+                outcome.retain(|(k, _), _| k != kind);
+                continue;
             }
-            Effect::Remove(kind, uid) => {
-                ops.push(Operation::delete(
-                    table(*kind),
-                    vec![Condition::eq("uid", Datum::string(uid))],
-                ));
-                present.insert((*kind, uid.clone()), false);
+            Effect::Upsert(item) => ((item.kind(), item.uid()), Some(item)),
+            Effect::Remove(kind, uid) => ((*kind, uid.as_str()), None),
+        };
+        if outcome.insert(key, value).is_none() {
+            order.push(key);
+        }
+    }
+    for kind in &cleared {
+        let kept = |uid: &str| matches!(outcome.get(&(*kind, uid)), Some(Some(_)));
+        if !outcome.keys().any(|(k, uid)| k == kind && kept(uid)) {
+            ops.push(Operation::delete(table(*kind), vec![]));
+            continue;
+        }
+        let mut gone: Vec<Uuid> = mirror
+            .rows
+            .get(kind)
+            .into_iter()
+            .flatten()
+            .filter(|(uid, _)| !kept(uid))
+            .map(|(_, uuid)| *uuid)
+            .collect();
+        gone.sort_unstable();
+        ops.extend(
+            gone.into_iter()
+                .map(|uuid| Operation::delete(table(*kind), vec![Condition::uuid(uuid)])),
+        );
+    }
+    for key in order {
+        // A key written again after its kind's clear is listed twice: the first listing
+        // takes its outcome.
+        let Some(value) = outcome.remove(&key) else {
+            continue;
+        };
+        let (kind, uid) = key;
+        let row = mirror.row(kind, uid);
+        match (value, row) {
+            (Some(item), Some(_)) if mirror.store.holds(item) => {}
+            (Some(item), Some(uuid)) => ops.push(Operation::update(
+                table(kind),
+                vec![Condition::uuid(uuid)],
+                item_row(item),
+            )),
+            (Some(item), None) => ops.push(Operation::insert(table(kind), item_row(item))),
+            // A cleared kind's gone rows are deleted above.
+            (None, Some(_)) if cleared.contains(&kind) => {}
+            (None, Some(uuid)) => {
+                ops.push(Operation::delete(table(kind), vec![Condition::uuid(uuid)]));
             }
+            (None, None) => {}
         }
     }
     for (namespace, id) in new_elans {
@@ -232,6 +272,10 @@ pub struct Mirror {
     /// reconnect that `monitor_cond_since` could not resume).
     pub full_reads: u64,
     items: HashMap<Uuid, (Kind, String)>,
+    /// The row of each item by kind and uid (the reverse of `items`), for a write to name
+    /// the rows it changes by `_uuid`. A row whose object cannot be read is here too, by
+    /// its `uid` column, so that a write of its uid replaces it and a container PUT drops it.
+    rows: HashMap<Kind, HashMap<String, Uuid>>,
     elans: HashMap<Uuid, String>,
     changed: Changed,
     /// Rows that could not be read, with why (reported once each).
@@ -258,6 +302,7 @@ impl Mirror {
             self.full_reads += 1;
             self.store = Store::default();
             self.items.clear();
+            self.rows.clear();
             self.elans.clear();
             self.recent.clear();
             self.revision = 0;
@@ -291,6 +336,9 @@ impl Mirror {
             }
             for uuid in rows.keys() {
                 if let Some((k, uid)) = self.items.remove(uuid) {
+                    if let Some(of_kind) = self.rows.get_mut(&k) {
+                        of_kind.remove(&uid);
+                    }
                     effects.push(Effect::Remove(k, uid));
                 }
             }
@@ -301,13 +349,23 @@ impl Mirror {
                 let Some(row) = replica.row(name, uuid) else {
                     continue;
                 };
-                match item_of(kind, row) {
+                let uid = match item_of(kind, row) {
                     Ok(item) => {
-                        self.items.insert(*uuid, (kind, item.uid().to_string()));
+                        let uid = item.uid().to_string();
                         effects.push(Effect::Upsert(item));
+                        uid
                     }
-                    Err(e) => self.bad_rows.push(format!("{name} row {uuid}: {e}")),
-                }
+                    Err(e) => {
+                        self.bad_rows.push(format!("{name} row {uuid}: {e}"));
+                        let uid = row.get("uid").and_then(Datum::as_str).unwrap_or_default();
+                        uid.to_string()
+                    }
+                };
+                self.rows
+                    .entry(kind)
+                    .or_default()
+                    .insert(uid.clone(), *uuid);
+                self.items.insert(*uuid, (kind, uid));
             }
         }
         self.store.apply_effects(&effects);
@@ -344,6 +402,11 @@ impl Mirror {
             }
         }
         self.synced = true;
+    }
+
+    /// The row that holds `kind`'s item `uid`, if any.
+    fn row(&self, kind: Kind, uid: &str) -> Option<Uuid> {
+        self.rows.get(&kind)?.get(uid).copied()
     }
 
     /// Checks the state against this replica's rules after `effects`: all of it after a
@@ -638,14 +701,7 @@ impl Replicated {
                     .collect();
                 let effects = applied.effects.clone();
                 m.store.revert(applied.undo);
-                let store = &m.store;
-                let ops = transaction(
-                    &effects,
-                    &|k, uid| store.contains(k, uid),
-                    &new_elans,
-                    revision,
-                    &token,
-                );
+                let ops = transaction(&effects, &m, &new_elans, revision, &token);
                 (ops, revision)
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -846,17 +902,20 @@ mod tests {
             Effect::Remove(Kind::Pod, "p1".into()),
         ];
         let elans = BTreeMap::from([("prod".to_string(), 2)]);
-        let ops = transaction(&effects, &|_, uid| uid == "old", &elans, 70, "tok");
+        let (mirror, _) = mirror_of(&[(svc("old", "prod"), 5), (pod("p1"), 6), (pod("p2"), 7)]);
+        let ops = transaction(&effects, &mirror, &elans, 70, "tok");
         let json: Vec<serde_json::Value> = ops.iter().map(Operation::to_json).collect();
         assert_eq!(json[0]["op"], "wait");
         assert_eq!(json[0]["until"], "==");
         assert_eq!(json[0]["rows"][0]["revision"], 70);
         assert_eq!(json[1]["op"], "insert");
         assert_eq!(json[1]["table"], "Service");
+        // Rows are named by `_uuid`, which `ovsdb-server` finds without a scan.
         assert_eq!(json[2]["op"], "update");
-        assert_eq!(json[2]["where"][0], serde_json::json!(["uid", "==", "old"]));
+        assert_eq!(json[2]["where"][0], where_uuid(5));
         assert_eq!(json[3]["op"], "delete");
         assert_eq!(json[3]["table"], "Pod");
+        assert_eq!(json[3]["where"][0], where_uuid(6));
         assert_eq!(json[4]["table"], "Elan");
         assert_eq!(json[4]["row"]["elan_id"], 2);
         assert_eq!(json[5]["row"]["revision"], 71);
@@ -908,16 +967,175 @@ mod tests {
         }
     }
 
+    /// A mirror holding `items`, each in the row of the given uuid, and the replica it reads.
+    fn mirror_of(items: &[(Item, u128)]) -> (Mirror, ovsdb::Replica) {
+        use ovsdb::monitor::{RowUpdate, TableUpdates};
+        use ovsdb::schema::DatabaseSchema;
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
+        let schema = DatabaseSchema::from_json(&schema).unwrap();
+        let mut replica = ovsdb::Replica::new(schema);
+        let mut mirror = Mirror::default();
+        let mut updates = TableUpdates::new();
+        for (item, uuid) in items {
+            updates
+                .entry(table(item.kind()).to_string())
+                .or_default()
+                .insert(Uuid::from_u128(*uuid), RowUpdate::Insert(item_row(item)));
+        }
+        let initial = UpdateKind::Initial { replace: true };
+        replica.apply(initial, &updates);
+        mirror.apply(initial, &updates, &replica);
+        (mirror, replica)
+    }
+
+    fn pod(uid: &str) -> Item {
+        parse::item_body(
+            Kind::Pod,
+            uid,
+            format!(r#"{{"pod:pods":[{{"pod:uid":"{uid}","pod:name":"{uid}"}}]}}"#).as_bytes(),
+        )
+        .unwrap()
+    }
+
+    fn where_uuid(uuid: u128) -> serde_json::Value {
+        serde_json::json!(["_uuid", "==", ["uuid", Uuid::from_u128(uuid).to_string()]])
+    }
+
+    /// A container PUT writes only what it changes: the rows of the items it keeps as they
+    /// are stay untouched, so a PUT of the same list again commits nothing but the revision.
     #[test]
-    fn a_replaced_list_inserts_again_what_it_cleared() {
+    fn a_replaced_list_writes_only_what_changed() {
+        let (mirror, _) = mirror_of(&[
+            (svc("same", "default"), 1),
+            (svc("changed", "default"), 2),
+            (svc("dropped", "default"), 3),
+            (pod("p1"), 4),
+        ]);
         let effects = vec![
             Effect::Clear(Kind::Service),
-            Effect::Upsert(svc("old", "default")),
+            Effect::Upsert(svc("same", "default")),
+            Effect::Upsert(svc("changed", "prod")),
+            Effect::Upsert(svc("new", "default")),
         ];
-        let ops = transaction(&effects, &|_, _| true, &BTreeMap::new(), 0, "t");
+        let ops = transaction(&effects, &mirror, &BTreeMap::new(), 9, "t");
         let json: Vec<serde_json::Value> = ops.iter().map(Operation::to_json).collect();
+        let writes: Vec<(String, serde_json::Value)> = json[1..json.len() - 2]
+            .iter()
+            .map(|op| {
+                (
+                    op["op"].as_str().unwrap().to_string(),
+                    op["where"][0].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            writes,
+            vec![
+                ("delete".to_string(), where_uuid(3)),
+                ("update".to_string(), where_uuid(2)),
+                ("insert".to_string(), serde_json::Value::Null),
+            ]
+        );
+        assert_eq!(json[2]["row"]["namespace"], "prod");
+        assert_eq!(json[3]["row"]["uid"], "new");
+
+        // The same list again: nothing but the revision.
+        let again = vec![
+            Effect::Clear(Kind::Service),
+            Effect::Upsert(svc("same", "default")),
+            Effect::Upsert(svc("changed", "default")),
+            Effect::Upsert(svc("dropped", "default")),
+        ];
+        let ops = transaction(&again, &mirror, &BTreeMap::new(), 9, "t");
+        assert_eq!(ops.len(), 3, "wait, revision, recent: {ops:?}");
+    }
+
+    /// Writes are reduced to each item's outcome, in any order of clears, upserts and
+    /// removals; a list emptied for good is one `delete` of the whole table.
+    #[test]
+    fn effects_reduce_to_each_items_outcome() {
+        let (mirror, _) = mirror_of(&[(svc("a", "default"), 1), (svc("b", "default"), 2)]);
+        let ops_of = |effects: &[Effect]| -> Vec<(String, serde_json::Value)> {
+            let ops = transaction(effects, &mirror, &BTreeMap::new(), 1, "t");
+            let json: Vec<serde_json::Value> = ops.iter().map(Operation::to_json).collect();
+            json[1..json.len() - 2]
+                .iter()
+                .map(|op| (op["op"].as_str().unwrap().to_string(), op["where"].clone()))
+                .collect()
+        };
+        let all = ("delete".to_string(), serde_json::json!([]));
+        assert_eq!(ops_of(&[Effect::Clear(Kind::Service)]), vec![all.clone()]);
+        // Written, then cleared: the clear wins.
+        assert_eq!(
+            ops_of(&[
+                Effect::Upsert(svc("a", "prod")),
+                Effect::Clear(Kind::Service)
+            ]),
+            vec![all]
+        );
+        // Cleared, then one item put back as it was and the other removed.
+        assert_eq!(
+            ops_of(&[
+                Effect::Clear(Kind::Service),
+                Effect::Upsert(svc("a", "default")),
+                Effect::Remove(Kind::Service, "b".into()),
+            ]),
+            vec![("delete".to_string(), serde_json::json!([where_uuid(2)]))]
+        );
+        // Removed, then written again as it was: nothing.
+        assert_eq!(
+            ops_of(&[
+                Effect::Remove(Kind::Service, "a".into()),
+                Effect::Upsert(svc("a", "default")),
+            ]),
+            vec![]
+        );
+        // Removing what is not there: nothing.
+        assert_eq!(ops_of(&[Effect::Remove(Kind::Pod, "nope".into())]), vec![]);
+    }
+
+    /// A row whose object this replica cannot read is still known by its uid: a write of
+    /// that uid replaces it and a container PUT that leaves it out deletes it.
+    #[test]
+    fn an_unreadable_row_is_replaced_or_dropped_by_its_uid() {
+        use ovsdb::monitor::{RowUpdate, TableUpdates};
+        let (mut mirror, mut replica) = mirror_of(&[(svc("a", "default"), 1)]);
+        let mut bad = item_row(&svc("b", "default"));
+        bad.insert("object".into(), Datum::string("{not json"));
+        let updates: TableUpdates = BTreeMap::from([(
+            "Service".to_string(),
+            BTreeMap::from([(Uuid::from_u128(2), RowUpdate::Insert(bad))]),
+        )]);
+        replica.apply(UpdateKind::Change, &updates);
+        mirror.apply(UpdateKind::Change, &updates, &replica);
+        assert_eq!(mirror.bad_rows.len(), 1);
+        assert!(!mirror.store.contains(Kind::Service, "b"));
+
+        let put = transaction(
+            &[Effect::Upsert(svc("b", "default"))],
+            &mirror,
+            &BTreeMap::new(),
+            1,
+            "t",
+        );
+        let json: Vec<serde_json::Value> = put.iter().map(Operation::to_json).collect();
+        assert_eq!(json[1]["op"], "update");
+        assert_eq!(json[1]["where"][0], where_uuid(2));
+
+        let container = transaction(
+            &[
+                Effect::Clear(Kind::Service),
+                Effect::Upsert(svc("a", "default")),
+            ],
+            &mirror,
+            &BTreeMap::new(),
+            1,
+            "t",
+        );
+        let json: Vec<serde_json::Value> = container.iter().map(Operation::to_json).collect();
         assert_eq!(json[1]["op"], "delete");
-        assert_eq!(json[2]["op"], "insert", "the row was deleted just before");
+        assert_eq!(json[1]["where"][0], where_uuid(2));
+        assert_eq!(json.len(), 4, "a is kept as it is: {json:?}");
     }
 
     #[test]

@@ -632,6 +632,16 @@ impl Store {
         }
     }
 
+    /// Whether the store holds `item` exactly as it is (same uid, same content).
+    pub fn holds(&self, item: &Item) -> bool {
+        match item {
+            Item::Service(s) => self.services.get(&s.uid).is_some_and(|x| **x == *s),
+            Item::Endpoints(e) => self.endpoints.get(&e.uid).is_some_and(|x| **x == *e),
+            Item::Pod(p) => self.pods.get(&p.uid).is_some_and(|x| x == p),
+            Item::Node(n) => self.nodes.get(&n.uid).is_some_and(|x| x == n),
+        }
+    }
+
     /// One item.
     pub fn get(&self, kind: Kind, uid: &str) -> Option<Item> {
         match kind {
