@@ -128,7 +128,6 @@ fn has_service(h: &mut Http, uid: &str) -> bool {
     }
 }
 
-/// Waits until the replica answers reads from a mirrored state (no `Warning: 110`).
 /// The `_uuid` of the row of `table` whose uid is `uid`, read from the leader with
 /// `ovsdb-client`.
 fn row_uuid(cluster: &RaftCluster, table: &str, uid: &str) -> Option<String> {
@@ -155,6 +154,7 @@ fn row_uuid(cluster: &RaftCluster, table: &str, uid: &str) -> Option<String> {
         .map(|r| r["_uuid"][1].as_str().unwrap().to_string())
 }
 
+/// Waits until the replica answers reads from a mirrored state (no `Warning: 110`).
 fn wait_ready(r: &Replica) {
     let mut h = http(r);
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -173,7 +173,7 @@ pub fn transaction(
     }
     for kind in &cleared {
         let kept = |uid: &str| matches!(outcome.get(&(*kind, uid)), Some(Some(_)));
-        if !outcome.keys().any(|(k, uid)| k == kind && kept(uid)) {
+        if !outcome.iter().any(|((k, _), v)| k == kind && v.is_some()) {
             ops.push(Operation::delete(table(*kind), vec![]));
             continue;
         }
