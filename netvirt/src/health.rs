@@ -102,8 +102,8 @@ impl KeptHealthChecks {
             // A key in both diffs is checked twice, which gives what checking it once does:
             // no set of the changed keys is built (a full load changes every service).
             Some(seen) if seen.node == node => {
-                let changed = (seen.services.diff(&model.services).map(diff_key))
-                    .chain(seen.endpoints.diff(&model.endpoints).map(diff_key));
+                let changed = (seen.services.diff(&model.services).map(|d| diff_key(&d)))
+                    .chain(seen.endpoints.diff(&model.endpoints).map(|d| diff_key(&d)));
                 for key in changed {
                     self.check(key, model, node);
                 }

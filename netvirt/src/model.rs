@@ -21,7 +21,7 @@ use ipnet::IpNet;
 pub type Map<K, V> = imbl::OrdMap<K, V>;
 
 /// The key of one difference between two [`Map`]s.
-pub(crate) fn diff_key<'a, K, V>(item: imbl::ordmap::DiffItem<'a, 'a, K, V>) -> &'a K {
+pub(crate) fn diff_key<'a, K, V>(item: &imbl::ordmap::DiffItem<'a, 'a, K, V>) -> &'a K {
     match item {
         imbl::ordmap::DiffItem::Add(k, _) | imbl::ordmap::DiffItem::Remove(k, _) => k,
         imbl::ordmap::DiffItem::Update { new: (k, _), .. } => k,

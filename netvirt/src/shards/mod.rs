@@ -415,12 +415,118 @@ pub struct Update<'a> {
     bindings: &'a NodeBindings,
     /// The changed services still in the model, in key order; those from `settled` on are
     /// not planned yet.
-    unsettled: Vec<ServiceKey>,
+    unsettled: Vec<InModel<'a>>,
     settled: usize,
     /// The settled services to render.
-    dirty: std::collections::btree_map::IntoIter<ServiceKey, Prepared>,
+    dirty: std::collections::btree_map::IntoIter<&'a ServiceKey, (InModel<'a>, Prepared)>,
     /// The model, to remember once every service is rendered; `None` after.
     seen: Option<Seen>,
+}
+
+/// A service of an update's model, with the model's own key and endpoints for it: found
+/// once, as the update begins, and not looked up again in the model's ordered maps (several
+/// string-comparing lookups per service were a tenth of a bulk load's engine time).
+#[derive(Clone, Copy)]
+struct InModel<'a> {
+    key: &'a ServiceKey,
+    service: &'a Service,
+    endpoints: Option<&'a Vec<crate::model::Endpoint>>,
+}
+
+impl<'a> InModel<'a> {
+    /// The service with `key` in `model`, if it has one.
+    fn find(model: &'a Model, key: &ServiceKey) -> Option<Self> {
+        let (key, service) = model.services.get_key_value(key)?;
+        Some(InModel {
+            key,
+            service,
+            endpoints: model.endpoints.get(key),
+        })
+    }
+}
+
+/// Every service of `model` in key order, each with its endpoints (both maps walked once,
+/// side by side).
+fn all_services(model: &Model) -> Vec<InModel<'_>> {
+    let mut endpoints = model.endpoints.iter().peekable();
+    model
+        .services
+        .iter()
+        .map(|(key, service)| {
+            while endpoints.next_if(|(k, _)| *k < key).is_some() {}
+            InModel {
+                key,
+                service,
+                endpoints: endpoints.next_if(|(k, _)| *k == key).map(|(_, e)| e),
+            }
+        })
+        .collect()
+}
+
+/// The services whose service or endpoints differ between `seen` and `model`, each once
+/// and in key order: those still in `model` (with what it holds for them), and the keys of
+/// those that left it. Both diffs come in key order, so they are merged, not collected into
+/// a set; for a key in both, the services' diff says whether it stays and the endpoints'
+/// diff gives its endpoints, so a first load looks nothing up.
+fn changed_services<'a>(seen: &Seen, model: &'a Model) -> (Vec<InModel<'a>>, Vec<ServiceKey>) {
+    use imbl::ordmap::DiffItem;
+    use std::cmp::Ordering;
+    let mut present = Vec::new();
+    let mut left = Vec::new();
+    let mut services = seen.services.diff(&model.services).peekable();
+    let mut endpoints = seen.endpoints.diff(&model.endpoints).peekable();
+    loop {
+        let order = match (services.peek(), endpoints.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(s), Some(e)) => diff_key(s).cmp(diff_key(e)),
+        };
+        let service = if order == Ordering::Greater {
+            None
+        } else {
+            services.next()
+        };
+        let listed = if order == Ordering::Less {
+            None
+        } else {
+            endpoints.next()
+        };
+        match (service, listed) {
+            (
+                Some(
+                    DiffItem::Add(key, service)
+                    | DiffItem::Update {
+                        new: (key, service),
+                        ..
+                    },
+                ),
+                listed,
+            ) => {
+                let endpoints = match listed {
+                    Some(DiffItem::Add(_, e) | DiffItem::Update { new: (_, e), .. }) => Some(e),
+                    Some(DiffItem::Remove(..)) => None,
+                    None => model.endpoints.get(key),
+                };
+                present.push(InModel {
+                    key,
+                    service,
+                    endpoints,
+                });
+            }
+            (Some(DiffItem::Remove(key, _)), _) => left.push(key.clone()),
+            // Only the endpoints changed.
+            (None, Some(item)) => {
+                let key = diff_key(&item);
+                match InModel::find(model, key) {
+                    Some(found) => present.push(found),
+                    None => left.push(key.clone()),
+                }
+            }
+            (None, None) => break,
+        }
+    }
+    (present, left)
 }
 
 /// What settling a service prepared for its render.
@@ -727,45 +833,32 @@ impl Shards {
             );
         }
         // The services whose service or endpoints changed: all of them without a previous
-        // model to diff with.
-        let changed: BTreeSet<&ServiceKey> = match &seen {
-            Some(seen) => {
-                let mut keys = BTreeSet::new();
-                keys.extend(seen.services.diff(&model.services).map(diff_key));
-                keys.extend(seen.endpoints.diff(&model.endpoints).map(diff_key));
-                // The diff borrows the previous model for keys that left it; look them up
-                // in the shards (which own them) instead.
-                keys.into_iter()
-                    .filter_map(|k| {
-                        model
-                            .services
-                            .get_key_value(k)
-                            .map(|(k, _)| k)
-                            .or_else(|| self.services.get_key_value(k).map(|(k, _)| &**k))
-                    })
-                    .collect()
+        // model to diff with. Services that left go at once, with their group names; the
+        // changed services that remain are settled (planned, their group names given ids) a
+        // part at a time as they render, so that the first part's steps go to the switch
+        // before the rest is planned.
+        let (unsettled, left) = match &seen {
+            Some(seen) => changed_services(seen, model),
+            None => {
+                let mut left: Vec<ServiceKey> = self
+                    .services
+                    .keys()
+                    .filter(|k| !model.services.contains_key(&***k))
+                    .map(|k| ServiceKey::clone(k))
+                    .collect();
+                left.sort_unstable();
+                (all_services(model), left)
             }
-            None => model
-                .services
-                .keys()
-                .chain(self.services.keys().map(|k| &**k))
-                .collect(),
         };
-        // Services that left go at once, with their group names; the changed services that
-        // remain are settled (planned, their group names given ids) a part at a time as they
-        // render, so that the first part's steps go to the switch before the rest is planned.
-        let mut unsettled: Vec<ServiceKey> = Vec::new();
         let mut removed: Vec<ServiceKey> = Vec::new();
         let mut gone: Vec<Arc<str>> = Vec::new();
-        for key in changed {
-            if model.services.contains_key(key) {
-                unsettled.push(key.clone());
-            } else {
-                if let Some(s) = self.services.get(key) {
-                    gone.extend(s.names.iter().cloned());
-                }
-                removed.push(key.clone());
-            }
+        for key in left {
+            // A key that left the model but was never rendered has nothing to take away.
+            let Some(s) = self.services.get(&key) else {
+                continue;
+            };
+            gone.extend(s.names.iter().cloned());
+            removed.push(key);
         }
         let mut dirty = BTreeMap::new();
         self.give_ids(&gone, &[], model, &mut dirty, &unsettled);
@@ -802,7 +895,7 @@ impl Shards {
     /// Plans the next [`Shards::settle_up_to`] of `update`'s unsettled services and gives
     /// their group names ids, adding them to the services it has to render (with their plans
     /// when [`Shards::keep_plans_up_to`] allows), after those left from before.
-    fn settle(&mut self, update: &mut Update<'_>) {
+    fn settle<'a>(&mut self, update: &mut Update<'a>) {
         let (node, model, config) = (update.node, update.model, update.config);
         let from = update.settled;
         let to = from
@@ -811,19 +904,21 @@ impl Shards {
         update.settled = to;
         let part = &update.unsettled[from..to];
         let keep = part.len() <= self.plans_kept_max;
-        let mut dirty: BTreeMap<ServiceKey, Prepared> = update.dirty.by_ref().collect();
+        let mut dirty: BTreeMap<&'a ServiceKey, (InModel<'a>, Prepared)> =
+            update.dirty.by_ref().collect();
         let mut gone: Vec<Arc<str>> = Vec::new();
         let mut new: Vec<Arc<str>> = Vec::new();
-        for key in part {
-            let Some(service) = model.services.get(key) else {
-                continue;
-            };
+        for found in part {
+            let InModel {
+                key,
+                service,
+                endpoints: listed,
+            } = *found;
             let was = self
                 .services
                 .get(key)
                 .map(|s| &s.names[..])
                 .unwrap_or_default();
-            let listed = model.endpoints.get(key);
             let endpoints = listed.map_or(&[][..], Vec::as_slice);
             // Another node's render of the same service and endpoints, when nothing in it
             // can depend on the node: its group names are this node's too.
@@ -849,7 +944,7 @@ impl Shards {
             };
             gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
             new.extend(now.iter().filter(|n| !was.contains(n)).cloned());
-            dirty.insert(key.clone(), prepared);
+            dirty.insert(key, (*found, prepared));
         }
         let later = &update.unsettled[to..];
         self.give_ids(&gone, &new, model, &mut dirty, later);
@@ -859,13 +954,13 @@ impl Shards {
     /// Takes `gone` group names from the allocator and gives `new` ones ids; the services of
     /// names whose id moved (a collision resolved anew) join `dirty`, unless they are still
     /// to settle (`later`, sorted).
-    fn give_ids(
+    fn give_ids<'a>(
         &mut self,
         gone: &[Arc<str>],
         new: &[Arc<str>],
-        model: &Model,
-        dirty: &mut BTreeMap<ServiceKey, Prepared>,
-        later: &[ServiceKey],
+        model: &'a Model,
+        dirty: &mut BTreeMap<&'a ServiceKey, (InModel<'a>, Prepared)>,
+        later: &[InModel<'a>],
     ) {
         if gone.is_empty() && new.is_empty() {
             return;
@@ -880,12 +975,12 @@ impl Shards {
             let Some(key) = self.name_owner.get(&name) else {
                 continue;
             };
-            if dirty.contains_key(&**key) || later.binary_search(&**key).is_ok() {
+            if dirty.contains_key(&**key) || later.binary_search_by(|l| l.key.cmp(key)).is_ok() {
                 continue;
             }
-            if model.services.contains_key(&**key) {
-                // Planned as it renders.
-                dirty.insert(ServiceKey::clone(key), Prepared::Later);
+            // Planned as it renders.
+            if let Some(found) = InModel::find(model, key) {
+                dirty.insert(found.key, (found, Prepared::Later));
             }
         }
     }
@@ -915,15 +1010,11 @@ impl Shards {
         max: usize,
         before: &mut Option<Before>,
     ) -> usize {
-        let (node, model, config, bindings) =
-            (update.node, update.model, update.config, update.bindings);
+        let (node, config, bindings) = (update.node, update.config, update.bindings);
         let mut taken = 0;
-        for (key, prepared) in update.dirty.by_ref().take(max) {
+        for (key, (found, prepared)) in update.dirty.by_ref().take(max) {
             taken += 1;
-            let Some(service) = model.services.get(&key) else {
-                continue;
-            };
-            let listed = model.endpoints.get(&key);
+            let (service, listed) = (found.service, found.endpoints);
             let endpoints = listed.map_or(&[][..], Vec::as_slice);
             let (plans, names) = match prepared {
                 Prepared::Rendered(candidate)
@@ -931,7 +1022,7 @@ impl Shards {
                 {
                     self.renders.reused();
                     let shard = candidate.shard;
-                    let key = shard.key.clone().unwrap_or_else(|| Arc::new(key));
+                    let key = shard.key.clone().unwrap_or_else(|| Arc::new(key.clone()));
                     self.own(&shard, &key);
                     self.replace(Owner::Service(key), Some(shard), before);
                     continue;
@@ -955,10 +1046,10 @@ impl Shards {
                 bindings,
             );
             let shard = self.renders.intern(
-                &key,
+                key,
                 Shard::new(Some(key.clone()), names, out).with_no_local(no_local),
             );
-            let key = shard.key.clone().unwrap_or_else(|| Arc::new(key));
+            let key = shard.key.clone().unwrap_or_else(|| Arc::new(key.clone()));
             if let Some(generation) = self.generation
                 && renders_alike_on_every_node(service, endpoints, config)
             {
@@ -1453,6 +1544,64 @@ mod tests {
         model.nodes.insert(s.node.name.clone(), s.node.clone());
         model.nodes.insert(other.name.clone(), other.clone());
         (s, other, model)
+    }
+
+    /// An update's changed services come once each and in key order, whichever of the
+    /// service and its endpoints changed, holding the new model's own entries; the keys
+    /// whose service left the model come apart, also when only endpoints are left of it.
+    #[test]
+    fn changed_services_merge_both_diffs_in_key_order() {
+        let s = Scenario::parse(include_str!(
+            "../../tests/scenarios/node-services/input.toml"
+        ))
+        .unwrap();
+        let mut before = s.model.clone();
+        let keys: Vec<ServiceKey> = before.services.keys().cloned().collect();
+        assert!(keys.len() >= 4, "the scenario has {} services", keys.len());
+        let endpoint = before.endpoints.values().flatten().next().unwrap().clone();
+        before
+            .endpoints
+            .insert(keys[3].clone(), vec![endpoint.clone(); 2]);
+        let mut model = before.clone();
+        // keys[0]: its service and its endpoints change; keys[1]: only its endpoints;
+        // keys[2]: its service leaves, its endpoints stay; keys[3]: only its service; and
+        // endpoints come for a service there is not.
+        model.services.get_mut(&keys[0]).unwrap().uid = "changed".to_string();
+        model.services.get_mut(&keys[3]).unwrap().uid = "changed too".to_string();
+        model
+            .endpoints
+            .insert(keys[0].clone(), vec![endpoint.clone()]);
+        model
+            .endpoints
+            .insert(keys[1].clone(), vec![endpoint.clone(); 3]);
+        model.services.remove(&keys[2]);
+        let nothing = ServiceKey::new("zzz", "no-service");
+        model.endpoints.insert(nothing.clone(), vec![endpoint]);
+        let seen = Seen {
+            nodes: before.nodes.clone(),
+            pods: before.pods.clone(),
+            namespaces: before.namespaces.clone(),
+            services: before.services.clone(),
+            endpoints: before.endpoints.clone(),
+            pod_namespaces: BTreeMap::new(),
+        };
+        let (present, left) = changed_services(&seen, &model);
+        let present_keys: Vec<&ServiceKey> = present.iter().map(|p| p.key).collect();
+        assert_eq!(present_keys, vec![&keys[0], &keys[1], &keys[3]]);
+        for p in &present {
+            assert!(std::ptr::eq(p.service, model.services.get(p.key).unwrap()));
+            assert!(std::ptr::eq(
+                p.endpoints.unwrap(),
+                model.endpoints.get(p.key).unwrap()
+            ));
+        }
+        assert_eq!(left, vec![keys[2].clone(), nothing]);
+        // Without a model before, every service is changed, each with its endpoints.
+        let all = all_services(&model);
+        assert_eq!(all.len(), model.services.len());
+        for found in &all {
+            assert_eq!(found.endpoints, model.endpoints.get(found.key));
+        }
     }
 
     /// Two nodes that end their updates with the same group names, owners of names and of
