@@ -696,3 +696,46 @@ fn nodes_given_again_as_they_were_keep_the_translation_by_key() {
     assert_eq!(translator.model(), &to_model(&store));
     assert_eq!(early, 0);
 }
+
+/// A container write of thousands of services (enough for their keys to be found on two
+/// threads) translates as a full translation of the store does, every service once, with
+/// a service whose uid sorts apart from its name's order among them.
+#[test]
+fn a_container_of_thousands_translates_as_a_full_translation() {
+    use coe::rest::durable::Changed;
+    use coe::rest::to_model::Translator;
+    let n = coe::par::WORTH_A_THREAD * 2 + 3;
+    let services: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({ "uid": format!("uid-{:05}", n - i), "name": format!("web-{i}"),
+                "cluster-ip-address": format!("10.96.{}.{}", i / 250, 1 + i % 250),
+                "service-ports": [ { "name": "http", "port": 80 } ] })
+        })
+        .collect();
+    let endpoints: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({ "uid": format!("e-{i}"), "name": format!("web-{i}"),
+                "endpoint-addresses": [ { "ip-address": format!("10.244.{}.{}", i / 250, 1 + i % 250) } ],
+                "endpoint-ports": [ { "name": "http", "port": 8080 } ] })
+        })
+        .collect();
+    let mut store = Store::default();
+    let mut translator = Translator::new(&store);
+    for (kind, list) in [(Kind::Endpoints, endpoints), (Kind::Service, services)] {
+        let body = json!({ kind.list(): list }).to_string();
+        let items = parse::container_body(kind, body.as_bytes()).unwrap();
+        let applied = store
+            .apply(Change::Replace(kind, items), &Rules::default())
+            .unwrap();
+        let mut changed = Changed::default();
+        changed.record(&applied.effects);
+        let mut parts = 0;
+        translator.apply_in_parts(&store, &changed, 1024, |_| parts += 1);
+        if kind == Kind::Service {
+            assert!(parts > 1, "{parts} early models");
+        }
+    }
+    let full = to_model(&store);
+    assert_eq!(full.services.len(), n);
+    assert_eq!(translator.model(), &full);
+}

@@ -78,8 +78,8 @@ impl Translator {
         for uid in store.endpoints.keys() {
             t.endpoints_object(store, uid);
         }
-        for uid in store.services.keys() {
-            t.index_service(store, uid);
+        for (uid, s) in &store.services {
+            t.index_service(uid, Some(service_key(s)));
         }
         let keys: Vec<ServiceKey> = t.service_by_key.keys().cloned().collect();
         for key in keys {
@@ -186,6 +186,16 @@ impl Translator {
         for (_, uid) in items.iter().filter(|(k, _)| *k == Kind::Service) {
             services.extend(self.unindex_service(uid));
         }
+        // The keys of the services written: a store lookup and two allocations each, found
+        // on two threads for a container's thousands (on the way to the first early model).
+        let mut keys = service_keys(
+            store,
+            items
+                .iter()
+                .filter(|(k, _)| *k == Kind::Service)
+                .map(|(_, uid)| *uid),
+        )
+        .into_iter();
         for (kind, uid) in &items {
             match kind {
                 Kind::Pod => {
@@ -198,7 +208,10 @@ impl Translator {
                 Kind::Endpoints => {
                     services.extend(self.endpoints_object(store, uid));
                 }
-                Kind::Service => services.extend(self.index_service(store, uid)),
+                Kind::Service => {
+                    let key = keys.next().flatten();
+                    services.extend(self.index_service(uid, key));
+                }
                 Kind::Node => {}
             }
         }
@@ -331,10 +344,10 @@ impl Translator {
         Some(old)
     }
 
-    /// Indexes service `uid` as the store has it; returns its key.
-    fn index_service(&mut self, store: &Store, uid: &str) -> Option<ServiceKey> {
-        let s = store.services.get(uid)?;
-        let key = service_key(s);
+    /// Indexes service `uid` under `key`, its key as the store has it (`None`: the store
+    /// has no such service); returns its key.
+    fn index_service(&mut self, uid: &str, key: Option<ServiceKey>) -> Option<ServiceKey> {
+        let key = key?;
         // Two services with one key: the last by uid wins, as in a full translation.
         let wins = self
             .service_by_key
@@ -487,6 +500,24 @@ impl Translator {
         out.shrink_to_fit();
         (out, (read_pods, read_ips))
     }
+}
+
+/// The key of each service in `uids` as `store` has it (`None` for a uid it has not), in
+/// order; for thousands, half of them on a thread of their own.
+fn service_keys<'a>(store: &Store, uids: impl Iterator<Item = &'a str>) -> Vec<Option<ServiceKey>> {
+    let uids: Vec<&str> = uids.collect();
+    let keys = |uids: &[&str]| -> Vec<Option<ServiceKey>> {
+        uids.iter()
+            .map(|uid| store.services.get(*uid).map(|s| service_key(s)))
+            .collect()
+    };
+    if uids.len() < crate::par::WORTH_A_THREAD {
+        return keys(&uids);
+    }
+    let (first, second) = uids.split_at(uids.len() / 2);
+    let (mut first, second) = crate::par::join(|| keys(first), || keys(second));
+    first.extend(second);
+    first
 }
 
 /// The model's nodes, and the node of each of their addresses.
