@@ -594,7 +594,8 @@ impl RunArgs {
         let exposed = crate::tls::policy::plain_beyond_loopback(&config);
         if !exposed.is_empty() && !config.insecure {
             return Err(ConfigError(format!(
-                "plain TCP beyond loopback: {}; give --ssl-private-key, --ssl-certificate and                  --ssl-ca-cert (TLS; remotes as ssl:IP:PORT), or --insecure to allow it",
+                "plain TCP beyond loopback: {}; give --ssl-private-key, --ssl-certificate and \
+                 --ssl-ca-cert (TLS; remotes as ssl:IP:PORT), or --insecure to allow it",
                 exposed.join(", ")
             )));
         }
@@ -832,10 +833,11 @@ mod tests {
     fn plain_tcp_beyond_loopback_needs_tls_or_insecure() {
         let merge = |argv: &[&str]| run_args(argv).merge(FileConfig::default());
         let err = merge(&["--openflow-listen", "10.0.0.1:6653"]).unwrap_err();
-        assert!(
-            err.0
-                .contains("plain TCP beyond loopback: OpenFlow listener 10.0.0.1:6653"),
-            "{err}"
+        assert_eq!(
+            err.0,
+            "plain TCP beyond loopback: OpenFlow listener 10.0.0.1:6653; give \
+             --ssl-private-key, --ssl-certificate and --ssl-ca-cert (TLS; remotes as \
+             ssl:IP:PORT), or --insecure to allow it"
         );
         let err = merge(&["--ovsdb-remote", "n1=tcp:10.0.0.2:6640"]).unwrap_err();
         assert!(err.0.contains("OVSDB remote n1=tcp:10.0.0.2:6640"), "{err}");
