@@ -1001,6 +1001,15 @@ mod tests {
         serde_json::json!(["_uuid", "==", ["uuid", Uuid::from_u128(uuid).to_string()]])
     }
 
+    /// The operations `transaction` makes of `effects` (no new ELANs, revision `revision`), as
+    /// the JSON sent to the server.
+    fn ops_json(effects: &[Effect], mirror: &Mirror, revision: u64) -> Vec<serde_json::Value> {
+        transaction(effects, mirror, &BTreeMap::new(), revision, "t")
+            .iter()
+            .map(Operation::to_json)
+            .collect()
+    }
+
     /// A container PUT writes only what it changes: the rows of the items it keeps as they
     /// are stay untouched, so a PUT of the same list again commits nothing but the revision.
     #[test]
@@ -1017,8 +1026,7 @@ mod tests {
             Effect::Upsert(svc("changed", "prod")),
             Effect::Upsert(svc("new", "default")),
         ];
-        let ops = transaction(&effects, &mirror, &BTreeMap::new(), 9, "t");
-        let json: Vec<serde_json::Value> = ops.iter().map(Operation::to_json).collect();
+        let json = ops_json(&effects, &mirror, 9);
         let writes: Vec<(String, serde_json::Value)> = json[1..json.len() - 2]
             .iter()
             .map(|op| {
@@ -1056,8 +1064,7 @@ mod tests {
     fn effects_reduce_to_each_items_outcome() {
         let (mirror, _) = mirror_of(&[(svc("a", "default"), 1), (svc("b", "default"), 2)]);
         let ops_of = |effects: &[Effect]| -> Vec<(String, serde_json::Value)> {
-            let ops = transaction(effects, &mirror, &BTreeMap::new(), 1, "t");
-            let json: Vec<serde_json::Value> = ops.iter().map(Operation::to_json).collect();
+            let json = ops_json(effects, &mirror, 1);
             json[1..json.len() - 2]
                 .iter()
                 .map(|op| (op["op"].as_str().unwrap().to_string(), op["where"].clone()))
@@ -1111,28 +1118,18 @@ mod tests {
         assert_eq!(mirror.bad_rows.len(), 1);
         assert!(!mirror.store.contains(Kind::Service, "b"));
 
-        let put = transaction(
-            &[Effect::Upsert(svc("b", "default"))],
-            &mirror,
-            &BTreeMap::new(),
-            1,
-            "t",
-        );
-        let json: Vec<serde_json::Value> = put.iter().map(Operation::to_json).collect();
+        let json = ops_json(&[Effect::Upsert(svc("b", "default"))], &mirror, 1);
         assert_eq!(json[1]["op"], "update");
         assert_eq!(json[1]["where"][0], where_uuid(2));
 
-        let container = transaction(
+        let json = ops_json(
             &[
                 Effect::Clear(Kind::Service),
                 Effect::Upsert(svc("a", "default")),
             ],
             &mirror,
-            &BTreeMap::new(),
             1,
-            "t",
         );
-        let json: Vec<serde_json::Value> = container.iter().map(Operation::to_json).collect();
         assert_eq!(json[1]["op"], "delete");
         assert_eq!(json[1]["where"][0], where_uuid(2));
         assert_eq!(json.len(), 4, "a is kept as it is: {json:?}");
