@@ -258,3 +258,27 @@ fn numbered_service(i: usize) -> String {
         i % 250 + 1
     )
 }
+
+/// The store keeps the parsed values themselves, so their lists hold no spare room (a list
+/// grown by pushing has room for four: about 200 bytes a service or endpoints object).
+#[test]
+fn parsed_lists_are_made_at_their_length() {
+    let services = br#"{"services":[{"uid":"u1","name":"web","cluster-ip-address":"10.96.0.1",
+        "external-ip-address":["192.0.2.1"],"load-balancer-source-ranges":["10.0.0.0/8"],
+        "endpoints":["p1"],"service-ports":[{"port":80,"name":"http"}]}]}"#;
+    let Item::Service(s) = &parse::container_body(Kind::Service, services).unwrap()[0] else {
+        panic!("a service")
+    };
+    assert_eq!(s.service_ports.capacity(), 1);
+    assert_eq!(s.external_ips.capacity(), 1);
+    assert_eq!(s.load_balancer_source_ranges.capacity(), 1);
+    assert_eq!(s.endpoints.as_ref().map(Vec::capacity), Some(1));
+    let endpoints = br#"{"endpoints":[{"uid":"e1","name":"web",
+        "endpoint-addresses":[{"ip-address":"10.1.0.1"},{"ip-address":"10.1.0.2"}],
+        "endpoint-ports":[{"port":8080,"name":"http"}]}]}"#;
+    let Item::Endpoints(e) = &parse::container_body(Kind::Endpoints, endpoints).unwrap()[0] else {
+        panic!("an endpoints object")
+    };
+    assert_eq!(e.endpoint_addresses.capacity(), 2);
+    assert_eq!(e.endpoint_ports.capacity(), 1);
+}

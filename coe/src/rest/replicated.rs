@@ -116,8 +116,12 @@ fn item_of(kind: Kind, row: &Row) -> Result<Item, String> {
         .and_then(Datum::as_str)
         .ok_or("no object column")?;
     let parsed = match kind {
-        Kind::Service => serde_json::from_str::<Service>(object).map(Item::Service),
-        Kind::Endpoints => serde_json::from_str::<Endpoints>(object).map(Item::Endpoints),
+        Kind::Service => {
+            serde_json::from_str::<Service>(object).map(|s| Item::Service(Arc::new(s)))
+        }
+        Kind::Endpoints => {
+            serde_json::from_str::<Endpoints>(object).map(|e| Item::Endpoints(Arc::new(e)))
+        }
         Kind::Pod => serde_json::from_str::<Pod>(object).map(Item::Pod),
         Kind::Node => serde_json::from_str::<K8sNode>(object).map(Item::Node),
     };

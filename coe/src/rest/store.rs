@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -53,9 +54,9 @@ pub struct Store {
     /// Services by uid. Boxed, as are endpoints: a B-tree node has room for eleven values,
     /// about half of it empty after ordered inserts, and a service is ~250 bytes (issue 19:
     /// ~9 MiB at 30,000 services).
-    pub services: BTreeMap<String, Box<Service>>,
+    pub services: BTreeMap<String, Arc<Service>>,
     /// Endpoints by uid.
-    pub endpoints: BTreeMap<String, Box<Endpoints>>,
+    pub endpoints: BTreeMap<String, Arc<Endpoints>>,
     /// Pods by uid.
     pub pods: BTreeMap<String, Pod>,
     /// Nodes by uid.
@@ -313,8 +314,8 @@ enum UndoStep {
     /// Put back what an item was (None: it did not exist).
     Item(Kind, String, Option<Box<Item>>),
     /// Put back a whole list.
-    Services(BTreeMap<String, Box<Service>>),
-    Endpoints(BTreeMap<String, Box<Endpoints>>),
+    Services(BTreeMap<String, Arc<Service>>),
+    Endpoints(BTreeMap<String, Arc<Endpoints>>),
     Pods(BTreeMap<String, Pod>),
     Nodes(BTreeMap<String, K8sNode>),
     /// Forget a namespace's new ELAN id.
@@ -560,13 +561,13 @@ impl Store {
         match kind {
             Kind::Service => {
                 self.services = filled(items(), |i| match i {
-                    Item::Service(s) => Some(Box::new(s.clone())),
+                    Item::Service(s) => Some(Arc::clone(s)),
                     _ => None,
                 });
             }
             Kind::Endpoints => {
                 self.endpoints = filled(items(), |i| match i {
-                    Item::Endpoints(e) => Some(Box::new(e.clone())),
+                    Item::Endpoints(e) => Some(Arc::clone(e)),
                     _ => None,
                 });
             }
@@ -595,14 +596,8 @@ impl Store {
         }
         self.index.item(&item, true);
         match item {
-            Item::Service(s) => self
-                .services
-                .insert(uid, Box::new(s))
-                .map(|s| Item::Service(*s)),
-            Item::Endpoints(e) => self
-                .endpoints
-                .insert(uid, Box::new(e))
-                .map(|e| Item::Endpoints(*e)),
+            Item::Service(s) => self.services.insert(uid, s).map(Item::Service),
+            Item::Endpoints(e) => self.endpoints.insert(uid, e).map(Item::Endpoints),
             Item::Pod(p) => self.pods.insert(uid, p).map(Item::Pod),
             Item::Node(n) => self.nodes.insert(uid, n).map(Item::Node),
         }
@@ -611,8 +606,8 @@ impl Store {
     /// Removes an item, returning it.
     fn take(&mut self, kind: Kind, uid: &str) -> Option<Item> {
         let old = match kind {
-            Kind::Service => self.services.remove(uid).map(|s| Item::Service(*s)),
-            Kind::Endpoints => self.endpoints.remove(uid).map(|e| Item::Endpoints(*e)),
+            Kind::Service => self.services.remove(uid).map(Item::Service),
+            Kind::Endpoints => self.endpoints.remove(uid).map(Item::Endpoints),
             Kind::Pod => self.pods.remove(uid).map(Item::Pod),
             Kind::Node => self.nodes.remove(uid).map(Item::Node),
         };
@@ -635,8 +630,8 @@ impl Store {
     /// Whether the store holds `item` exactly as it is (same uid, same content).
     pub fn holds(&self, item: &Item) -> bool {
         match item {
-            Item::Service(s) => self.services.get(&s.uid).is_some_and(|x| **x == *s),
-            Item::Endpoints(e) => self.endpoints.get(&e.uid).is_some_and(|x| **x == *e),
+            Item::Service(s) => self.services.get(&s.uid).is_some_and(|x| x == s),
+            Item::Endpoints(e) => self.endpoints.get(&e.uid).is_some_and(|x| x == e),
             Item::Pod(p) => self.pods.get(&p.uid).is_some_and(|x| x == p),
             Item::Node(n) => self.nodes.get(&n.uid).is_some_and(|x| x == n),
         }
@@ -645,14 +640,11 @@ impl Store {
     /// One item.
     pub fn get(&self, kind: Kind, uid: &str) -> Option<Item> {
         match kind {
-            Kind::Service => self
-                .services
-                .get(uid)
-                .map(|s| Item::Service(Service::clone(s))),
+            Kind::Service => self.services.get(uid).map(|s| Item::Service(Arc::clone(s))),
             Kind::Endpoints => self
                 .endpoints
                 .get(uid)
-                .map(|e| Item::Endpoints(Endpoints::clone(e))),
+                .map(|e| Item::Endpoints(Arc::clone(e))),
             Kind::Pod => self.pods.get(uid).cloned().map(Item::Pod),
             Kind::Node => self.nodes.get(uid).cloned().map(Item::Node),
         }
@@ -679,12 +671,12 @@ impl Store {
             Kind::Service => self
                 .services
                 .values()
-                .map(|s| Item::Service(Service::clone(s)))
+                .map(|s| Item::Service(Arc::clone(s)))
                 .collect(),
             Kind::Endpoints => self
                 .endpoints
                 .values()
-                .map(|e| Item::Endpoints(Endpoints::clone(e)))
+                .map(|e| Item::Endpoints(Arc::clone(e)))
                 .collect(),
             Kind::Pod => self.pods.values().cloned().map(Item::Pod).collect(),
             Kind::Node => self.nodes.values().cloned().map(Item::Node).collect(),
