@@ -55,9 +55,9 @@
 //!
 //! `SVCFLOW_CLUSTER_N` picks the node counts (default 3,10), `SVCFLOW_CLUSTER_S` the service
 //! counts (default 1000), `SVCFLOW_CLUSTER_UPDATES` the number of changes (default 200),
-//! `SVCFLOW_CLUSTER_TLS` the transport (0, plain TCP with `--insecure`, by default; 1, TLS as
-//! beyond loopback svcflow requires: each node's OVS with a certificate naming it, the bridges
-//! dialling `ssl:`, the REST writes over HTTPS, [`LabOptions::tls`]; `0,1` both). Every
+//! `SVCFLOW_CLUSTER_TLS` the transport (1, TLS as beyond loopback svcflow requires, by
+//! default: each node's OVS with a certificate naming it, the bridges dialling `ssl:`, the REST
+//! writes over HTTPS, [`LabOptions::tls`]; 0, plain TCP with `--insecure`; `0,1` both). Every
 //! (N, S, transport) runs, each on a fresh lab. The load's row also gives the CPU time the
 //! daemon and all the switches used in it.
 
@@ -552,7 +552,7 @@ fn main() {
          {gap_ms} ms before each",
         binary.display()
     );
-    let transports = env_list("SVCFLOW_CLUSTER_TLS", &[0]);
+    let transports = env_list("SVCFLOW_CLUSTER_TLS", &[1]);
     let mut rows = Vec::new();
     for &n in &node_counts {
         for &s in &service_counts {

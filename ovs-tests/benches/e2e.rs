@@ -73,10 +73,10 @@
 //! `SVCFLOW_E2E_PERF=FILE` records the daemon with `perf record` during the full load (call
 //! graphs by frame pointers; `SVCFLOW_E2E_PERF_CALLGRAPH=dwarf` for perf's DWARF unwinding, which
 //! also sees through libc; `SVCFLOW_E2E_PERF_ALL=1` records every process on the machine instead,
-//! to see `ovs-vswitchd` beside the daemon), and `SVCFLOW_E2E_TLS` the transports (default 0:
-//! plain TCP on loopback; 1: TLS everywhere, as `svcflow run` requires beyond loopback, with
-//! certificates from `ovs-pki` ([`ovs_tests::pki`]): the bridge dials the daemon over `ssl:`
-//! and the REST writes go over HTTPS; `0,1` runs both), `SVCFLOW_E2E_LOAD` the shape of the
+//! to see `ovs-vswitchd` beside the daemon), and `SVCFLOW_E2E_TLS` the transports (default 1:
+//! TLS everywhere, as `svcflow run` requires beyond loopback, with certificates from `ovs-pki`
+//! ([`ovs_tests::pki`]): the bridge dials the daemon over `ssl:` and the REST writes go over
+//! HTTPS; 0: plain TCP on loopback; `0,1` runs both), `SVCFLOW_E2E_LOAD` the shape of the
 //! full load (`containers` by default, `datastore`, or both, above). The anchor is the same either way:
 //! `ovs-ofctl` over the bridge's Unix socket, its fastest transport.
 //! Every (S, E, transport) runs; S = 30,000 takes one to two minutes per E.
@@ -722,7 +722,7 @@ fn main() {
         gap.as_millis()
     );
 
-    let transports = env_list("SVCFLOW_E2E_TLS", &[0]);
+    let transports = env_list("SVCFLOW_E2E_TLS", &[1]);
     let loads: Vec<Load> = std::env::var("SVCFLOW_E2E_LOAD")
         .unwrap_or_else(|_| "containers".into())
         .split(',')

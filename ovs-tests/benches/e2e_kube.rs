@@ -18,8 +18,8 @@
 //!    `ovs-vswitchd` once the daemon is gone (as in `benches/e2e.rs`), and the ratio of the
 //!    full load (the daemon's own start included) to it.
 //!
-//! `SVCFLOW_E2E_TLS` picks the switch's transport (0, plain TCP on loopback, by default; 1,
-//! `ssl:` with certificates from `ovs-pki`, as beyond loopback; `0,1` both; the daemon's start
+//! `SVCFLOW_E2E_TLS` picks the switch's transport (1, `ssl:` with certificates from `ovs-pki`,
+//! as beyond loopback, by default; 0, plain TCP on loopback; `0,1` both; the daemon's start
 //! is then measured for each).
 //!
 //! ```sh
@@ -291,7 +291,7 @@ fn main() {
     let gap = Duration::from_millis(env_list("SVCFLOW_E2E_GAP_MS", &[100])[0] as u64);
     let date = command_output(&["date", "-u", "+%Y-%m-%d %H:%M:%S UTC"]);
     let nproc = command_output(&["nproc"]);
-    let transports: Vec<bool> = env_list("SVCFLOW_E2E_TLS", &[0])
+    let transports: Vec<bool> = env_list("SVCFLOW_E2E_TLS", &[1])
         .into_iter()
         .map(|t| t != 0)
         .collect();
