@@ -739,3 +739,42 @@ fn a_container_of_thousands_translates_as_a_full_translation() {
     assert_eq!(full.services.len(), n);
     assert_eq!(translator.model(), &full);
 }
+
+/// A container of thousands of services replacing another (some services gone, some new,
+/// some renamed or moved to another namespace) translates as a full translation: the keys of
+/// the written uids are found by walking the store beside them, and the uids that are gone
+/// (in the middle of that walk, and past its end) have none.
+#[test]
+fn a_container_replacing_thousands_translates_as_a_full_translation() {
+    use coe::rest::durable::Changed;
+    use coe::rest::to_model::Translator;
+    let n = coe::par::WORTH_A_THREAD * 2 + 5;
+    let container = |round: usize| -> Vec<u8> {
+        let services: Vec<Value> = (0..n)
+            // The second round drops every third service and the last few, and adds others.
+            .filter(|i| round == 0 || (i % 3 != 0 && *i < n - 4))
+            .map(|i| i + if round == 1 && i % 7 == 0 { 10 * n } else { 0 })
+            .map(|i| {
+                let ns = if (i / 100 + round) % 2 == 0 { "a" } else { "b" };
+                json!({ "uid": format!("uid-{i:06}"), "name": format!("web-{}", i + round),
+                    "network-NS": ns,
+                    "cluster-ip-address": format!("10.96.{}.{}", (i / 250) % 250, 1 + i % 250),
+                    "service-ports": [ { "name": "http", "port": 80 } ] })
+            })
+            .collect();
+        json!({ "services": services }).to_string().into_bytes()
+    };
+    let mut store = Store::default();
+    let mut translator = Translator::new(&store);
+    for round in 0..2 {
+        let items = parse::container_body(Kind::Service, &container(round)).unwrap();
+        let applied = store
+            .apply(Change::Replace(Kind::Service, items), &Rules::default())
+            .unwrap();
+        let mut changed = Changed::default();
+        changed.record(&applied.effects);
+        translator.apply_in_parts(&store, &changed, 1024, |_| {});
+        assert_eq!(translator.model(), &to_model(&store), "round {round}");
+    }
+    assert!(translator.model().services.len() < n);
+}
