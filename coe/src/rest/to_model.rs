@@ -17,6 +17,7 @@
 //! nothing and each node's engine finds the change by diffing (see [`netvirt::model`]).
 
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
 use std::net::IpAddr;
 
 use netvirt::model::{
@@ -78,9 +79,12 @@ impl Translator {
         for uid in store.endpoints.keys() {
             t.endpoints_object(store, uid);
         }
-        for (uid, s) in &store.services {
-            t.index_service(uid, Some(service_key(s)));
-        }
+        let written: Vec<(&str, ServiceKey)> = store
+            .services
+            .iter()
+            .map(|(uid, s)| (uid.as_str(), service_key(s)))
+            .collect();
+        t.index_services(&written);
         let keys: Vec<ServiceKey> = t.service_by_key.keys().cloned().collect();
         for key in keys {
             t.service(store, &key);
@@ -188,14 +192,18 @@ impl Translator {
         }
         // The keys of the services written: a store lookup and two allocations each, found
         // on two threads for a container's thousands (on the way to the first early model).
-        let mut keys = service_keys(
-            store,
+        let service_uids = || {
             items
                 .iter()
                 .filter(|(k, _)| *k == Kind::Service)
-                .map(|(_, uid)| *uid),
-        )
-        .into_iter();
+                .map(|(_, uid)| *uid)
+        };
+        let written: Vec<(&str, ServiceKey)> = service_uids()
+            .zip(service_keys(store, service_uids()))
+            .filter_map(|(uid, key)| Some((uid, key?)))
+            .collect();
+        self.index_services(&written);
+        services.extend(written.into_iter().map(|(_, key)| key));
         for (kind, uid) in &items {
             match kind {
                 Kind::Pod => {
@@ -208,11 +216,7 @@ impl Translator {
                 Kind::Endpoints => {
                     services.extend(self.endpoints_object(store, uid));
                 }
-                Kind::Service => {
-                    let key = keys.next().flatten();
-                    services.extend(self.index_service(uid, key));
-                }
-                Kind::Node => {}
+                Kind::Service | Kind::Node => {}
             }
         }
         services.sort_unstable();
@@ -344,20 +348,37 @@ impl Translator {
         Some(old)
     }
 
-    /// Indexes service `uid` under `key`, its key as the store has it (`None`: the store
-    /// has no such service); returns its key.
-    fn index_service(&mut self, uid: &str, key: Option<ServiceKey>) -> Option<ServiceKey> {
-        let key = key?;
+    /// Indexes the services `written` (uid and key) by uid and by key, the two
+    /// indexes beside each other for a container's thousands, on the way to the first early
+    /// model (both took 9.4–10.3 ms for 30,000 on one thread; beside each other the first
+    /// early model comes about 1.5 ms sooner: the inserts wait on memory more than on a core).
+    fn index_services(&mut self, written: &[(&str, ServiceKey)]) {
+        let by_uid = |items: &mut HashMap<String, ServiceKey>| {
+            for (uid, key) in written {
+                items.insert((*uid).to_string(), key.clone());
+            }
+        };
         // Two services with one key: the last by uid wins, as in a full translation.
-        let wins = self
-            .service_by_key
-            .get(&key)
-            .is_none_or(|other| other.as_str() <= uid);
-        if wins {
-            self.service_by_key.insert(key.clone(), uid.to_string());
+        let by_key = |by_key: &mut HashMap<ServiceKey, String>| {
+            for (uid, key) in written {
+                match by_key.entry(key.clone()) {
+                    Entry::Occupied(mut other) if other.get().as_str() <= *uid => {
+                        *other.get_mut() = (*uid).to_string();
+                    }
+                    Entry::Occupied(_) => {}
+                    Entry::Vacant(v) => {
+                        v.insert((*uid).to_string());
+                    }
+                }
+            }
+        };
+        let (items, keys) = (&mut self.service_items, &mut self.service_by_key);
+        if written.len() >= crate::par::WORTH_A_THREAD {
+            crate::par::join(|| by_uid(items), || by_key(keys));
+        } else {
+            by_uid(items);
+            by_key(keys);
         }
-        self.service_items.insert(uid.to_string(), key.clone());
-        Some(key)
     }
 
     /// Translates the service with `key` and its endpoints again; returns whether the model
