@@ -26,6 +26,21 @@ pub(crate) fn join<A, B: Send>(
     })
 }
 
+/// [`join`] for work over `items` items: beside each other from [`WORTH_A_THREAD`] items on,
+/// one after the other (`here` first) below.
+pub(crate) fn join_for<A, B: Send>(
+    items: usize,
+    here: impl FnOnce() -> A,
+    there: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if items >= WORTH_A_THREAD {
+        join(here, there)
+    } else {
+        let a = here();
+        (a, there())
+    }
+}
+
 /// Drops `value` on a thread of its own when it holds at least [`WORTH_A_THREAD`] items
 /// (`items`), here otherwise: a write's 30,000 parsed items, or the list it replaced, take
 /// milliseconds to free, which a caller holding the store's lock should not spend. Freeing

@@ -351,12 +351,8 @@ impl Store {
                 }
             }
         };
-        let (checked, side) = if effects.len() >= crate::par::WORTH_A_THREAD {
-            crate::par::join(|| apply_and_check(self), || beside(&effects))
-        } else {
-            let checked = apply_and_check(self);
-            (checked, beside(&effects))
-        };
+        let (checked, side) =
+            crate::par::join_for(effects.len(), || apply_and_check(self), || beside(&effects));
         let undo = checked?;
         Ok((Applied { effects, undo }, side))
     }

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use netvirt::model::{
     Endpoint, EndpointConditions, EndpointPort, MacAddr, Model, Namespace, Node, PodInterface,
@@ -76,9 +77,15 @@ impl Translator {
         for uid in store.pods.keys() {
             t.pod(store, uid);
         }
-        for uid in store.endpoints.keys() {
-            t.endpoints_object(store, uid);
-        }
+        let written: Vec<(&str, ServiceKey)> = store
+            .endpoints
+            .iter()
+            .map(|(uid, e)| {
+                let (namespace, name) = endpoints_key_parts(e);
+                (uid.as_str(), ServiceKey::new(namespace, name))
+            })
+            .collect();
+        t.index_endpoints(&written);
         let written: Vec<(&str, ServiceKey)> = store
             .services
             .iter()
@@ -199,10 +206,31 @@ impl Translator {
                 .map(|(_, uid)| *uid)
         };
         let written: Vec<(&str, ServiceKey)> = service_uids()
-            .zip(service_keys(store, service_uids()))
+            .zip(keys(&store.services, service_uids(), service_key_parts))
             .filter_map(|(uid, key)| Some((uid, key?)))
             .collect();
         self.index_services(&written);
+        services.extend(written.into_iter().map(|(_, key)| key));
+        // Likewise the endpoints objects written: each leaves the name it had, then they are
+        // indexed by uid and by name.
+        let endpoints_uids = || {
+            items
+                .iter()
+                .filter(|(k, _)| *k == Kind::Endpoints)
+                .map(|(_, uid)| *uid)
+        };
+        for uid in endpoints_uids() {
+            services.extend(self.unindex_endpoints(uid));
+        }
+        let written: Vec<(&str, ServiceKey)> = endpoints_uids()
+            .zip(keys(
+                &store.endpoints,
+                endpoints_uids(),
+                endpoints_key_parts,
+            ))
+            .filter_map(|(uid, key)| Some((uid, key?)))
+            .collect();
+        self.index_endpoints(&written);
         services.extend(written.into_iter().map(|(_, key)| key));
         for (kind, uid) in &items {
             match kind {
@@ -213,10 +241,7 @@ impl Translator {
                         services.extend(self.by_ip.get(ip).into_iter().flatten().cloned());
                     }
                 }
-                Kind::Endpoints => {
-                    services.extend(self.endpoints_object(store, uid));
-                }
-                Kind::Service | Kind::Node => {}
+                Kind::Endpoints | Kind::Service | Kind::Node => {}
             }
         }
         services.sort_unstable();
@@ -323,20 +348,29 @@ impl Translator {
         (old_ips, ips)
     }
 
-    /// Indexes endpoints object `uid` again; returns the service keys it had and has.
-    fn endpoints_object(&mut self, store: &Store, uid: &str) -> Vec<ServiceKey> {
-        let mut names = Vec::new();
-        if let Some(old) = self.endpoints_items.remove(uid) {
-            link(&mut self.endpoints_by_name, old.clone(), uid, false);
-            names.push(old);
-        }
-        if let Some(e) = store.endpoints.get(uid) {
-            let name = ServiceKey::new(namespace_name(&e.network_ns), &e.name);
-            link(&mut self.endpoints_by_name, name.clone(), uid, true);
-            self.endpoints_items.insert(uid.to_string(), name.clone());
-            names.push(name);
-        }
-        names
+    /// Forgets which name endpoints object `uid` had; returns it.
+    fn unindex_endpoints(&mut self, uid: &str) -> Option<ServiceKey> {
+        let old = self.endpoints_items.remove(uid)?;
+        link(&mut self.endpoints_by_name, old.clone(), uid, false);
+        Some(old)
+    }
+
+    /// Indexes the endpoints objects `written` (uid and the key of the service they are for)
+    /// by uid and by that key, beside each other for a container's thousands (the two took
+    /// about 15 ms for 30,000 on one thread, while the services' body is read and parsed).
+    fn index_endpoints(&mut self, written: &[(&str, ServiceKey)]) {
+        let by_uid = |items: &mut HashMap<String, ServiceKey>| {
+            for (uid, key) in written {
+                items.insert((*uid).to_string(), key.clone());
+            }
+        };
+        let by_name = |by_name: &mut HashMap<ServiceKey, Vec<String>>| {
+            for (uid, key) in written {
+                link(by_name, key.clone(), *uid, true);
+            }
+        };
+        let (items, names) = (&mut self.endpoints_items, &mut self.endpoints_by_name);
+        crate::par::join_for(written.len(), || by_uid(items), || by_name(names));
     }
 
     /// Forgets which key service `uid` had; returns it.
@@ -373,12 +407,7 @@ impl Translator {
             }
         };
         let (items, keys) = (&mut self.service_items, &mut self.service_by_key);
-        if written.len() >= crate::par::WORTH_A_THREAD {
-            crate::par::join(|| by_uid(items), || by_key(keys));
-        } else {
-            by_uid(items);
-            by_key(keys);
-        }
+        crate::par::join_for(written.len(), || by_uid(items), || by_key(keys));
     }
 
     /// Translates the service with `key` and its endpoints again; returns whether the model
@@ -523,45 +552,66 @@ impl Translator {
     }
 }
 
-/// The key of each service in `uids` as `store` has it (`None` for a uid it has not), in
+/// The namespace and name a service is keyed by (its uid in the minimal form, which has no
+/// name).
+fn service_key_parts(s: &types::Service) -> (&str, &str) {
+    let name = if s.name.is_empty() { &s.uid } else { &s.name };
+    (namespace_name(&s.network_ns), name)
+}
+
+/// The namespace and name of the service an endpoints object is for.
+fn endpoints_key_parts(e: &types::Endpoints) -> (&str, &str) {
+    (namespace_name(&e.network_ns), &e.name)
+}
+
+/// The key (from `parts`) of each item of `stored` in `uids` (`None` for a uid it has not), in
 /// order; for thousands, half of them on a thread of their own.
-fn service_keys<'a>(store: &Store, uids: impl Iterator<Item = &'a str>) -> Vec<Option<ServiceKey>> {
+fn keys<'a, T: Send + Sync>(
+    stored: &BTreeMap<String, Arc<T>>,
+    uids: impl Iterator<Item = &'a str>,
+    parts: fn(&T) -> (&str, &str),
+) -> Vec<Option<ServiceKey>> {
     let uids: Vec<&str> = uids.collect();
     if uids.len() < crate::par::WORTH_A_THREAD {
-        return keys_of(store, &uids);
+        return keys_of(stored, &uids, parts);
     }
     let (first, second) = uids.split_at(uids.len() / 2);
-    let (mut first, second) = crate::par::join(|| keys_of(store, first), || keys_of(store, second));
+    let (mut first, second) = crate::par::join(
+        || keys_of(stored, first, parts),
+        || keys_of(stored, second, parts),
+    );
     first.extend(second);
     first
 }
 
-/// [`service_keys`] on one thread. The uids of a container write come sorted, as the store
-/// keeps its services: those are found by walking the store beside them (30,000 in 0.9–1.2 ms
-/// on two threads, against 2.2–3.0 ms by lookups), others by lookups. A namespace's name is shared by its
-/// services' keys as they come (a container's services come namespace by namespace).
-fn keys_of(store: &Store, uids: &[&str]) -> Vec<Option<ServiceKey>> {
-    let mut namespace: Option<std::sync::Arc<str>> = None;
-    let mut key = |s: &types::Service| {
-        let ns = namespace_name(&s.network_ns);
+/// [`keys`] on one thread. The uids of a container write come sorted, as the store keeps its
+/// items: those are found by walking the store beside them (30,000 services in 0.9–1.2 ms on
+/// two threads, against 2.2–3.0 ms by lookups), others by lookups. A namespace's name is
+/// shared by the keys as they come (a container's items come namespace by namespace).
+fn keys_of<T>(
+    stored: &BTreeMap<String, Arc<T>>,
+    uids: &[&str],
+    parts: fn(&T) -> (&str, &str),
+) -> Vec<Option<ServiceKey>> {
+    let mut namespace: Option<Arc<str>> = None;
+    let mut key = |item: &T| {
+        let (ns, name) = parts(item);
         let shared = match &namespace {
             Some(n) if **n == *ns => n.clone(),
-            _ => namespace.insert(std::sync::Arc::from(ns)).clone(),
+            _ => namespace.insert(Arc::from(ns)).clone(),
         };
-        let name = if s.name.is_empty() { &s.uid } else { &s.name };
         ServiceKey {
             namespace: shared,
-            name: std::sync::Arc::from(name.as_str()),
+            name: Arc::from(name),
         }
     };
     let Some(first) = uids.first().filter(|_| uids.is_sorted()) else {
         return uids
             .iter()
-            .map(|uid| store.services.get(*uid).map(|s| key(s)))
+            .map(|uid| stored.get(*uid).map(|item| key(item)))
             .collect();
     };
-    let mut stored = store
-        .services
+    let mut walk = stored
         .range::<str, _>((
             std::ops::Bound::Included(*first),
             std::ops::Bound::Unbounded,
@@ -569,10 +619,9 @@ fn keys_of(store: &Store, uids: &[&str]) -> Vec<Option<ServiceKey>> {
         .peekable();
     uids.iter()
         .map(|uid| {
-            while stored.next_if(|(u, _)| u.as_str() < *uid).is_some() {}
-            stored
-                .next_if(|(u, _)| u.as_str() == *uid)
-                .map(|(_, s)| key(s))
+            while walk.next_if(|(u, _)| u.as_str() < *uid).is_some() {}
+            walk.next_if(|(u, _)| u.as_str() == *uid)
+                .map(|(_, item)| key(item))
         })
         .collect()
 }
@@ -636,8 +685,8 @@ pub fn ovsdb_remotes(
 
 /// A service's key: its namespace, and its name or (minimal form) its uid.
 pub fn service_key(s: &types::Service) -> ServiceKey {
-    let name = if s.name.is_empty() { &s.uid } else { &s.name };
-    ServiceKey::new(namespace_name(&s.network_ns), name)
+    let (namespace, name) = service_key_parts(s);
+    ServiceKey::new(namespace, name)
 }
 
 fn service(s: &types::Service, key: ServiceKey) -> Service {
