@@ -197,8 +197,9 @@ impl Translator {
         for (_, uid) in items.iter().filter(|(k, _)| *k == Kind::Service) {
             services.extend(self.unindex_service(uid));
         }
-        // The keys of the services written: a store lookup and two allocations each, found
-        // on two threads for a container's thousands (on the way to the first early model).
+        // The keys of the services written ([`keys`]: for a container's thousands by a walk
+        // beside the store, on two threads), then the two indexes, on the way to the first
+        // early model.
         let service_uids = || {
             items
                 .iter()
