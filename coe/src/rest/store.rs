@@ -51,9 +51,9 @@ impl Default for Rules {
 /// Everything posted over REST.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Store {
-    /// Services by uid. Boxed, as are endpoints: a B-tree node has room for eleven values,
-    /// about half of it empty after ordered inserts, and a service is ~250 bytes (issue 19:
-    /// ~9 MiB at 30,000 services).
+    /// Services by uid. Behind a pointer, as are endpoints: a B-tree node has room for eleven
+    /// values, about half of it empty after ordered inserts, and a service is ~250 bytes
+    /// (issue 19: ~9 MiB at 30,000 services). Shared (`Arc`) with the write that parsed it.
     pub services: BTreeMap<String, Arc<Service>>,
     /// Endpoints by uid.
     pub endpoints: BTreeMap<String, Arc<Endpoints>>,

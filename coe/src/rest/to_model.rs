@@ -77,21 +77,10 @@ impl Translator {
         for uid in store.pods.keys() {
             t.pod(store, uid);
         }
-        let written: Vec<(&str, ServiceKey)> = store
-            .endpoints
-            .iter()
-            .map(|(uid, e)| {
-                let (namespace, name) = endpoints_key_parts(e);
-                (uid.as_str(), ServiceKey::new(namespace, name))
-            })
-            .collect();
-        t.index_endpoints(&written);
-        let written: Vec<(&str, ServiceKey)> = store
-            .services
-            .iter()
-            .map(|(uid, s)| (uid.as_str(), service_key(s)))
-            .collect();
-        t.index_services(&written);
+        let endpoints = store.endpoints.keys().map(String::as_str).collect();
+        t.index_endpoints(&written(&store.endpoints, endpoints, endpoints_key_parts));
+        let services = store.services.keys().map(String::as_str).collect();
+        t.index_services(&written(&store.services, services, service_key_parts));
         let keys: Vec<ServiceKey> = t.service_by_key.keys().cloned().collect();
         for key in keys {
             t.service(store, &key);
@@ -194,55 +183,33 @@ impl Translator {
         let mut services: Vec<ServiceKey> = Vec::with_capacity(new_services + new_endpoints);
         // Services leave their keys before any takes one: a batch may remove one service
         // and add another of the same namespace and name.
-        for (_, uid) in items.iter().filter(|(k, _)| *k == Kind::Service) {
+        let uids = |kind: Kind| -> Vec<&str> {
+            items
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, uid)| *uid)
+                .collect()
+        };
+        let (service_uids, endpoints_uids) = (uids(Kind::Service), uids(Kind::Endpoints));
+        for uid in &service_uids {
             services.extend(self.unindex_service(uid));
         }
-        // The keys of the services written ([`keys`]: for a container's thousands by a walk
-        // beside the store, on two threads), then the two indexes, on the way to the first
-        // early model.
-        let service_uids = || {
-            items
-                .iter()
-                .filter(|(k, _)| *k == Kind::Service)
-                .map(|(_, uid)| *uid)
-        };
-        let written: Vec<(&str, ServiceKey)> = service_uids()
-            .zip(keys(&store.services, service_uids(), service_key_parts))
-            .filter_map(|(uid, key)| Some((uid, key?)))
-            .collect();
-        self.index_services(&written);
-        services.extend(written.into_iter().map(|(_, key)| key));
-        // Likewise the endpoints objects written: each leaves the name it had, then they are
-        // indexed by uid and by name.
-        let endpoints_uids = || {
-            items
-                .iter()
-                .filter(|(k, _)| *k == Kind::Endpoints)
-                .map(|(_, uid)| *uid)
-        };
-        for uid in endpoints_uids() {
+        // The services written ([`written`]), then their two indexes, on the way to the first
+        // early model; likewise the endpoints objects, each leaving the name it had first.
+        let written_services = written(&store.services, service_uids, service_key_parts);
+        self.index_services(&written_services);
+        services.extend(written_services.into_iter().map(|(_, key)| key));
+        for uid in &endpoints_uids {
             services.extend(self.unindex_endpoints(uid));
         }
-        let written: Vec<(&str, ServiceKey)> = endpoints_uids()
-            .zip(keys(
-                &store.endpoints,
-                endpoints_uids(),
-                endpoints_key_parts,
-            ))
-            .filter_map(|(uid, key)| Some((uid, key?)))
-            .collect();
-        self.index_endpoints(&written);
-        services.extend(written.into_iter().map(|(_, key)| key));
-        for (kind, uid) in &items {
-            match kind {
-                Kind::Pod => {
-                    let (old_ips, new_ips) = self.pod(store, uid);
-                    services.extend(self.by_pod.get(*uid).into_iter().flatten().cloned());
-                    for ip in old_ips.iter().chain(&new_ips) {
-                        services.extend(self.by_ip.get(ip).into_iter().flatten().cloned());
-                    }
-                }
-                Kind::Endpoints | Kind::Service | Kind::Node => {}
+        let written_endpoints = written(&store.endpoints, endpoints_uids, endpoints_key_parts);
+        self.index_endpoints(&written_endpoints);
+        services.extend(written_endpoints.into_iter().map(|(_, key)| key));
+        for uid in uids(Kind::Pod) {
+            let (old_ips, new_ips) = self.pod(store, uid);
+            services.extend(self.by_pod.get(uid).into_iter().flatten().cloned());
+            for ip in old_ips.iter().chain(&new_ips) {
+                services.extend(self.by_ip.get(ip).into_iter().flatten().cloned());
             }
         }
         services.sort_unstable();
@@ -360,18 +327,17 @@ impl Translator {
     /// by uid and by that key, beside each other for a container's thousands (the two took
     /// about 15 ms for 30,000 on one thread, while the services' body is read and parsed).
     fn index_endpoints(&mut self, written: &[(&str, ServiceKey)]) {
-        let by_uid = |items: &mut HashMap<String, ServiceKey>| {
-            for (uid, key) in written {
-                items.insert((*uid).to_string(), key.clone());
-            }
-        };
         let by_name = |by_name: &mut HashMap<ServiceKey, Vec<String>>| {
             for (uid, key) in written {
                 link(by_name, key.clone(), *uid, true);
             }
         };
         let (items, names) = (&mut self.endpoints_items, &mut self.endpoints_by_name);
-        crate::par::join_for(written.len(), || by_uid(items), || by_name(names));
+        crate::par::join_for(
+            written.len(),
+            || index_by_uid(items, written),
+            || by_name(names),
+        );
     }
 
     /// Forgets which key service `uid` had; returns it.
@@ -388,11 +354,6 @@ impl Translator {
     /// model (both took 9.4–10.3 ms for 30,000 on one thread; beside each other the first
     /// early model comes about 1.5 ms sooner: the inserts wait on memory more than on a core).
     fn index_services(&mut self, written: &[(&str, ServiceKey)]) {
-        let by_uid = |items: &mut HashMap<String, ServiceKey>| {
-            for (uid, key) in written {
-                items.insert((*uid).to_string(), key.clone());
-            }
-        };
         // Two services with one key: the last by uid wins, as in a full translation.
         let by_key = |by_key: &mut HashMap<ServiceKey, String>| {
             for (uid, key) in written {
@@ -408,7 +369,11 @@ impl Translator {
             }
         };
         let (items, keys) = (&mut self.service_items, &mut self.service_by_key);
-        crate::par::join_for(written.len(), || by_uid(items), || by_key(keys));
+        crate::par::join_for(
+            written.len(),
+            || index_by_uid(items, written),
+            || by_key(keys),
+        );
     }
 
     /// Translates the service with `key` and its endpoints again; returns whether the model
@@ -565,30 +530,42 @@ fn endpoints_key_parts(e: &types::Endpoints) -> (&str, &str) {
     (namespace_name(&e.network_ns), &e.name)
 }
 
-/// The key (from `parts`) of each item of `stored` in `uids` (`None` for a uid it has not), in
-/// order; for thousands, half of them on a thread of their own.
-fn keys<'a, T: Send + Sync>(
-    stored: &BTreeMap<String, Arc<T>>,
-    uids: impl Iterator<Item = &'a str>,
-    parts: fn(&T) -> (&str, &str),
-) -> Vec<Option<ServiceKey>> {
-    let uids: Vec<&str> = uids.collect();
-    if uids.len() < crate::par::WORTH_A_THREAD {
-        return keys_of(stored, &uids, parts);
+/// Items `written` by uid, each with its key.
+fn index_by_uid(items: &mut HashMap<String, ServiceKey>, written: &[(&str, ServiceKey)]) {
+    for (uid, key) in written {
+        items.insert((*uid).to_string(), key.clone());
     }
-    let (first, second) = uids.split_at(uids.len() / 2);
-    let (mut first, second) = crate::par::join(
-        || keys_of(stored, first, parts),
-        || keys_of(stored, second, parts),
-    );
-    first.extend(second);
-    first
 }
 
-/// [`keys`] on one thread. The uids of a container write come sorted, as the store keeps its
-/// items: those are found by walking the store beside them (30,000 services in 0.9–1.2 ms on
-/// two threads, against 2.2–3.0 ms by lookups), others by lookups. A namespace's name is
-/// shared by the keys as they come (a container's items come namespace by namespace).
+/// The uids of `uids` that `stored` holds, each with its key (from `parts`), in order; for
+/// thousands, half of them on a thread of their own.
+fn written<'a, T: Send + Sync>(
+    stored: &BTreeMap<String, Arc<T>>,
+    uids: Vec<&'a str>,
+    parts: fn(&T) -> (&str, &str),
+) -> Vec<(&'a str, ServiceKey)> {
+    let keys = if uids.len() < crate::par::WORTH_A_THREAD {
+        keys_of(stored, &uids, parts)
+    } else {
+        let (first, second) = uids.split_at(uids.len() / 2);
+        let (mut first, second) = crate::par::join(
+            || keys_of(stored, first, parts),
+            || keys_of(stored, second, parts),
+        );
+        first.extend(second);
+        first
+    };
+    uids.into_iter()
+        .zip(keys)
+        .filter_map(|(uid, key)| Some((uid, key?)))
+        .collect()
+}
+
+/// The key of each of `uids` that `stored` holds, for [`written`] on one thread. The uids of
+/// a container write come sorted, as the store keeps its items: those are found by walking
+/// the store beside them (30,000 services in 0.9–1.2 ms on two threads, against 2.2–3.0 ms by
+/// lookups), others by lookups. A namespace's name is shared by the keys as they come (a
+/// container's items come namespace by namespace).
 fn keys_of<T>(
     stored: &BTreeMap<String, Arc<T>>,
     uids: &[&str],
@@ -682,12 +659,6 @@ pub fn ovsdb_remotes(
         }
     }
     remotes
-}
-
-/// A service's key: its namespace, and its name or (minimal form) its uid.
-pub fn service_key(s: &types::Service) -> ServiceKey {
-    let (namespace, name) = service_key_parts(s);
-    ServiceKey::new(namespace, name)
 }
 
 fn service(s: &types::Service, key: ServiceKey) -> Service {
