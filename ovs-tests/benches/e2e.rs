@@ -77,7 +77,13 @@
 //! TLS everywhere, as `svcflow run` requires beyond loopback, with certificates from `ovs-pki`
 //! ([`ovs_tests::pki`]): the bridge dials the daemon over `ssl:` and the REST writes go over
 //! HTTPS; 0: plain TCP on loopback; `0,1` runs both), `SVCFLOW_E2E_LOAD` the shape of the
-//! full load (`containers` by default, `datastore`, or both, above). The anchor is the same either way:
+//! full load (`containers` by default, `datastore`, or both, above), and `SVCFLOW_E2E_ROUNDS`
+//! how many times each (S, E, transport, load) runs (default 1), each round on a fresh
+//! sandbox and daemon with its own anchor: the row then gives the round whose ratio is the
+//! median (its full load, anchor and CPU times) and every round's ratio, since both the load
+//! and the anchor move with whatever else the host runs; the changes, replies and memory are
+//! the first round's (the other rounds make one change of each kind; with
+//! `SVCFLOW_E2E_PERF` each round records, over the file of the one before). The anchor is the same either way:
 //! `ovs-ofctl` over the bridge's Unix socket, its fastest transport.
 //! Every (S, E, transport) runs; S = 30,000 takes one to two minutes per E.
 //!
@@ -343,6 +349,36 @@ struct Row {
     load_cpu: (Duration, Duration),
     /// CPU time during the anchor: `ovs-ofctl`'s, `ovs-vswitchd`'s.
     anchor_cpu: (Duration, Duration),
+    /// Full load / anchor in each round, in the order run (`SVCFLOW_E2E_ROUNDS`).
+    ratios: Vec<f64>,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        self.full_load.as_secs_f64() / self.anchor.as_secs_f64()
+    }
+}
+
+/// One row out of the rounds of a size: the first round's changes and memory (only it
+/// measures the `SVCFLOW_E2E_UPDATES` changes), and the full load, anchor and CPU times of the
+/// round whose ratio is the median (the lower middle one for an even count), with every
+/// round's ratio.
+fn median_round(mut rounds: Vec<Row>) -> Row {
+    let ratios: Vec<f64> = rounds.iter().map(Row::ratio).collect();
+    let mut order: Vec<usize> = (0..rounds.len()).collect();
+    order.sort_by(|&a, &b| ratios[a].total_cmp(&ratios[b]));
+    let middle = order[(order.len() - 1) / 2];
+    let (full_load, anchor, load_cpu, anchor_cpu) = {
+        let m = &rounds[middle];
+        (m.full_load, m.anchor, m.load_cpu, m.anchor_cpu)
+    };
+    let mut row = rounds.swap_remove(0);
+    row.full_load = full_load;
+    row.anchor = anchor;
+    row.load_cpu = load_cpu;
+    row.anchor_cpu = anchor_cpu;
+    row.ratios = ratios;
+    row
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -676,6 +712,7 @@ fn run_size(s: u32, e: u32, tls: bool, load: Load, updates: u32, gap: Duration) 
         rss_after_kib,
         load_cpu,
         anchor_cpu,
+        ratios: Vec::new(),
     };
     println!(
         "S={s} E={e} {transport}: anchor {:.3} s (ratio {:.2}); endpoint change p50 {:.2} / p99 {:.2} ms; \
@@ -684,7 +721,7 @@ fn run_size(s: u32, e: u32, tls: bool, load: Load, updates: u32, gap: Duration) 
          during the load: svcflow {:.3} s (user {:.2} s, kernel {:.2} s; {} minor faults), \
          ovs-vswitchd {:.3} s; during the anchor: ovs-ofctl {:.3} s, ovs-vswitchd {:.3} s",
         anchor.as_secs_f64(),
-        full_load.as_secs_f64() / anchor.as_secs_f64(),
+        row.ratio(),
         ms(row.change.0),
         ms(row.change.1),
         ms(row.added.0),
@@ -712,6 +749,7 @@ fn main() {
     let sizes = env_list("SVCFLOW_E2E_S", &[1_000, 10_000, 30_000]);
     let per_service = env_list("SVCFLOW_E2E_E", &[2, 10]);
     let updates = env_list("SVCFLOW_E2E_UPDATES", &[200])[0].max(1) as u32;
+    let rounds = env_list("SVCFLOW_E2E_ROUNDS", &[1])[0].max(1);
     let gap = Duration::from_millis(env_list("SVCFLOW_E2E_GAP_MS", &[100])[0] as u64);
     let date = command_output(&["date", "-u", "+%Y-%m-%d %H:%M:%S UTC"]);
     let nproc = command_output(&["nproc"]);
@@ -737,7 +775,15 @@ fn main() {
         for &e in &per_service {
             for &tls in &transports {
                 for &load in &loads {
-                    rows.push(run_size(s as u32, e as u32, tls != 0, load, updates, gap));
+                    // Each round on a fresh sandbox and daemon; only the first measures
+                    // the changes.
+                    let row = (0..rounds)
+                        .map(|r| {
+                            let updates = if r == 0 { updates } else { 1 };
+                            run_size(s as u32, e as u32, tls != 0, load, updates, gap)
+                        })
+                        .collect();
+                    rows.push(median_round(row));
                 }
             }
         }
@@ -750,15 +796,16 @@ fn main() {
     );
     println!();
     println!(
-        "| S | E | transport | full load as | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | endpoint \
+        "| S | E | transport | full load as | flows | groups | full load (s) | ovs-ofctl --bundle (s) | ratio | ratio \
+         in each round | endpoint \
          change p50 / p99 (ms) | added service p50 / p99 (ms) | item PUT reply p50 / p99 (ms) \
          | RSS: peak / after the load / at the end (MiB) | CPU in the load: svcflow / \
          ovs-vswitchd (s) | CPU in the anchor: ovs-ofctl / ovs-vswitchd (s) |"
     );
-    println!("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | \
+            "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.2} | {} | {:.2} / {:.2} | {:.2} / {:.2} | \
              {:.2} / {:.2} | {} / {} / {} | {:.2} / {:.2} | {:.2} / {:.2} |",
             r.services,
             r.endpoints,
@@ -768,7 +815,12 @@ fn main() {
             r.groups,
             r.full_load.as_secs_f64(),
             r.anchor.as_secs_f64(),
-            r.full_load.as_secs_f64() / r.anchor.as_secs_f64(),
+            r.ratio(),
+            r.ratios
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             ms(r.change.0),
             ms(r.change.1),
             ms(r.added.0),
