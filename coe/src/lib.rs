@@ -7,9 +7,11 @@
 //! validation, durable storage and the translation into [`netvirt::model::Model`].
 //!
 //! Shared by both, pure: [`par`] (two pieces of CPU work at once, for bulk writes) and
-//! `addresses` (where each address is in a service's endpoints).
+//! `addresses` (where each address is in a service's endpoints). [`priority`] lowers the
+//! REST publisher's scheduling priority (a system call, no other I/O).
 
 mod addresses;
 pub mod k8s;
 pub mod par;
+pub mod priority;
 pub mod rest;

@@ -44,10 +44,13 @@ pub const BUNDLE_MAX: usize = 5_000;
 /// With one, the engine sat idle while the switch committed it (`ovs-vswitchd` reads no
 /// more of the connection meanwhile), then the switch while the engine rendered; two keep
 /// both busy: a 30,000-service load's sync went from 1.27 to 1.02 s on average, side by side
-/// (`docs/performance.md`); three did no better. Their messages wait in the connection's
-/// output, which takes another bundle only while less than
+/// (`docs/performance.md`). The engine renders a bundle of [`BUNDLE_MAX`] in about the time
+/// the switch applies one, but not evenly (11–20 ms, and now and then twice that), so with
+/// two the switch still waited for it at times; with three the engine gets ahead when it
+/// can and the switch has one more bundle to apply through a slow render. Their messages
+/// wait in the connection's output, which takes another bundle only while less than
 /// [`openflow::driver::DriverConfig::high_water`] bytes wait unwritten.
-pub const PIPELINE_DEPTH: usize = 2;
+pub const PIPELINE_DEPTH: usize = 3;
 
 /// How many changed services an update renders before sending what they changed (in
 /// bundles of up to [`BUNDLE_MAX`] messages, so several parts may go as one bundle).
@@ -137,8 +140,8 @@ pub struct BundleCounts {
 }
 
 /// Sends a plan's bundles to a switch, up to [`PIPELINE_DEPTH`] sent and unconfirmed while
-/// the next is made: the switch applies bundles N and N + 1 while svcflow renders and
-/// encodes bundle N + 2, so a long plan costs about the longer of the two, not their sum.
+/// the next is made: the switch applies bundles N to N + 2 while svcflow renders and
+/// encodes bundle N + 3, so a long plan costs about the longer of the two, not their sum.
 /// Bundles are applied in the order they are sent. When one is refused the plan stops there
 /// (the engine reads the switch again on its next sync); the bundles sent behind it may still
 /// be applied, which that read finds.

@@ -431,8 +431,8 @@ enum Source {
 
 /// Translates the writes into the model, off the request path: by key, and a burst of writes
 /// costs one publication, not one each (a write of more than [`PUBLISH_PART`] services also
-/// publishes as it translates, see [`Published::part_of`]). Ends when the northbound is
-/// dropped.
+/// publishes as it translates, see [`Published::part_of`]). Its thread runs below the
+/// daemon's priority ([`crate::priority`]). Ends when the northbound is dropped.
 struct Publisher {
     source: Source,
     translator: Translator,
@@ -443,6 +443,10 @@ struct Publisher {
 
 impl Publisher {
     fn run(mut self) {
+        // The switches' engines go first when the cores are contended (`crate::priority`).
+        if let Err(e) = crate::priority::background_thread() {
+            tracing::warn!("the REST publisher runs at the daemon's priority, not below it: {e}");
+        }
         while self.wake.recv().is_ok() {
             while self.wake.try_recv().is_ok() {}
             let published = self.tx.borrow().revision;
