@@ -41,6 +41,17 @@ pub(crate) fn join_for<A, B: Send>(
     }
 }
 
+/// `f` over the two halves of `items`, the second on a scoped thread, from [`WORTH_A_THREAD`]
+/// items on; below, `f` over all of them here and over none (`items.len()`, `&[]`) for the
+/// second. `f` gets each half's first index in `items`.
+pub(crate) fn halves<T: Sync, R: Send>(items: &[T], f: impl Fn(usize, &[T]) -> R + Sync) -> (R, R) {
+    if items.len() < WORTH_A_THREAD {
+        return (f(0, items), f(items.len(), &[]));
+    }
+    let (first, second) = items.split_at(items.len() / 2);
+    join(|| f(0, first), || f(first.len(), second))
+}
+
 /// Drops `value` on a thread of its own when it holds at least [`WORTH_A_THREAD`] items
 /// (`items`), here otherwise: a write's 30,000 parsed items, or the list it replaced, take
 /// milliseconds to free, which a caller holding the store's lock should not spend. Freeing

@@ -171,18 +171,6 @@ impl Translator {
             items.sort_unstable();
             items.dedup();
         }
-        // A container write fills the indexes with thousands at once: room first, not
-        // rehashing as they grow (a tenth of a 30,000-service publication).
-        let count = |kind: Kind| items.iter().filter(|(k, _)| *k == kind).count();
-        let (new_services, new_endpoints) = (count(Kind::Service), count(Kind::Endpoints));
-        self.service_items.reserve(new_services);
-        self.service_by_key.reserve(new_services);
-        self.endpoints_items.reserve(new_endpoints);
-        self.endpoints_by_name.reserve(new_endpoints);
-        // Collected, then sorted once: the services translate in key order.
-        let mut services: Vec<ServiceKey> = Vec::with_capacity(new_services + new_endpoints);
-        // Services leave their keys before any takes one: a batch may remove one service
-        // and add another of the same namespace and name.
         let uids = |kind: Kind| -> Vec<&str> {
             items
                 .iter()
@@ -191,6 +179,17 @@ impl Translator {
                 .collect()
         };
         let (service_uids, endpoints_uids) = (uids(Kind::Service), uids(Kind::Endpoints));
+        // A container write fills the indexes with thousands at once: room first, not
+        // rehashing as they grow (a tenth of a 30,000-service publication).
+        let (new_services, new_endpoints) = (service_uids.len(), endpoints_uids.len());
+        self.service_items.reserve(new_services);
+        self.service_by_key.reserve(new_services);
+        self.endpoints_items.reserve(new_endpoints);
+        self.endpoints_by_name.reserve(new_endpoints);
+        // Collected, then sorted once: the services translate in key order.
+        let mut services: Vec<ServiceKey> = Vec::with_capacity(new_services + new_endpoints);
+        // Services leave their keys before any takes one: a batch may remove one service
+        // and add another of the same namespace and name.
         for uid in &service_uids {
             services.extend(self.unindex_service(uid));
         }
@@ -544,17 +543,8 @@ fn written<'a, T: Send + Sync>(
     uids: Vec<&'a str>,
     parts: fn(&T) -> (&str, &str),
 ) -> Vec<(&'a str, ServiceKey)> {
-    let keys = if uids.len() < crate::par::WORTH_A_THREAD {
-        keys_of(stored, &uids, parts)
-    } else {
-        let (first, second) = uids.split_at(uids.len() / 2);
-        let (mut first, second) = crate::par::join(
-            || keys_of(stored, first, parts),
-            || keys_of(stored, second, parts),
-        );
-        first.extend(second);
-        first
-    };
+    let (mut keys, second) = crate::par::halves(&uids, |_, half| keys_of(stored, half, parts));
+    keys.extend(second);
     uids.into_iter()
         .zip(keys)
         .filter_map(|(uid, key)| Some((uid, key?)))

@@ -402,11 +402,7 @@ fn items(kind: Kind, path: &str, entries: &[&RawValue]) -> Result<Vec<Item>, Req
         }
         Ok::<_, RequestError>(items)
     };
-    if entries.len() < crate::par::WORTH_A_THREAD {
-        return convert(0, entries);
-    }
-    let (first, second) = entries.split_at(entries.len() / 2);
-    let (first, second) = crate::par::join(|| convert(0, first), || convert(first.len(), second));
+    let (first, second) = crate::par::halves(entries, convert);
     let mut items = first?;
     items.extend(second?);
     Ok(items)
