@@ -8,7 +8,7 @@
 //!
 //! Shared by both, pure: [`par`] (two pieces of CPU work at once, for bulk writes) and
 //! `addresses` (where each address is in a service's endpoints). [`priority`] lowers the
-//! REST publisher's scheduling priority (a system call, no other I/O).
+//! REST publisher's scheduling priority (two system calls, no other I/O).
 
 mod addresses;
 pub mod k8s;

@@ -1,6 +1,6 @@
 //! The scheduling priority of the threads whose work can wait while the switches' cannot.
 //!
-//! One system call (`setpriority` on the calling thread); no other I/O.
+//! Two system calls (`getpriority` and `setpriority` on the calling thread); no other I/O.
 //!
 //! On a 30,000-service load the REST publisher translates the services while the node's
 //! engine renders the parts already published and `ovs-vswitchd` applies the bundles sent:

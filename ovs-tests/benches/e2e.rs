@@ -83,8 +83,9 @@
 //! median (its full load, anchor and CPU times) and every round's ratio, since both the load
 //! and the anchor move with whatever else the host runs; the changes, replies and memory are
 //! the first round's (the other rounds make one change of each kind; with
-//! `SVCFLOW_E2E_PERF` each round records, over the file of the one before). The anchor is the same either way:
-//! `ovs-ofctl` over the bridge's Unix socket, its fastest transport.
+//! `SVCFLOW_E2E_PERF` each round records, over the file of the one before). The anchor is
+//! the same either way: `ovs-ofctl` over the bridge's Unix socket, its fastest transport
+//! (over `ssl:` it took longer and cost `ovs-vswitchd` more, `docs/performance.md`).
 //! Every (S, E, transport) runs; S = 30,000 takes one to two minutes per E.
 //!
 //! The pause: the daemon paces the bundles to a switch (`svcflow/src/daemon/pace.rs`: three at
