@@ -22,15 +22,16 @@
 //! `SVCFLOW_MEM_N` (comma-separated) pick the sizes, `SVCFLOW_MEM_TURN` the parts per turn
 //! (0: each node's whole update before the next node's).
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
 use netvirt::config::Config;
-use netvirt::desired::{GatewayPort, NodeBindings, Uplink};
+use netvirt::desired::NodeBindings;
 use netvirt::engine::RENDER_PART;
-use netvirt::model::{Endpoint, MacAddr, Model, Node, Service, ServiceKey, ServicePort};
+use netvirt::model::Node;
 use netvirt::shards::{Renders, Shards};
+
+mod common;
+use common::{bindings, env_list, model, node};
 
 /// The daemon's allocator (`svcflow/src/main.rs`), counted, so that the render's times are
 /// the daemon's.
@@ -46,69 +47,6 @@ fn live() -> usize {
 /// default: about one bundle's worth (5,000 messages), after which a node's task in the
 /// daemon lets the others run while its switch takes the bundle.
 const TURN: usize = 5;
-
-fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
-        Err(_) => default.to_vec(),
-    }
-}
-
-fn node(i: usize) -> Node {
-    Node {
-        name: format!("n{i}"),
-        ips: vec![IpAddr::V4(Ipv4Addr::new(198, 18, 0, 10 + i as u8))],
-        pod_cidrs: format!("10.244.{i}.0/24").parse().into_iter().collect(),
-        labels: BTreeMap::new(),
-    }
-}
-
-fn bindings(i: usize) -> NodeBindings {
-    NodeBindings {
-        gateway: Some(GatewayPort {
-            ofport: 2,
-            mac: MacAddr([0x0a, 0x58, 0, 0, 0, 2]),
-        }),
-        uplink: Some(Uplink {
-            ofport: 1,
-            mac: MacAddr([2, 0, 0, 0, i as u8, 1]),
-            next_hop_mac: MacAddr([2, 0, 0, 0, 0, 0xe1]),
-        }),
-        ..NodeBindings::default()
-    }
-}
-
-/// S ClusterIP services with E endpoints each, spread over the nodes' pods.
-fn model(services: u32, endpoints: u32, nodes: usize) -> Model {
-    let mut m = Model::default();
-    for n in 0..nodes {
-        m.nodes.insert(format!("n{n}"), node(n));
-    }
-    for i in 0..services {
-        let key = ServiceKey::new("bench", &format!("svc-{i}"));
-        let service = Service::cluster_ip(
-            key.clone(),
-            format!("uid-{i}"),
-            IpAddr::V4(Ipv4Addr::from(0x0a60_0000 + i + 1)),
-            vec![ServicePort::tcp("http", 80, 8080)],
-        );
-        m.services.insert(key.clone(), service);
-        let eps = (0..endpoints)
-            .map(|j| Endpoint {
-                address: IpAddr::V4(Ipv4Addr::from(0x0a80_0000 + i * 16 + j)),
-                ports: Vec::new(),
-                node: Some(format!("n{}", (i + j) as usize % nodes.max(1))),
-                conditions: Default::default(),
-                zone: None,
-                zone_hints: Vec::new(),
-                node_hints: Vec::new(),
-                weight: None,
-            })
-            .collect();
-        m.endpoints.insert(key, eps);
-    }
-    m
-}
 
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use crate::model::{
-    Endpoint, Map, Model, Service, ServiceKey, ServiceType, TrafficPolicy, diff_key,
+    DiffItem, Endpoint, Map, Model, Service, ServiceKey, ServiceType, TrafficPolicy, diff_key,
 };
 use crate::resolve::endpoint_port;
 
@@ -99,13 +99,29 @@ impl KeptHealthChecks {
     /// Brings the checks to `model`'s, for `node`.
     pub fn update(&mut self, model: &Model, node: &str) {
         match self.seen.take() {
-            // A key in both diffs is checked twice, which gives what checking it once does:
-            // no set of the changed keys is built (a full load changes every service).
+            // A key in both diffs may be checked twice, which gives what checking it once
+            // does: no set of the changed keys is built (a full load changes every service).
+            // Only a service that has a check, or had one, is looked at again: the diff holds
+            // the service as it is now, and a service's endpoints matter only to a service
+            // that claims a port (after the services' diff, `ports` holds those). Looking
+            // every changed key up in the model again was 3 % of the daemon's CPU in a full
+            // load of 30,000 services, none of them with a check.
             Some(seen) if seen.node == node => {
-                let changed = (seen.services.diff(&model.services).map(|d| diff_key(&d)))
-                    .chain(seen.endpoints.diff(&model.endpoints).map(|d| diff_key(&d)));
-                for key in changed {
-                    self.check(key, model, node);
+                for d in seen.services.diff(&model.services) {
+                    let now = match &d {
+                        DiffItem::Add(_, s) | DiffItem::Update { new: (_, s), .. } => Some(*s),
+                        DiffItem::Remove(..) => None,
+                    };
+                    let key = diff_key(&d);
+                    if now.is_some_and(has_check) || self.ports.contains_key(key) {
+                        self.check(key, model, node);
+                    }
+                }
+                for d in seen.endpoints.diff(&model.endpoints) {
+                    let key = diff_key(&d);
+                    if self.ports.contains_key(key) {
+                        self.check(key, model, node);
+                    }
                 }
             }
             _ => {
@@ -161,6 +177,13 @@ struct Seen {
     node: String,
 }
 
+/// Whether `service` has a health-check node port that answers: one, and
+/// `externalTrafficPolicy: Local` ([`health_check`] gives `None` otherwise).
+fn has_check(service: &Service) -> bool {
+    service.health_check_node_port.is_some()
+        && service.external_traffic_policy == TrafficPolicy::Local
+}
+
 /// What `service`'s health-check node port answers on `node`, and the port: `None` unless it
 /// has one and `externalTrafficPolicy: Local`.
 pub fn health_check(
@@ -169,7 +192,7 @@ pub fn health_check(
     node: &str,
 ) -> Option<(u16, HealthCheck)> {
     let port = service.health_check_node_port?;
-    if service.external_traffic_policy != TrafficPolicy::Local {
+    if !has_check(service) {
         return None;
     }
     let mut local: BTreeSet<(IpAddr, u16)> = BTreeSet::new();

@@ -245,12 +245,15 @@ enum Form {
 impl PackedInstructions {
     /// Packs `list`.
     pub fn new(list: Vec<Instruction>) -> Self {
-        let mut w = Writer::new();
+        // Room for a typical flow's instructions (a DNAT's are about 60 bytes), then kept at
+        // their length: growing the writer from empty and shrinking it to a box took four
+        // reallocations a flow.
+        let mut w = Writer::from_vec(Vec::with_capacity(128));
         encode_instructions(&list, &mut w);
-        let bytes = w.into_vec();
-        let back = decode_instructions(&mut Reader::new(&bytes));
+        let bytes = w.as_slice();
+        let back = decode_instructions(&mut Reader::new(bytes));
         PackedInstructions(match back {
-            Ok(back) if back == list => Form::Wire(bytes.into_boxed_slice()),
+            Ok(back) if back == list => Form::Wire(bytes.into()),
             _ => Form::List(list.into_boxed_slice()),
         })
     }

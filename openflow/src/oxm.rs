@@ -606,8 +606,27 @@ impl PrereqState {
 
 /// Position of a field in OVS's `nx_put_raw()` output for OF1.3.
 fn put_rank(f: Field) -> u16 {
+    // Every insert ranks each field already in the match: a table, not a search of `ORDER`
+    // (a search was 5 % of a 30,000-service render).
+    PUT_RANKS.get(f as usize).copied().unwrap_or(u16::MAX)
+}
+
+/// Each field's place in [`PUT_ORDER`], indexed by `Field as usize`; `u16::MAX` for a field
+/// not in it.
+const PUT_RANKS: [u16; Field::ALL.len()] = {
+    let mut ranks = [u16::MAX; Field::ALL.len()];
+    let mut i = 0;
+    while i < PUT_ORDER.len() {
+        ranks[PUT_ORDER[i] as usize] = i as u16;
+        i += 1;
+    }
+    ranks
+};
+
+/// The order in which `nx_put_raw()` writes the fields.
+const PUT_ORDER: &[Field] = {
     use Field::*;
-    const ORDER: &[Field] = &[
+    &[
         DpHash,
         RecircId,
         ConjId,
@@ -703,16 +722,26 @@ fn put_rank(f: Field) -> u16 {
         CtTpSrc,
         CtTpDst,
         Metadata,
-    ];
-    ORDER
-        .iter()
-        .position(|&o| o == f)
-        .map_or(u16::MAX, |p| p as u16)
-}
+    ]
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rank table gives each field its first place in `PUT_ORDER`, as a search of it
+    /// would, and `u16::MAX` to a field not listed; no field is listed twice.
+    #[test]
+    fn put_ranks_are_the_places_in_put_order() {
+        for &f in Field::ALL {
+            let searched = PUT_ORDER
+                .iter()
+                .position(|&o| o == f)
+                .map_or(u16::MAX, |p| p as u16);
+            assert_eq!(put_rank(f), searched, "{f:?}");
+            assert!(PUT_ORDER.iter().filter(|&&o| o == f).count() <= 1, "{f:?}");
+        }
+    }
 
     // priority=100,tcp,nw_dst=10.96.0.10,tp_dst=80 as ovs-ofctl 3.1 encodes it.
     const TCP_MATCH: [u8; 32] = [

@@ -473,6 +473,13 @@ impl Translator {
             }
         }
         // Minimal form: pods by uid; each serves the target port of every service port.
+        // Built only for a service that lists pods (most list none: their endpoints come
+        // from endpoints objects, above).
+        let pods = s.endpoints.iter().flatten();
+        if pods.clone().next().is_none() {
+            out.shrink_to_fit();
+            return (out, (read_pods, read_ips));
+        }
         let ports: Vec<EndpointPort> = s
             .service_ports
             .iter()
@@ -485,7 +492,7 @@ impl Translator {
                 },
             })
             .collect();
-        for pod_uid in s.endpoints.iter().flatten() {
+        for pod_uid in pods {
             read_pods.push(pod_uid.clone());
             let Some(pod) = store.pods.get(pod_uid) else {
                 continue;

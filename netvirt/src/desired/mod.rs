@@ -274,18 +274,24 @@ impl<'a> Builder<'a> {
         };
         let key = FlowKey::new(table, priority, &matches);
         let entry = FlowEntry::new(cookie, instructions);
-        if let Some(existing) = self.out.state.flows.get(&key) {
-            if existing.instructions != entry.instructions {
-                self.out.conflicts.push(format!(
-                    "table {table} priority {priority}: two flows with one match; keeping cookie {:#x}, \
-                     dropping cookie {cookie:#x}",
-                    existing.cookie
-                ));
+        // One descent of the map, where a lookup and an insert took two.
+        match self.out.state.flows.entry(key) {
+            std::collections::btree_map::Entry::Occupied(existing) => {
+                let existing = existing.get();
+                if existing.instructions != entry.instructions {
+                    self.out.conflicts.push(format!(
+                        "table {table} priority {priority}: two flows with one match; keeping cookie {:#x}, \
+                         dropping cookie {cookie:#x}",
+                        existing.cookie
+                    ));
+                }
+                false
             }
-            return false;
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(entry);
+                true
+            }
         }
-        self.out.state.flows.insert(key, entry);
-        true
     }
 }
 

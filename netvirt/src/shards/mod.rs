@@ -906,6 +906,11 @@ impl Shards {
         let keep = part.len() <= self.plans_kept_max;
         let mut dirty: BTreeMap<&'a ServiceKey, (InModel<'a>, Prepared)> =
             update.dirty.by_ref().collect();
+        // The part's services, in key order as `unsettled` lists them: a map built from them
+        // at once when nothing is left from before, where an insert each compared keys down
+        // the tree (2.5 % of a first load's render).
+        let mut fresh: Vec<(&'a ServiceKey, (InModel<'a>, Prepared))> =
+            Vec::with_capacity(part.len());
         let mut gone: Vec<Arc<str>> = Vec::new();
         let mut new: Vec<Arc<str>> = Vec::new();
         for found in part {
@@ -944,7 +949,12 @@ impl Shards {
             };
             gone.extend(was.iter().filter(|n| !now.contains(n)).cloned());
             new.extend(now.iter().filter(|n| !was.contains(n)).cloned());
-            dirty.insert(key, (*found, prepared));
+            fresh.push((key, (*found, prepared)));
+        }
+        if dirty.is_empty() {
+            dirty = fresh.into_iter().collect();
+        } else {
+            dirty.extend(fresh);
         }
         let later = &update.unsettled[to..];
         self.give_ids(&gone, &new, model, &mut dirty, later);
@@ -1433,14 +1443,16 @@ impl Shards {
     }
 
     fn remember(&self, before: &mut Before, shard: &Shard) {
+        use std::collections::hash_map::Entry;
         for key in shard.flows.keys() {
-            if !before.flows.contains_key(key) {
+            // One lookup: an update's keys are mostly new to it.
+            if let Entry::Vacant(slot) = before.flows.entry(Arc::clone(key)) {
                 let held = self
                     .flow_owner
                     .get(key)
                     .and_then(|owner| self.held(owner))
                     .cloned();
-                before.flows.insert(Arc::clone(key), held);
+                slot.insert(held);
             }
         }
         for id in shard.groups.keys() {
