@@ -210,14 +210,7 @@ pub(crate) fn service_plans(
                         .into_iter()
                         .filter(|b| Family::of(b.ip) == family)
                         .collect();
-                let name = format!(
-                    "{}:{}/{}{}{}",
-                    service.key,
-                    port.port,
-                    port.protocol.keyword(),
-                    scope.suffix(),
-                    family.suffix()
-                );
+                let name = group_name(service, port.port, port.protocol, scope, family);
                 let parts =
                     chain::partition(&found, config.group_buckets_max).unwrap_or_else(|| {
                         if found.is_empty() {
@@ -265,6 +258,35 @@ pub(super) fn ports_of(service: &Service) -> Vec<ServicePort> {
 
 /// The port number that stands for every port, in a service that lists none.
 pub const ANY_PORT: u16 = 0;
+
+/// A port plan's group name, `namespace/name:port/protocol` then the scope's and the family's
+/// suffixes: built by appending, as a `format!` of the five parts was 3 % of a first load's
+/// render.
+fn group_name(
+    service: &Service,
+    port: u16,
+    protocol: Protocol,
+    scope: Scope,
+    family: Family,
+) -> String {
+    use std::fmt::Write;
+    let (scope, family) = (scope.suffix(), family.suffix());
+    let key = &service.key;
+    let mut name = String::with_capacity(
+        key.namespace.len() + key.name.len() + 12 + scope.len() + family.len(),
+    );
+    name.push_str(&key.namespace);
+    name.push('/');
+    name.push_str(&key.name);
+    name.push(':');
+    // Writing to a `String` cannot fail.
+    let _ = write!(name, "{port}");
+    name.push('/');
+    name.push_str(protocol.keyword());
+    name.push_str(scope);
+    name.push_str(family);
+    name
+}
 
 /// The group names `plans` need ids for: each port's, and a big port's chained groups
 /// (`<port name>#<part>`).
