@@ -113,7 +113,7 @@ impl KeptHealthChecks {
                         DiffItem::Remove(..) => None,
                     };
                     let key = diff_key(&d);
-                    if now.is_some_and(has_check) || self.ports.contains_key(key) {
+                    if now.and_then(check_port).is_some() || self.ports.contains_key(key) {
                         self.check(key, model, node);
                     }
                 }
@@ -177,11 +177,12 @@ struct Seen {
     node: String,
 }
 
-/// Whether `service` has a health-check node port that answers: one, and
-/// `externalTrafficPolicy: Local` ([`health_check`] gives `None` otherwise).
-fn has_check(service: &Service) -> bool {
-    service.health_check_node_port.is_some()
-        && service.external_traffic_policy == TrafficPolicy::Local
+/// `service`'s health-check node port, if it answers: it has one, and
+/// `externalTrafficPolicy: Local`.
+fn check_port(service: &Service) -> Option<u16> {
+    service
+        .health_check_node_port
+        .filter(|_| service.external_traffic_policy == TrafficPolicy::Local)
 }
 
 /// What `service`'s health-check node port answers on `node`, and the port: `None` unless it
@@ -191,10 +192,7 @@ pub fn health_check(
     endpoints: &[Endpoint],
     node: &str,
 ) -> Option<(u16, HealthCheck)> {
-    let port = service.health_check_node_port?;
-    if !has_check(service) {
-        return None;
-    }
+    let port = check_port(service)?;
     let mut local: BTreeSet<(IpAddr, u16)> = BTreeSet::new();
     for e in endpoints
         .iter()

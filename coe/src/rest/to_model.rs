@@ -473,25 +473,14 @@ impl Translator {
             }
         }
         // Minimal form: pods by uid; each serves the target port of every service port.
-        // Built only for a service that lists pods (most list none: their endpoints come
-        // from endpoints objects, above).
+        // The ports are built only for a service that lists pods (most list none: their
+        // endpoints come from endpoints objects, above).
         let pods = s.endpoints.iter().flatten();
-        if pods.clone().next().is_none() {
-            out.shrink_to_fit();
-            return (out, (read_pods, read_ips));
-        }
-        let ports: Vec<EndpointPort> = s
-            .service_ports
-            .iter()
-            .map(|p| EndpointPort {
-                name: p.name.clone(),
-                protocol: p.protocol.to_model(),
-                port: match target_port(p) {
-                    TargetPort::Number(n) => n,
-                    TargetPort::Name(_) => p.port,
-                },
-            })
-            .collect();
+        let ports = if pods.clone().next().is_some() {
+            minimal_ports(s)
+        } else {
+            Vec::new()
+        };
         for pod_uid in pods {
             read_pods.push(pod_uid.clone());
             let Some(pod) = store.pods.get(pod_uid) else {
@@ -702,6 +691,21 @@ fn service(s: &types::Service, key: ServiceKey) -> Service {
         topology: Default::default(),
         traffic_distribution: Default::default(),
     }
+}
+
+/// The ports every pod of a minimal-form service serves: each service port's target port.
+fn minimal_ports(s: &types::Service) -> Vec<EndpointPort> {
+    s.service_ports
+        .iter()
+        .map(|p| EndpointPort {
+            name: p.name.clone(),
+            protocol: p.protocol.to_model(),
+            port: match target_port(p) {
+                TargetPort::Number(n) => n,
+                TargetPort::Name(_) => p.port,
+            },
+        })
+        .collect()
 }
 
 fn target_port(p: &types::ServicePort) -> TargetPort {

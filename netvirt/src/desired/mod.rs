@@ -274,9 +274,10 @@ impl<'a> Builder<'a> {
         };
         let key = FlowKey::new(table, priority, &matches);
         let entry = FlowEntry::new(cookie, instructions);
+        use std::collections::btree_map::Entry;
         // One descent of the map, where a lookup and an insert took two.
         match self.out.state.flows.entry(key) {
-            std::collections::btree_map::Entry::Occupied(existing) => {
+            Entry::Occupied(existing) => {
                 let existing = existing.get();
                 if existing.instructions != entry.instructions {
                     self.out.conflicts.push(format!(
@@ -287,7 +288,7 @@ impl<'a> Builder<'a> {
                 }
                 false
             }
-            std::collections::btree_map::Entry::Vacant(slot) => {
+            Entry::Vacant(slot) => {
                 slot.insert(entry);
                 true
             }
