@@ -48,11 +48,16 @@ pub struct Translator {
     endpoints_by_name: HashMap<ServiceKey, Vec<String>>,
     /// What each stored item became: a pod's interface uids and addresses, an endpoints
     /// object's (namespace, name), a service's key.
+    ///
+    /// The endpoints objects and the services are kept with the store's item (its `Arc`, which
+    /// a write replaces and the translator then indexes again): translating a service finds
+    /// both by hash, where a walk of the store's ordered maps compared about 25 uids each
+    /// (a fifth of a container PUT's publication).
     pod_items: HashMap<String, (Vec<String>, Vec<IpAddr>)>,
-    endpoints_items: HashMap<String, ServiceKey>,
+    endpoints_items: HashMap<String, (ServiceKey, Arc<types::Endpoints>)>,
     service_items: HashMap<String, ServiceKey>,
-    /// The service uid of each key.
-    service_by_key: HashMap<ServiceKey, String>,
+    /// The service uid of each key, and the service.
+    service_by_key: HashMap<ServiceKey, (String, Arc<types::Service>)>,
     /// The services whose endpoints read a pod (minimal form) or look a node up by an
     /// endpoint's address, and what each one read (only those that read something).
     ///
@@ -197,13 +202,13 @@ impl Translator {
         // early model; likewise the endpoints objects, each leaving the name it had first.
         let written_services = written(&store.services, service_uids, service_key_parts);
         self.index_services(&written_services);
-        services.extend(written_services.into_iter().map(|(_, key)| key));
+        services.extend(written_services.into_iter().map(|(_, key, _)| key));
         for uid in &endpoints_uids {
             services.extend(self.unindex_endpoints(uid));
         }
         let written_endpoints = written(&store.endpoints, endpoints_uids, endpoints_key_parts);
         self.index_endpoints(&written_endpoints);
-        services.extend(written_endpoints.into_iter().map(|(_, key)| key));
+        services.extend(written_endpoints.into_iter().map(|(_, key, _)| key));
         for uid in uids(Kind::Pod) {
             let (old_ips, new_ips) = self.pod(store, uid);
             services.extend(self.by_pod.get(uid).into_iter().flatten().cloned());
@@ -317,7 +322,7 @@ impl Translator {
 
     /// Forgets which name endpoints object `uid` had; returns it.
     fn unindex_endpoints(&mut self, uid: &str) -> Option<ServiceKey> {
-        let old = self.endpoints_items.remove(uid)?;
+        let (old, _) = self.endpoints_items.remove(uid)?;
         link(&mut self.endpoints_by_name, old.clone(), uid, false);
         Some(old)
     }
@@ -325,24 +330,25 @@ impl Translator {
     /// Indexes the endpoints objects `written` (uid and the key of the service they are for)
     /// by uid and by that key, beside each other for a container's thousands (the two took
     /// about 15 ms for 30,000 on one thread, while the services' body is read and parsed).
-    fn index_endpoints(&mut self, written: &[(&str, ServiceKey)]) {
+    fn index_endpoints(&mut self, written: &[Written<'_, types::Endpoints>]) {
+        let by_uid = |items: &mut HashMap<String, (ServiceKey, Arc<types::Endpoints>)>| {
+            for (uid, key, item) in written {
+                items.insert((*uid).to_string(), (key.clone(), Arc::clone(item)));
+            }
+        };
         let by_name = |by_name: &mut HashMap<ServiceKey, Vec<String>>| {
-            for (uid, key) in written {
+            for (uid, key, _) in written {
                 link(by_name, key.clone(), *uid, true);
             }
         };
         let (items, names) = (&mut self.endpoints_items, &mut self.endpoints_by_name);
-        crate::par::join_for(
-            written.len(),
-            || index_by_uid(items, written),
-            || by_name(names),
-        );
+        crate::par::join_for(written.len(), || by_uid(items), || by_name(names));
     }
 
     /// Forgets which key service `uid` had; returns it.
     fn unindex_service(&mut self, uid: &str) -> Option<ServiceKey> {
         let old = self.service_items.remove(uid)?;
-        if self.service_by_key.get(&old).is_some_and(|u| u == uid) {
+        if self.service_by_key.get(&old).is_some_and(|(u, _)| u == uid) {
             self.service_by_key.remove(&old);
         }
         Some(old)
@@ -352,27 +358,29 @@ impl Translator {
     /// indexes beside each other for a container's thousands, on the way to the first early
     /// model (both took 9.4–10.3 ms for 30,000 on one thread; beside each other the first
     /// early model comes about 1.5 ms sooner: the inserts wait on memory more than on a core).
-    fn index_services(&mut self, written: &[(&str, ServiceKey)]) {
+    fn index_services(&mut self, written: &[Written<'_, types::Service>]) {
+        let by_uid = |items: &mut HashMap<String, ServiceKey>| {
+            for (uid, key, _) in written {
+                items.insert((*uid).to_string(), key.clone());
+            }
+        };
         // Two services with one key: the last by uid wins, as in a full translation.
-        let by_key = |by_key: &mut HashMap<ServiceKey, String>| {
-            for (uid, key) in written {
+        let by_key = |by_key: &mut HashMap<ServiceKey, (String, Arc<types::Service>)>| {
+            for (uid, key, item) in written {
+                let entry = ((*uid).to_string(), Arc::clone(item));
                 match by_key.entry(key.clone()) {
-                    Entry::Occupied(mut other) if other.get().as_str() <= *uid => {
-                        *other.get_mut() = (*uid).to_string();
+                    Entry::Occupied(mut other) if other.get().0.as_str() <= *uid => {
+                        *other.get_mut() = entry;
                     }
                     Entry::Occupied(_) => {}
                     Entry::Vacant(v) => {
-                        v.insert((*uid).to_string());
+                        v.insert(entry);
                     }
                 }
             }
         };
         let (items, keys) = (&mut self.service_items, &mut self.service_by_key);
-        crate::par::join_for(
-            written.len(),
-            || index_by_uid(items, written),
-            || by_key(keys),
-        );
+        crate::par::join_for(written.len(), || by_uid(items), || by_key(keys));
     }
 
     /// Translates the service with `key` and its endpoints again; returns whether the model
@@ -386,15 +394,11 @@ impl Translator {
                 link(&mut self.by_ip, ip, key, false);
             }
         }
-        let Some(s) = self
-            .service_by_key
-            .get(key)
-            .and_then(|uid| store.services.get(uid))
-        else {
+        let Some(s) = self.service_by_key.get(key).map(|(_, s)| Arc::clone(s)) else {
             let had = self.model.services.remove(key).is_some();
             return self.model.endpoints.remove(key).is_some() || had;
         };
-        let (endpoints, reads) = self.endpoints_of(store, s, key);
+        let (endpoints, reads) = self.endpoints_of(store, &s, key);
         for pod in &reads.0 {
             link(&mut self.by_pod, pod.clone(), key, true);
         }
@@ -407,7 +411,7 @@ impl Translator {
         self.model.endpoints.insert(key.clone(), endpoints);
         self.model
             .services
-            .insert(key.clone(), service(s, key.clone()));
+            .insert(key.clone(), service(&s, key.clone()));
         true
     }
 
@@ -427,7 +431,8 @@ impl Translator {
             .endpoints_by_name
             .get(key)
             .and_then(|uids| uids.last())
-            .and_then(|uid| store.endpoints.get(uid));
+            .and_then(|uid| self.endpoints_items.get(uid))
+            .map(|(_, e)| e);
         if let Some(e) = object {
             let ports: Vec<EndpointPort> = e
                 .endpoint_ports
@@ -525,29 +530,25 @@ fn endpoints_key_parts(e: &types::Endpoints) -> (&str, &str) {
     (namespace_name(&e.network_ns), &e.name)
 }
 
-/// Items `written` by uid, each with its key.
-fn index_by_uid(items: &mut HashMap<String, ServiceKey>, written: &[(&str, ServiceKey)]) {
-    for (uid, key) in written {
-        items.insert((*uid).to_string(), key.clone());
-    }
-}
+/// A written item: its uid, its key and the item as the store holds it.
+type Written<'a, T> = (&'a str, ServiceKey, Arc<T>);
 
-/// The uids of `uids` that `stored` holds, each with its key (from `parts`), in order; for
-/// thousands, half of them on a thread of their own.
+/// The uids of `uids` that `stored` holds, each with its key (from `parts`) and the item, in
+/// order; for thousands, half of them on a thread of their own.
 fn written<'a, T: Send + Sync>(
     stored: &BTreeMap<String, Arc<T>>,
     uids: Vec<&'a str>,
     parts: fn(&T) -> (&str, &str),
-) -> Vec<(&'a str, ServiceKey)> {
+) -> Vec<Written<'a, T>> {
     let (mut keys, second) = crate::par::halves(&uids, |_, half| keys_of(stored, half, parts));
     keys.extend(second);
     uids.into_iter()
         .zip(keys)
-        .filter_map(|(uid, key)| Some((uid, key?)))
+        .filter_map(|(uid, found)| found.map(|(key, item)| (uid, key, item)))
         .collect()
 }
 
-/// The key of each of `uids` that `stored` holds, for [`written`] on one thread. The uids of
+/// The key and the item of each of `uids` that `stored` holds, for [`written`] on one thread. The uids of
 /// a container write come sorted, as the store keeps its items: those are found by walking
 /// the store beside them (30,000 services in 0.9–1.2 ms on two threads, against 2.2–3.0 ms by
 /// lookups), others by lookups. A namespace's name is shared by the keys as they come (a
@@ -556,23 +557,24 @@ fn keys_of<T>(
     stored: &BTreeMap<String, Arc<T>>,
     uids: &[&str],
     parts: fn(&T) -> (&str, &str),
-) -> Vec<Option<ServiceKey>> {
+) -> Vec<Option<(ServiceKey, Arc<T>)>> {
     let mut namespace: Option<Arc<str>> = None;
-    let mut key = |item: &T| {
+    let mut key = |item: &Arc<T>| {
         let (ns, name) = parts(item);
         let shared = match &namespace {
             Some(n) if **n == *ns => n.clone(),
             _ => namespace.insert(Arc::from(ns)).clone(),
         };
-        ServiceKey {
+        let key = ServiceKey {
             namespace: shared,
             name: Arc::from(name),
-        }
+        };
+        (key, Arc::clone(item))
     };
     let Some(first) = uids.first().filter(|_| uids.is_sorted()) else {
         return uids
             .iter()
-            .map(|uid| stored.get(*uid).map(|item| key(item)))
+            .map(|uid| stored.get(*uid).map(&mut key))
             .collect();
     };
     let mut walk = stored
