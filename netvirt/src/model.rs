@@ -244,9 +244,25 @@ impl ServiceKey {
     }
 }
 
+impl ServiceKey {
+    /// The pieces of the key's text form, `namespace/name`, in order: what `Display` writes
+    /// and [`Self::push_to`] appends.
+    fn text(&self) -> [&str; 3] {
+        [&self.namespace, "/", &self.name]
+    }
+
+    /// Appends the key's text form, `namespace/name`, to `out` (as `Display` writes it,
+    /// without going through a formatter).
+    pub fn push_to(&self, out: &mut String) {
+        for piece in self.text() {
+            out.push_str(piece);
+        }
+    }
+}
+
 impl std::fmt::Display for ServiceKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        self.text().iter().try_for_each(|piece| f.write_str(piece))
     }
 }
 
@@ -576,6 +592,18 @@ impl std::error::Error for ModelError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The key's text form is `namespace/name` whichever way it is made.
+    #[test]
+    fn a_service_key_appends_what_it_displays() {
+        for (namespace, name) in [("default", "web"), ("", "x"), ("kube-system", "dns-ü")] {
+            let key = ServiceKey::new(namespace, name);
+            let mut out = String::from("prefix ");
+            key.push_to(&mut out);
+            assert_eq!(out, format!("prefix {namespace}/{name}"));
+            assert_eq!(key.to_string(), format!("{namespace}/{name}"));
+        }
+    }
 
     #[test]
     fn mac_addresses_parse_and_print_like_ovs() {

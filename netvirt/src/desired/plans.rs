@@ -275,9 +275,7 @@ fn group_name(
     let mut name = String::with_capacity(
         key.namespace.len() + key.name.len() + 12 + scope.len() + family.len(),
     );
-    name.push_str(&key.namespace);
-    name.push('/');
-    name.push_str(&key.name);
+    key.push_to(&mut name);
     name.push(':');
     // Writing to a `String` cannot fail.
     let _ = write!(name, "{port}");
