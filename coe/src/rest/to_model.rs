@@ -109,7 +109,9 @@ impl Translator {
     /// translate. Each service is translated once, so an early model
     /// holds every service either as it was or as it will be; the pods, endpoints objects,
     /// nodes and namespaces are already translated. A change of nodes translates everything
-    /// at once, with no early model.
+    /// at once, with no early model. In a write of services alone, the first `part / 8` are
+    /// indexed and translated before the others are indexed, so the first early model does
+    /// not wait for the whole write's indexes.
     pub fn apply_in_parts(
         &mut self,
         store: &Store,
@@ -201,8 +203,41 @@ impl Translator {
         // The services written ([`written`]), then their two indexes, on the way to the first
         // early model; likewise the endpoints objects, each leaving the name it had first.
         let written_services = written(&store.services, service_uids, service_key_parts);
-        self.index_services(&written_services);
-        services.extend(written_services.into_iter().map(|(_, key, _)| key));
+        let part = part.max(1);
+        let first = (part / 8).max(1);
+        // A long write of services alone (a container PUT of them): its first services are
+        // indexed and translated, and the first early model handed over, before the rest are
+        // indexed and sorted (about 6 ms of 30,000, which the switches waited for). They are
+        // not translated again below unless their key went to another service meanwhile
+        // (which a valid store, whose keys are unique, never holds; the indexes decide).
+        let alone = endpoints_uids.is_empty() && uids(Kind::Pod).is_empty();
+        let mut done = 0;
+        match written_services.split_at_checked(first) {
+            Some((first_ones, rest)) if alone && !rest.is_empty() => {
+                self.index_services(first_ones);
+                for (_, key, _) in first_ones {
+                    if self.service(store, key) {
+                        done += 1;
+                    }
+                }
+                early(&self.model);
+                self.index_services(rest);
+                let taken = |(uid, key, _): &&Written<'_, types::Service>| {
+                    self.service_by_key.get(key).is_none_or(|(u, _)| u != uid)
+                };
+                services.extend(
+                    first_ones
+                        .iter()
+                        .filter(taken)
+                        .map(|(_, key, _)| key.clone()),
+                );
+                services.extend(rest.iter().map(|(_, key, _)| key.clone()));
+            }
+            _ => {
+                self.index_services(&written_services);
+                services.extend(written_services.into_iter().map(|(_, key, _)| key));
+            }
+        }
         for uid in &endpoints_uids {
             services.extend(self.unindex_endpoints(uid));
         }
@@ -221,10 +256,7 @@ impl Translator {
         // Counted: the services translated that were or are in the model (an endpoints object
         // of no service changes nothing to publish). The first early model comes after an
         // eighth of a part, so that the switches start sooner.
-        let part = part.max(1);
-        let first = (part / 8).max(1);
         let mut left = services.len();
-        let mut done = 0;
         for key in services {
             left -= 1;
             if self.service(store, &key) {
