@@ -242,9 +242,7 @@ impl ServiceKey {
             name: Arc::from(name),
         }
     }
-}
 
-impl ServiceKey {
     /// The pieces of the key's text form, `namespace/name`, in order: what `Display` writes
     /// and [`Self::push_to`] appends.
     fn text(&self) -> [&str; 3] {
@@ -521,6 +519,23 @@ pub struct Endpoint {
     pub node_hints: Vec<String>,
     /// Relative weight; `None` takes the default (local or remote weight).
     pub weight: Option<u16>,
+}
+
+impl Endpoint {
+    /// An endpoint at `address` on `node` serving `ports`, every other field at its default
+    /// (ready, no zone or hints, the default weight).
+    pub fn new(address: IpAddr, ports: Vec<EndpointPort>, node: Option<String>) -> Self {
+        Endpoint {
+            address,
+            ports,
+            node,
+            conditions: EndpointConditions::default(),
+            zone: None,
+            zone_hints: Vec::new(),
+            node_hints: Vec::new(),
+            weight: None,
+        }
+    }
 }
 
 /// A port an endpoint serves.

@@ -98,30 +98,20 @@ fn perform(s: &mut Scenario, e: &Edit) {
         }
         Edit::AddEndpoint(svc, n) => {
             if let Some(k) = nth_key(s, svc) {
-                s.model.endpoints.entry(k).or_default().push(Endpoint {
-                    address: format!("10.244.9.{n}").parse().unwrap(),
-                    ports: Vec::new(),
-                    node: Some("n2".to_string()),
-                    conditions: Default::default(),
-                    zone: None,
-                    zone_hints: Vec::new(),
-                    node_hints: Vec::new(),
-                    weight: None,
-                });
+                s.model.endpoints.entry(k).or_default().push(Endpoint::new(
+                    format!("10.244.9.{n}").parse().unwrap(),
+                    Vec::new(),
+                    Some("n2".to_string()),
+                ));
             }
         }
         Edit::AddEndpoint6(svc, n) => {
             if let Some(k) = nth_key(s, svc) {
-                s.model.endpoints.entry(k).or_default().push(Endpoint {
-                    address: format!("fd00:10:244:9::{n:x}").parse().unwrap(),
-                    ports: Vec::new(),
-                    node: Some("n1".to_string()),
-                    conditions: Default::default(),
-                    zone: None,
-                    zone_hints: Vec::new(),
-                    node_hints: Vec::new(),
-                    weight: None,
-                });
+                s.model.endpoints.entry(k).or_default().push(Endpoint::new(
+                    format!("fd00:10:244:9::{n:x}").parse().unwrap(),
+                    Vec::new(),
+                    Some("n1".to_string()),
+                ));
             }
         }
         Edit::DualStack(svc, n, on) => {

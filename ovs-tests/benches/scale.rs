@@ -67,16 +67,11 @@ fn bindings() -> NodeBindings {
 
 /// Endpoint `j` of service `i`: a remote pod in 10.128.0.0/10, one address per endpoint.
 fn endpoint(i: u32, j: u32) -> Endpoint {
-    Endpoint {
-        address: IpAddr::V4(Ipv4Addr::from(0x0a80_0000 + i * 16 + j)),
-        ports: Vec::new(),
-        node: Some("n2".to_string()),
-        conditions: Default::default(),
-        zone: None,
-        zone_hints: Vec::new(),
-        node_hints: Vec::new(),
-        weight: None,
-    }
+    Endpoint::new(
+        IpAddr::V4(Ipv4Addr::from(0x0a80_0000 + i * 16 + j)),
+        Vec::new(),
+        Some("n2".to_string()),
+    )
 }
 
 fn model(services: u32) -> Model {

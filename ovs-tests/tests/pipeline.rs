@@ -566,15 +566,12 @@ async fn a_5000_endpoint_service_installs_spreads_over_every_chained_group_and_c
     service.ports[0].node_port = None;
     service.ports[0].target_port = netvirt::model::TargetPort::Number(9999);
     let endpoints: Vec<netvirt::model::Endpoint> = (0..5000u32)
-        .map(|i| netvirt::model::Endpoint {
-            address: std::net::Ipv4Addr::from(0x0af5_0000 + i).into(),
-            ports: Vec::new(),
-            node: Some("n2".to_string()),
-            conditions: Default::default(),
-            zone: None,
-            zone_hints: Vec::new(),
-            node_hints: Vec::new(),
-            weight: None,
+        .map(|i| {
+            netvirt::model::Endpoint::new(
+                std::net::Ipv4Addr::from(0x0af5_0000 + i).into(),
+                Vec::new(),
+                Some("n2".to_string()),
+            )
         })
         .collect();
     node.scenario.model.services.insert(key.clone(), service);

@@ -811,16 +811,7 @@ async fn a_remote_v6_endpoint_is_reached_from_pods_and_masqueraded_from_outside(
     service.cluster_ips = vec!["fd00:10:96::40".parse().unwrap()];
     service.ports[0].node_port = Some(30081);
     let ext6: IpAddr = EXT_IP6.split('/').next().unwrap().parse().unwrap();
-    let endpoint = netvirt::model::Endpoint {
-        address: ext6,
-        ports: Vec::new(),
-        node: Some("n2".to_string()),
-        conditions: Default::default(),
-        zone: None,
-        zone_hints: Vec::new(),
-        node_hints: Vec::new(),
-        weight: None,
-    };
+    let endpoint = netvirt::model::Endpoint::new(ext6, Vec::new(), Some("n2".to_string()));
     node.scenario.model.services.insert(key.clone(), service);
     node.scenario
         .model

@@ -515,16 +515,7 @@ mod tests {
     #[test]
     fn rest_endpoints_of_a_kubernetes_service_are_reported_not_merged() {
         let web = ServiceKey::new("default", "web");
-        let ep = |ip: &str| netvirt::model::Endpoint {
-            address: ip.parse().unwrap(),
-            ports: Vec::new(),
-            node: None,
-            conditions: netvirt::model::EndpointConditions::default(),
-            zone: None,
-            zone_hints: Vec::new(),
-            node_hints: Vec::new(),
-            weight: None,
-        };
+        let ep = |ip: &str| netvirt::model::Endpoint::new(ip.parse().unwrap(), Vec::new(), None);
         let mut rest = Model::default();
         rest.endpoints.insert(web.clone(), vec![ep("10.244.9.9")]);
         let mut kube = Model::default();

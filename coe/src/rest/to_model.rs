@@ -22,8 +22,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use netvirt::model::{
-    Endpoint, EndpointConditions, EndpointPort, MacAddr, Model, Namespace, Node, PodInterface,
-    Service, ServiceKey, ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
+    Endpoint, EndpointPort, MacAddr, Model, Namespace, Node, PodInterface, Service, ServiceKey,
+    ServicePort, ServiceType, SessionAffinity, TargetPort, TrafficPolicy,
 };
 
 use super::durable::Changed;
@@ -497,14 +497,8 @@ impl Translator {
                 seen.push(
                     &mut out,
                     Endpoint {
-                        address: a.ip_address,
-                        ports: ports.clone(),
-                        node,
-                        conditions: EndpointConditions::default(),
-                        zone: None,
-                        zone_hints: Vec::new(),
-                        node_hints: Vec::new(),
                         weight: a.weight,
+                        ..Endpoint::new(a.ip_address, ports.clone(), node)
                     },
                 );
             }
@@ -528,19 +522,7 @@ impl Translator {
                 if seen.find(&out, ip).is_some() {
                     continue;
                 }
-                seen.push(
-                    &mut out,
-                    Endpoint {
-                        address: ip,
-                        ports: ports.clone(),
-                        node: node.clone(),
-                        conditions: EndpointConditions::default(),
-                        zone: None,
-                        zone_hints: Vec::new(),
-                        node_hints: Vec::new(),
-                        weight: None,
-                    },
-                );
+                seen.push(&mut out, Endpoint::new(ip, ports.clone(), node.clone()));
             }
         }
         // The model keeps the list: at its length, not with the room pushing left (four

@@ -57,15 +57,12 @@ pub fn model(services: u32, endpoints: u32, nodes: usize) -> Model {
         );
         m.services.insert(key.clone(), service);
         let eps = (0..endpoints)
-            .map(|j| Endpoint {
-                address: IpAddr::V4(Ipv4Addr::from(0x0a80_0000 + i * 16 + j)),
-                ports: Vec::new(),
-                node: Some(format!("n{}", (i + j) as usize % nodes.max(1))),
-                conditions: Default::default(),
-                zone: None,
-                zone_hints: Vec::new(),
-                node_hints: Vec::new(),
-                weight: None,
+            .map(|j| {
+                Endpoint::new(
+                    IpAddr::V4(Ipv4Addr::from(0x0a80_0000 + i * 16 + j)),
+                    Vec::new(),
+                    Some(format!("n{}", (i + j) as usize % nodes.max(1))),
+                )
             })
             .collect();
         m.endpoints.insert(key, eps);

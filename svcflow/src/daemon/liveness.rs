@@ -233,19 +233,9 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netvirt::model::EndpointConditions;
 
     fn endpoint(ip: &str, node: &str) -> Endpoint {
-        Endpoint {
-            address: ip.parse().unwrap(),
-            ports: Vec::new(),
-            node: Some(node.to_string()),
-            conditions: EndpointConditions::default(),
-            zone: None,
-            zone_hints: Vec::new(),
-            node_hints: Vec::new(),
-            weight: None,
-        }
+        Endpoint::new(ip.parse().unwrap(), Vec::new(), Some(node.to_string()))
     }
 
     #[test]
