@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::error::{RequestError, excerpt};
 
+mod plain;
 mod stream;
 mod tree;
 use super::types::{
@@ -27,7 +28,8 @@ const PREFIXES: [&str; 3] = ["service:", "pod:", "k8s-node:"];
 ///
 /// The list is read one entry at a time ([`stream`]): each entry becomes a JSON tree, is
 /// checked and turned into an [`Item`], and its tree is dropped before the next is read, so a
-/// bulk load never holds a tree of the whole body (about ten times the body's size).
+/// bulk load never holds a tree of the whole body (about ten times the body's size). Plain
+/// JSON, what clients send, is read without serde ([`plain`]), with the same result.
 pub fn container_body(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
     stream::container(kind, body)
 }

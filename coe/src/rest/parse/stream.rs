@@ -1,11 +1,14 @@
-//! A container body read entry by entry: serde visitors walk the top object and the container
-//! object and find the extent of each list entry (its JSON checked, nothing built); then each
-//! entry is read as its own small JSON tree (borrowing its strings from the body,
-//! [`super::tree`]), checked and converted ([`super::item_value`]),
-//! a long list's two halves on two threads. A body of the whole datastore is read the same
-//! way, container by container (the biggest on a thread of its own). The rules are
-//! [`super`]'s: module prefixes on member names, a member given twice refused with its path,
-//! unknown members ignored (but checked for repeats; at the top of a datastore body they are
+//! A container body read entry by entry. A body that is exactly the container and its list,
+//! all plain JSON (no escapes, no floats: what clients send), has its entries found by
+//! [`super::plain`]; any other body has serde visitors walk the top object and the container
+//! object and find the extent of each list entry (its JSON checked, nothing built). Then each
+//! entry is read as its own small JSON tree (borrowing its strings from the body; by
+//! [`super::plain`] when it is plain, else by [`super::tree`]), checked and converted
+//! ([`super::item_value`]), a long list's two halves on two threads. Either way a body gives
+//! the same items or the same error. A body of the whole datastore is read the same way,
+//! container by container (the biggest on a thread of its own). The rules are [`super`]'s:
+//! module prefixes on member names, a member given twice refused with its path, unknown
+//! members ignored (but checked for repeats; at the top of a datastore body they are
 //! refused), the container taking precedence over a bare list.
 
 use std::cell::RefCell;
@@ -14,6 +17,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::plain;
 use super::tree::{Json, Read};
 use super::{Item, Kind, RequestError, bare, item_value, join, no_repeated_members, prefix_len};
 
@@ -51,6 +55,14 @@ macro_rules! reject_others {
 
 /// Parses a container body.
 pub(super) fn container(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
+    match plain::list_entries(kind, body) {
+        Some((path, entries)) => items(kind, &path, &entries),
+        None => container_serde(kind, body),
+    }
+}
+
+/// [`container`] through serde_json alone: any body, every error named.
+pub(super) fn container_serde(kind: Kind, body: &[u8]) -> Result<Vec<Item>, RequestError> {
     let slot = RefCell::new(None);
     let parsed = whole(body, Top { kind, slot: &slot });
     finish(parsed, slot)
@@ -366,9 +378,9 @@ impl<'de> Visitor<'de> for List<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
         // The entries' extents first (JSON checked, nothing built), then their items.
-        let mut entries: Vec<&'de RawValue> = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        let mut entries: Vec<&'de str> = Vec::with_capacity(seq.size_hint().unwrap_or(0));
         while let Some(entry) = seq.next_element::<&'de RawValue>()? {
-            entries.push(entry);
+            entries.push(entry.get());
         }
         match items(self.kind, &self.path, &entries) {
             Ok(items) => Ok(Found { items }),
@@ -391,12 +403,15 @@ impl<'de> Visitor<'de> for List<'_> {
 /// entry's by position, as reading them one by one finds it. A long list is converted in two
 /// halves at once (30,000 services: 64–67 ms on one thread, 44–45 ms on two; the bulk bench in
 /// `docs/performance.md`).
-fn items(kind: Kind, path: &str, entries: &[&RawValue]) -> Result<Vec<Item>, RequestError> {
-    let convert = |first: usize, entries: &[&RawValue]| {
+fn items(kind: Kind, path: &str, entries: &[&str]) -> Result<Vec<Item>, RequestError> {
+    let convert = |first: usize, entries: &[&str]| {
         let mut items = Vec::with_capacity(entries.len());
         for (i, entry) in (first..).zip(entries) {
-            let value = Json::parse_str(entry.get(), prefix_len)
-                .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?;
+            let value = match plain::tree(entry, prefix_len) {
+                Some(value) => value,
+                None => Json::parse_str(entry, prefix_len)
+                    .map_err(|e| RequestError::malformed(format!("body is not JSON: {e}")))?,
+            };
             no_repeated_members(&value, &|| format!("{path}[{i}]"))?;
             items.push(item_value(kind, &value, None, i)?);
         }

@@ -33,15 +33,15 @@ pub(super) enum Json<'a> {
 /// An object's members, in the order they were given (repeats included: the checks refuse
 /// them, naming the member).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Object<'a>(Vec<Member<'a>>);
+pub(super) struct Object<'a>(pub(super) Vec<Member<'a>>);
 
 /// A member: its name as given, where the name proper starts (past a module prefix such as
 /// `service:`, found once when read rather than at every lookup), its value.
 #[derive(Debug, Clone, PartialEq)]
-struct Member<'a> {
-    name: Cow<'a, str>,
-    bare: usize,
-    value: Json<'a>,
+pub(super) struct Member<'a> {
+    pub(super) name: Cow<'a, str>,
+    pub(super) bare: usize,
+    pub(super) value: Json<'a>,
 }
 
 impl Member<'_> {
