@@ -40,34 +40,24 @@ pub(super) fn list_entries(kind: Kind, body: &[u8]) -> Option<(String, Vec<&str>
     let text = std::str::from_utf8(body).ok()?;
     let mut reader = Reader::new(text, |_| 0);
     reader.open(b'{')?;
-    let path = match bare(reader.name()?) {
-        name if name == kind.container() => {
-            reader.open(b'{')?;
-            let list = reader.name()?;
-            (bare(list) == kind.list()).then(|| join(kind.container(), bare(list)))?
-        }
-        name if name == kind.list() => name.to_string(),
-        _ => return None,
+    let name = bare(reader.name()?);
+    let found = if name == kind.container() {
+        reader.container(kind)?
+    } else if name == kind.list() {
+        (name.to_string(), reader.entries()?)
+    } else {
+        return None;
     };
-    reader.open(b'[')?;
-    let mut entries = Vec::new();
-    if !reader.close(b']') {
-        loop {
-            reader.whitespace();
-            let start = reader.pos;
-            reader.skip()?;
-            entries.push(text.get(start..reader.pos)?);
-            if reader.close(b']') {
-                break;
-            }
-            reader.expect(b',')?;
-        }
-    }
-    let containers = if path == kind.list() { 1 } else { 2 };
-    for _ in 0..containers {
-        reader.close(b'}').then_some(())?;
-    }
-    reader.end().then_some((path, entries))
+    reader.close(b'}').then_some(())?;
+    reader.end().then_some(found)
+}
+
+/// [`list_entries`] for one container of a body of the whole datastore, given as its text
+/// (`{"service:services":[…]}`).
+pub(super) fn container_entries(kind: Kind, text: &str) -> Option<(String, Vec<&str>)> {
+    let mut reader = Reader::new(text, |_| 0);
+    let found = reader.container(kind)?;
+    reader.end().then_some(found)
 }
 
 /// Where the first quote, backslash or control character of `bytes` is, if any: eight bytes
@@ -155,6 +145,38 @@ impl<'a> Reader<'a> {
         self.expect(byte)?;
         self.depth += 1;
         (self.depth <= DEPTH).then_some(())
+    }
+
+    /// A container object holding only its list: the list's path and its entries.
+    fn container(&mut self, kind: Kind) -> Option<(String, Vec<&'a str>)> {
+        self.open(b'{')?;
+        let list = bare(self.name()?);
+        if list != kind.list() {
+            return None;
+        }
+        let entries = self.entries()?;
+        self.close(b'}').then_some(())?;
+        Some((join(kind.container(), list), entries))
+    }
+
+    /// A list's entries, each as its text, checked as [`Reader::value`] reads it.
+    fn entries(&mut self) -> Option<Vec<&'a str>> {
+        self.open(b'[')?;
+        let mut entries = Vec::new();
+        if !self.close(b']') {
+            loop {
+                self.whitespace();
+                let start = self.pos;
+                self.skip()?;
+                entries.push(self.text.get(start..self.pos)?);
+                if self.close(b']') {
+                    break;
+                }
+                self.expect(b',')?;
+            }
+        }
+        self.depth -= 1;
+        Some(entries)
     }
 
     /// A member's name and its colon.
@@ -306,11 +328,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::prefix_len;
-    use super::super::stream::{container, container_serde};
+    use super::super::stream::{container, container_serde, datastore_with};
     use super::*;
 
     /// Bodies as the COE watcher and svcflow's own clients send them.
-    const BODIES: [(Kind, &str); 6] = [
+    const BODIES: [(Kind, &str); 8] = [
         (
             Kind::Service,
             r#"{"service:service-information":{"service:services":[{"service:uid":"s1",
@@ -344,12 +366,33 @@ mod tests {
             r#"{"k8s-node:k8s-nodes":[{"k8s-node:uid":"n1","k8s-node:host-name":"n1",
             "k8s-node:internal-ip-address":"192.0.2.1","k8s-node:pod-cidr":"10.244.1.0/24"}]}"#,
         ),
+        // A member given twice in an entry: the error names the list's path.
+        (
+            Kind::Service,
+            r#"{"service:service-information":{"service:services":[{"uid":"s9","name":"a",
+            "service:name":"b"}]}}"#,
+        ),
+        (
+            Kind::Service,
+            r#"{"service:services":[{"uid":"s9","name":"a","service:name":"b"}]}"#,
+        ),
         (
             Kind::Service,
             r#"{"services":[{"uid":"s3","name":"odd","network-NS":"default","x":[true,false,
             null,{},[],0,1234567890123456789],"service-ports":[{"port":"80"}]}]}"#,
         ),
     ];
+
+    /// A body of the whole datastore, each container as `GET` on it returns it.
+    const DATASTORE: &str = r#"{"service:service-information":{"service:services":[
+        {"service:uid":"s1","service:name":"web","service:network-NS":"default",
+        "service:cluster-ip-address":"10.96.0.10","service:service-ports":[{"service:port":80,
+        "service:target-port":"http"}]}]},"service:endpoints-info":{"service:endpoints":[
+        {"service:uid":"e1","service:name":"web","service:network-NS":"default",
+        "service:endpoint-addresses":[{"service:ip-address":"10.244.1.5",
+        "service:node-name":"n1"}],"service:endpoint-ports":[{"service:name":"http",
+        "service:port":8080}]}]},"pod:coe":{"pod:pods":[]},"k8s-node:k8s-nodes-info":
+        {"k8s-node:k8s-nodes":[{"k8s-node:uid":"n1","k8s-node:host-name":"n1"}]}}"#;
 
     #[test]
     fn the_bodies_clients_send_are_read_here_entry_by_entry() {
@@ -367,6 +410,37 @@ mod tests {
                 container_serde(kind, body.as_bytes())
             );
         }
+        let top = tree(DATASTORE, prefix_len).unwrap();
+        for (name, _, _) in top.as_object().unwrap().iter() {
+            let kind = Kind::ALL
+                .into_iter()
+                .find(|k| k.qualified_container() == name)
+                .unwrap();
+            let start = DATASTORE.find(&format!("\"{name}\":")).unwrap() + name.len() + 3;
+            let mut reader = Reader::new(DATASTORE, prefix_len);
+            reader.pos = start;
+            reader.skip().unwrap();
+            let text = &DATASTORE[start..reader.pos];
+            assert!(container_entries(kind, text).is_some(), "{text}");
+        }
+        let twice = DATASTORE.replace(
+            r#""service:name":"web""#,
+            r#""name":"a","service:name":"web""#,
+        );
+        let refused = datastore_with(twice.as_bytes(), true).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("service-information.services[0].name"),
+            "{refused}"
+        );
+        assert_eq!(Err(refused), datastore_with(twice.as_bytes(), false));
+        let parsed = datastore_with(DATASTORE.as_bytes(), true).unwrap();
+        assert_eq!(
+            parsed.iter().map(|(_, items)| items.len()).sum::<usize>(),
+            3
+        );
+        assert_eq!(Ok(parsed), datastore_with(DATASTORE.as_bytes(), false));
     }
 
     #[test]
@@ -456,6 +530,8 @@ mod tests {
                 }
             }
             prop_assert_eq!(container(kind, &bytes), container_serde(kind, &bytes));
+            let whole = mutated(DATASTORE.as_bytes(), &edits);
+            prop_assert_eq!(datastore_with(&whole, true), datastore_with(&whole, false));
             if let Ok(text) = std::str::from_utf8(&bytes) {
                 // The whole body as one value, and the text of each of its entries.
                 if let Some(value) = tree(text, prefix_len) {

@@ -70,8 +70,16 @@ pub(super) fn container_serde(kind: Kind, body: &[u8]) -> Result<Vec<Item>, Requ
 
 /// Parses a body of the whole datastore: every container, each as `GET` on it returns it.
 pub(super) fn datastore(body: &[u8]) -> Result<Vec<(Kind, Vec<Item>)>, RequestError> {
+    datastore_with(body, true)
+}
+
+/// [`datastore`], each container read through serde_json alone when `plain` is false.
+pub(super) fn datastore_with(
+    body: &[u8],
+    plain: bool,
+) -> Result<Vec<(Kind, Vec<Item>)>, RequestError> {
     let slot = RefCell::new(None);
-    let parsed = whole(body, Datastore { slot: &slot });
+    let parsed = whole(body, Datastore { slot: &slot, plain });
     finish(parsed, slot)
 }
 
@@ -96,6 +104,8 @@ fn finish<T>(
 /// The datastore's top object: one member per container, in any order.
 struct Datastore<'a> {
     slot: Slot<'a>,
+    /// Whether a container may be read by [`plain`].
+    plain: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for Datastore<'_> {
@@ -157,7 +167,7 @@ impl<'de> Visitor<'de> for Datastore<'_> {
                 )),
             ));
         }
-        containers(&raw).map_err(|e| fail(slot, e))
+        containers(&raw, self.plain).map_err(|e| fail(slot, e))
     }
 
     reject_others!(Vec<(Kind, Vec<Item>)>, self => not_an_object(self.slot));
@@ -174,8 +184,17 @@ impl<'de> Visitor<'de> for Datastore<'_> {
 /// The items of each container, in the order given; the error is the first container's
 /// by that order. The biggest (by its text) is read on a thread of its own when it is worth
 /// one, beside the others.
-fn containers(raw: &[(Kind, &RawValue)]) -> Result<Vec<(Kind, Vec<Item>)>, RequestError> {
+fn containers(
+    raw: &[(Kind, &RawValue)],
+    plain: bool,
+) -> Result<Vec<(Kind, Vec<Item>)>, RequestError> {
     let one = |(kind, text): &(Kind, &RawValue)| {
+        if let Some((path, entries)) = plain
+            .then(|| plain::container_entries(*kind, text.get()))
+            .flatten()
+        {
+            return items(*kind, &path, &entries).map(|items| (*kind, items));
+        }
         let slot = RefCell::new(None);
         let parsed = whole(
             text.get().as_bytes(),
