@@ -6,7 +6,8 @@
 //! by key after each write).
 //! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
 //! [`replicated`] (the store in a Raft-clustered ovsdb-server, `--store ovsdb:`),
-//! [`auth`] (credentials), [`limits`] (idle connections and the body budget), [`tls`] (HTTPS)
+//! [`auth`] (credentials), [`limits`] (idle connections and the body budget), [`body`]
+//! (a request's body read whole as it arrives), [`tls`] (HTTPS)
 //! and [`server`]
 //! (the axum router and listener), which also serves [`status_page`] at `/`.
 //!
@@ -19,6 +20,7 @@
 //! list, and netvirt must read an empty list as "all ports".
 
 pub mod auth;
+pub mod body;
 pub mod config;
 pub mod durable;
 pub mod error;

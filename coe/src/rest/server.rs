@@ -27,9 +27,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak, mpsc};
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
@@ -39,6 +38,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::auth::{AuthFileError, Credentials};
+use super::body::WholeBody;
 use super::config::StoreKind;
 use super::config::{ConfigError, RestConfig};
 use super::durable::{ApplyError, Changed, DurableStore, OpenError};
@@ -567,25 +567,24 @@ fn router(shared: AppState, max_body: usize) -> Router {
 }
 
 fn container_routes(kind: Kind) -> MethodRouter<AppState> {
+    // A PUT replaces the list; a POST adds to it (409 if an item exists).
+    let written = move |method: Method,
+                        State(s): State<AppState>,
+                        h: HeaderMap,
+                        WholeBody(b): WholeBody| async move {
+        let items = match json_body(&h).and_then(|()| parse::container_body(kind, &b)) {
+            Ok(items) => items,
+            Err(e) => return request_error(&e),
+        };
+        if method == Method::POST {
+            write(s, Change::Create(kind, items), StatusCode::CREATED, None).await
+        } else {
+            write(s, Change::Replace(kind, items), StatusCode::OK, None).await
+        }
+    };
     get(move |State(s): State<AppState>| read(s, move |store| container_json(store, kind)))
-        .put(
-            move |State(s): State<AppState>, h: HeaderMap, b: Bytes| async move {
-                let items = match json_body(&h).and_then(|()| parse::container_body(kind, &b)) {
-                    Ok(items) => items,
-                    Err(e) => return request_error(&e),
-                };
-                write(s, Change::Replace(kind, items), StatusCode::OK, None).await
-            },
-        )
-        .post(
-            move |State(s): State<AppState>, h: HeaderMap, b: Bytes| async move {
-                let items = match json_body(&h).and_then(|()| parse::container_body(kind, &b)) {
-                    Ok(items) => items,
-                    Err(e) => return request_error(&e),
-                };
-                write(s, Change::Create(kind, items), StatusCode::CREATED, None).await
-            },
-        )
+        .put(written)
+        .post(written)
         .delete(move |State(s): State<AppState>| async move {
             write(s, Change::Clear(kind), StatusCode::OK, None).await
         })
@@ -596,7 +595,7 @@ fn container_routes(kind: Kind) -> MethodRouter<AppState> {
 /// switches services without their endpoints; it must give every container.
 fn datastore_routes() -> MethodRouter<AppState> {
     get(|State(s): State<AppState>| read(s, |store| Ok(Value::Object(store.datastore_json())))).put(
-        |State(s): State<AppState>, h: HeaderMap, b: Bytes| async move {
+        |State(s): State<AppState>, h: HeaderMap, WholeBody(b): WholeBody| async move {
             let lists = match json_body(&h).and_then(|()| parse::datastore_body(&b)) {
                 Ok(lists) => lists,
                 Err(e) => return request_error(&e),
@@ -607,30 +606,39 @@ fn datastore_routes() -> MethodRouter<AppState> {
 }
 
 fn item_routes(kind: Kind) -> MethodRouter<AppState> {
+    // A PUT writes the item whether or not it exists; a POST creates it (409 if it exists).
+    let written = move |method: Method,
+                        State(s): State<AppState>,
+                        Path(uid): Path<String>,
+                        h: HeaderMap,
+                        WholeBody(b): WholeBody| async move {
+        let item = match json_body(&h).and_then(|()| parse::item_body(kind, &uid, &b)) {
+            Ok(item) => item,
+            Err(e) => return request_error(&e),
+        };
+        if method == Method::POST {
+            let location = format!("{}/{}/{}", kind.container_path(), kind.list(), uid);
+            let change = Change::Create(kind, vec![item]);
+            write(s, change, StatusCode::CREATED, Some(location)).await
+        } else {
+            write(s, Change::Upsert(item), StatusCode::OK, None).await
+        }
+    };
     get(move |State(s): State<AppState>, Path(uid): Path<String>| {
         read(s, move |store| match store.get(kind, &uid) {
             Some(item) => Ok(json!({ kind.qualified_list(): [item.to_json()] })),
-            None => Err(RequestError::NotFound { path: kind.item_name(&uid) }),
+            None => Err(RequestError::NotFound {
+                path: kind.item_name(&uid),
+            }),
         })
     })
-    .put(move |State(s): State<AppState>, Path(uid): Path<String>, h: HeaderMap, b: Bytes| async move {
-        let item = match json_body(&h).and_then(|()| parse::item_body(kind, &uid, &b)) {
-            Ok(item) => item,
-            Err(e) => return request_error(&e),
-        };
-        write(s, Change::Upsert(item), StatusCode::OK, None).await
-    })
-    .post(move |State(s): State<AppState>, Path(uid): Path<String>, h: HeaderMap, b: Bytes| async move {
-        let item = match json_body(&h).and_then(|()| parse::item_body(kind, &uid, &b)) {
-            Ok(item) => item,
-            Err(e) => return request_error(&e),
-        };
-        let location = format!("{}/{}/{}", kind.container_path(), kind.list(), uid);
-        write(s, Change::Create(kind, vec![item]), StatusCode::CREATED, Some(location)).await
-    })
-    .delete(move |State(s): State<AppState>, Path(uid): Path<String>| async move {
-        write(s, Change::Delete(kind, uid), StatusCode::OK, None).await
-    })
+    .put(written)
+    .post(written)
+    .delete(
+        move |State(s): State<AppState>, Path(uid): Path<String>| async move {
+            write(s, Change::Delete(kind, uid), StatusCode::OK, None).await
+        },
+    )
 }
 
 fn container_json(store: &Store, kind: Kind) -> Result<Value, RequestError> {
@@ -900,7 +908,7 @@ async fn status_page(State(s): State<AppState>) -> Response {
 }
 
 /// Runs a live trace: `{"input": {"node", "from", "to", "protocol"}}`.
-async fn trace(State(s): State<AppState>, h: HeaderMap, b: Bytes) -> Response {
+async fn trace(State(s): State<AppState>, h: HeaderMap, WholeBody(b): WholeBody) -> Response {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Input {
