@@ -161,22 +161,37 @@ impl<'a> Reader<'a> {
 
     /// A list's entries, each as its text, checked as [`Reader::value`] reads it.
     fn entries(&mut self) -> Option<Vec<&'a str>> {
-        self.open(b'[')?;
         let mut entries = Vec::new();
-        if !self.close(b']') {
+        self.sequence(b'[', b']', |r| {
+            r.whitespace();
+            let start = r.pos;
+            r.skip()?;
+            entries.push(r.text.get(start..r.pos)?);
+            Some(())
+        })?;
+        Some(entries)
+    }
+
+    /// An object or a list, from its opening byte `open` to its `close`, one level deeper:
+    /// `each` reads a member or an entry, and they are separated by commas.
+    fn sequence(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut each: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.open(open)?;
+        if !self.close(close) {
             loop {
-                self.whitespace();
-                let start = self.pos;
-                self.skip()?;
-                entries.push(self.text.get(start..self.pos)?);
-                if self.close(b']') {
+                each(self)?;
+                if self.close(close) {
                     break;
                 }
                 self.expect(b',')?;
             }
         }
         self.depth -= 1;
-        Some(entries)
+        Some(())
     }
 
     /// A member's name and its colon.
@@ -237,39 +252,23 @@ impl<'a> Reader<'a> {
         Some(match self.peek()? {
             b'"' => Json::Str(Cow::Borrowed(self.string()?)),
             b'{' => {
-                self.open(b'{')?;
                 let mut members = Vec::with_capacity(8);
-                if !self.close(b'}') {
-                    loop {
-                        let name = self.name()?;
-                        let value = self.value()?;
-                        members.push(Member {
-                            name: Cow::Borrowed(name),
-                            bare: (self.prefix_len)(name),
-                            value,
-                        });
-                        if self.close(b'}') {
-                            break;
-                        }
-                        self.expect(b',')?;
-                    }
-                }
-                self.depth -= 1;
+                self.sequence(b'{', b'}', |r| {
+                    let name = r.name()?;
+                    let value = r.value()?;
+                    let bare = (r.prefix_len)(name);
+                    let name = Cow::Borrowed(name);
+                    members.push(Member { name, bare, value });
+                    Some(())
+                })?;
                 Json::Object(Object(members))
             }
             b'[' => {
-                self.open(b'[')?;
                 let mut items = Vec::new();
-                if !self.close(b']') {
-                    loop {
-                        items.push(self.value()?);
-                        if self.close(b']') {
-                            break;
-                        }
-                        self.expect(b',')?;
-                    }
-                }
-                self.depth -= 1;
+                self.sequence(b'[', b']', |r| {
+                    items.push(r.value()?);
+                    Some(())
+                })?;
                 Json::Array(items)
             }
             b't' => self.literal("true").map(|()| Json::Bool(true))?,
@@ -284,35 +283,11 @@ impl<'a> Reader<'a> {
         self.whitespace();
         match self.peek()? {
             b'"' => self.string().map(|_| ()),
-            b'{' => {
-                self.open(b'{')?;
-                if !self.close(b'}') {
-                    loop {
-                        self.name()?;
-                        self.skip()?;
-                        if self.close(b'}') {
-                            break;
-                        }
-                        self.expect(b',')?;
-                    }
-                }
-                self.depth -= 1;
-                Some(())
-            }
-            b'[' => {
-                self.open(b'[')?;
-                if !self.close(b']') {
-                    loop {
-                        self.skip()?;
-                        if self.close(b']') {
-                            break;
-                        }
-                        self.expect(b',')?;
-                    }
-                }
-                self.depth -= 1;
-                Some(())
-            }
+            b'{' => self.sequence(b'{', b'}', |r| {
+                r.name()?;
+                r.skip()
+            }),
+            b'[' => self.sequence(b'[', b']', Self::skip),
             b't' => self.literal("true"),
             b'f' => self.literal("false"),
             b'n' => self.literal("null"),
