@@ -1,17 +1,17 @@
 //! The store made durable: every change is logged to the WAL, and fsynced, before it is
 //! applied and acknowledged; opening replays the log.
 //!
-//! Records are JSON: `{"effects":{"seq":N,"effects":[…]}}` for a change, and
-//! `{"snapshot":{"seq":N,"store":{…}}}` for a compacted state. Sequence numbers must follow
-//! each other; a gap, an undecodable record or a replayed state that fails validation under
-//! the current configuration is a startup error, and the log is never emptied to get past it.
+//! Each record is a change's effects or a snapshot of the compacted state, in
+//! [`super::record`]'s binary form (logs written before 2026-12-07 hold JSON records, which
+//! are still read). Sequence numbers must follow each other; a gap, an undecodable record or
+//! a replayed state that fails validation under the current configuration is a startup
+//! error, and the log is never emptied to get past it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use super::error::RequestError;
+use super::record::{self, Record};
 use super::store::{Change, Effect, Rules, Store, Touched};
 use super::types::Kind;
 use super::wal::{Framed, Torn, Wal, WalError};
@@ -22,27 +22,6 @@ pub const WAL_FILE: &str = "rest.wal";
 pub const LOCK_FILE: &str = "rest.lock";
 /// Compact once the log holds this many records.
 pub const COMPACT_AT: u64 = 1024;
-
-/// A log record as read back.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum Record {
-    Effects { seq: u64, effects: Vec<Effect> },
-    Snapshot { seq: u64, store: Box<Store> },
-}
-
-/// A log record as written: the same JSON as [`Record`], borrowing what it writes, so that
-/// a snapshot does not copy the store.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum RecordOut<'a> {
-    Effects { seq: u64, effects: &'a [Effect] },
-    Snapshot { seq: u64, store: &'a Store },
-}
-
-/// Room reserved for a log record, per effect: an endpoints object with two addresses is about
-/// 220 bytes of JSON, a service about 160 (the buffer grows past it when needed).
-const RECORD_BYTES_PER_EFFECT: usize = 256;
 
 /// Why the durable state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -224,8 +203,7 @@ impl DurableStore {
                 index,
                 reason,
             };
-            let record: Record =
-                serde_json::from_slice(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
+            let record = record::decode(payload).map_err(|e| bad(format!("cannot decode: {e}")))?;
             match record {
                 Record::Snapshot {
                     seq: s,
@@ -275,19 +253,13 @@ impl DurableStore {
         // a large change: a container PUT of 30,000 items takes tens of milliseconds for
         // each), and thrown away if the change is refused.
         let (applied, encoded) = self.store.apply_beside(change, &self.rules, |effects| {
-            let mut buf = Framed::buffer(effects.len().saturating_mul(RECORD_BYTES_PER_EFFECT));
-            serde_json::to_writer(&mut buf, &RecordOut::Effects { seq, effects }).map(|()| buf)
+            let mut buf = Framed::buffer(effects.len().saturating_mul(record::BYTES_PER_EFFECT));
+            record::encode_effects(&mut buf, seq, effects);
+            buf
         })?;
         let mut changed = std::mem::take(&mut self.changed);
         changed.record(&applied.effects);
-        let logged = encoded
-            .map_err(|e| WalError::Io {
-                path: self.wal.path().to_path_buf(),
-                op: "encode record",
-                source: e.into(),
-            })
-            .and_then(Framed::seal)
-            .and_then(|framed| self.wal.append_framed(&framed));
+        let logged = Framed::seal(encoded).and_then(|framed| self.wal.append_framed(&framed));
         if let Err(e) = logged {
             // Not durable, so not applied either. What it touched is recorded anyway: a
             // consumer that looks again at an unchanged item finds nothing to do.
@@ -327,15 +299,8 @@ impl DurableStore {
 
     /// Rewrites the log as one snapshot of the current state.
     pub fn compact(&mut self) -> Result<(), WalError> {
-        let payload = serde_json::to_vec(&RecordOut::Snapshot {
-            seq: self.seq,
-            store: &self.store,
-        })
-        .map_err(|e| WalError::Io {
-            path: self.wal.path().to_path_buf(),
-            op: "encode snapshot",
-            source: e.into(),
-        })?;
+        let mut payload = Vec::new();
+        record::encode_snapshot(&mut payload, self.seq, &self.store);
         self.wal.rewrite(&[payload])
     }
 

@@ -1,7 +1,7 @@
 //! The REST northbound: OpenDaylight COE's RESTCONF API, driving svcflow.
 //!
 //! Pure layers: [`types`] (the validated objects), [`parse`] (COE JSON → objects),
-//! [`transfer`] (the export document),
+//! [`transfer`] (the export document), [`record`] (the log's records, encoded and decoded),
 //! [`store`] (atomic, validated changes), [`to_model`] (store → [`netvirt::model::Model`], whole or
 //! by key after each write).
 //! I/O: [`wal`] (the checksummed, fsynced log), [`durable`] (the store over the log),
@@ -28,6 +28,7 @@ pub mod limits;
 pub mod openapi;
 pub mod operational;
 pub mod parse;
+pub mod record;
 pub mod replicated;
 pub mod server;
 pub mod status_page;
