@@ -6,13 +6,14 @@
 //! which are still read, so a log may hold both; a record's first byte tells them apart
 //! (JSON's is `{`). Writing and syncing a record is on the path of every write's reply, and
 //! a 30,000-service container PUT was about 6 MB of JSON, whose write and `fdatasync` took
-//! 8–66 ms on the development host and its encoding 10–20 ms; in this form it is about a
-//! third of that size and encodes in a few milliseconds (`docs/performance.md`).
+//! 7–66 ms on the development host and its encoding 10–20 ms; in this form it is about a
+//! quarter of that size (`docs/performance.md`).
 //!
 //! The binary form. Every integer is an unsigned LEB128 varint; a string is its length, then
 //! its UTF-8 bytes; an `Option` is `0`, or `1` and the value; a list is its length, then its
 //! elements; an address is `4` and four bytes or `6` and sixteen; a CIDR is its address, then
-//! its prefix length. A record is:
+//! its prefix length; a protocol (`0` TCP, `1` UDP, `2` SCTP) or a network type (`0` FLAT,
+//! `1` VLAN, `2` VXLAN, `3` GRE) is one byte. A record is:
 //!
 //! - its form: `1` for effects, `2` for a snapshot (a later form takes a new number, which
 //!   this code refuses by name rather than misreads);
