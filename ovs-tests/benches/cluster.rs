@@ -19,8 +19,9 @@
 //! `node NAME: synced model revision R: … (F flows, G groups desired)` ([`SyncLine`]), and R
 //! grows by one per accepted REST write. The bench is the only writer once the lab is up, so
 //! it counts its writes and waits until every node has logged a sync with revision >= its
-//! last write's; a revision beyond its count stops the bench. The log is polled every 0.5 ms,
-//! reading only the appended bytes, so the timestamps have that resolution.
+//! last write's; a revision beyond its count stops the bench. The bench sleeps until the daemon
+//! writes to its log (inotify), then reads only the appended bytes, so a line is seen as it is
+//! written.
 //!
 //! The REST writes use the in-process HTTP/1.1 client of [`ovs_tests::http`] (a `curl`
 //! process per write would cost milliseconds), whose socket is opened inside the lab's
@@ -85,8 +86,9 @@ const CONFIG: &str = "/restconf/config";
 const NAMESPACE: &str = "bench";
 /// Cluster IPs: 10.96.0.0/12.
 const VIP_BASE: u32 = 0x0a60_0000;
-/// How often the daemon's log is read for new lines.
-const POLL: Duration = Duration::from_micros(500);
+/// The longest sleep between two reads of the daemon's log; a write to it ends the sleep at
+/// once (inotify, [`LogLines::wait`]).
+const WAIT: Duration = Duration::from_millis(100);
 /// The least pause before each measured write; see the module docs.
 const MIN_GAP_MS: u64 = 60;
 
@@ -190,7 +192,10 @@ impl LogWatch {
                      {groups:?}) within {timeout:?}"
                 ));
             }
-            std::thread::sleep(POLL);
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.log
+                .wait(left.min(WAIT))
+                .unwrap_or_else(|e| self.fail(&format!("{what}: watching the daemon log: {e}")));
         }
     }
 

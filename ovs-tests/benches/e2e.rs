@@ -37,8 +37,9 @@
 //! it counts its writes and waits for a sync line with R equal to its last write's revision
 //! (a burst of writes may be synced as one, at its last revision) and the totals it expects.
 //! The fixed flows are read from node n1's syncs once they stop (n1 syncs again when its
-//! gateway port is bound). The log file is polled every 0.5 ms, reading only the appended bytes, so
-//! the timestamps have that resolution. A sync line with a revision beyond the bench's count
+//! gateway port is bound). The bench sleeps until the daemon writes to its log (inotify) and
+//! then reads only the appended bytes, so a line is seen as it is written, without the bench
+//! waking on the cores it measures. A sync line with a revision beyond the bench's count
 //! means the count is wrong, and stops the bench.
 //!
 //! The HTTP client is in-process ([`ovs_tests::http`]: HTTP/1.1, `Content-Length`, keep-alive
@@ -122,8 +123,9 @@ const ENDPOINT_SPACE: u32 = 1 << 23;
 /// Cluster IPs: 10.96.0.0/12.
 const VIP_BASE: u32 = 0x0a60_0000;
 const VIP_SPACE: u32 = 1 << 20;
-/// How often the daemon's log is read for new lines.
-const POLL: Duration = Duration::from_micros(500);
+/// The longest sleep between two reads of the daemon's log; a write to it ends the sleep at
+/// once (inotify, [`LogLines::wait`]).
+const WAIT: Duration = Duration::from_millis(100);
 
 // ---------------------------------------------------------------------------------------------
 // The daemon's log, read as it grows.
@@ -213,7 +215,10 @@ impl LogWatch {
                      groups) within {timeout:?}; last syncs seen: {seen:?}"
                 ));
             }
-            std::thread::sleep(POLL);
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.log
+                .wait(left.min(WAIT))
+                .unwrap_or_else(|e| self.fail(&format!("{what}: watching the daemon log: {e}")));
         }
     }
 }

@@ -135,7 +135,11 @@ impl Syncs {
                     .collect::<Vec<_>>()
                     .join("\n")
             );
-            std::thread::sleep(Duration::from_micros(500));
+            // Until the daemon writes to its log (inotify), at most 100 ms.
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.log
+                .wait(left.min(Duration::from_millis(100)))
+                .unwrap_or_else(|e| panic!("watching the daemon log: {e}"));
         }
     }
 }
