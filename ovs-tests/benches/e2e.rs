@@ -558,6 +558,10 @@ fn run_size(s: u32, e: u32, tls: bool, load: Load, updates: u32, gap: Duration) 
     let vswitchd = sb
         .vswitchd_pid()
         .expect("the sandbox's ovs-vswitchd pidfile");
+    // Write back what this bench left dirty before the clock starts (the round before's
+    // sandbox, logs and the anchor's flow files, tens of megabytes): the daemon's fdatasync
+    // of its log may otherwise wait on it, as no anchor does.
+    rustix::fs::sync();
     let cpu_before = (ProcStat::of(pid), cpu_time(vswitchd));
     let start = Instant::now();
     let (ep_reply, svc_reply) = match load {
