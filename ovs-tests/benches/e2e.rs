@@ -39,7 +39,9 @@
 //! The fixed flows are read from node n1's syncs once they stop (n1 syncs again when its
 //! gateway port is bound). The bench sleeps until the daemon writes to its log (inotify) and
 //! then reads only the appended bytes, so a line is seen as it is written, without the bench
-//! waking on the cores it measures. A sync line with a revision beyond the bench's count
+//! waking on the cores it measures. Before each full load's clock starts it calls `sync(2)`,
+//! so that the daemon's `fdatasync` does not wait on what the bench wrote (the anchor never
+//! syncs). A sync line with a revision beyond the bench's count
 //! means the count is wrong, and stops the bench.
 //!
 //! The HTTP client is in-process ([`ovs_tests::http`]: HTTP/1.1, `Content-Length`, keep-alive
