@@ -373,7 +373,6 @@ fn compaction_keeps_the_state() {
 /// before and after a compaction (which rewrites it as one binary snapshot).
 #[test]
 fn a_log_of_json_records_opens_and_grows_in_the_binary_form() {
-    use coe::rest::record;
     use coe::rest::store::Effect;
     use coe::rest::types::Item;
     let dir = tempfile::tempdir().unwrap();
@@ -391,9 +390,19 @@ fn a_log_of_json_records_opens_and_grows_in_the_binary_form() {
     let s4 = vec![Effect::Upsert(Item::Service(state.services["s4"].clone()))];
     let s2 = vec![Effect::Remove(Kind::Service, "s2".into())];
     let mut bytes = MAGIC.to_vec();
-    bytes.extend_from_slice(&frame(&record::snapshot_json(3, &snapshot)).unwrap());
-    bytes.extend_from_slice(&frame(&record::effects_json(4, &s4)).unwrap());
-    bytes.extend_from_slice(&frame(&record::effects_json(5, &s2)).unwrap());
+    let json = |record: serde_json::Value| serde_json::to_vec(&record).unwrap();
+    bytes.extend_from_slice(
+        &frame(&json(
+            json!({ "snapshot": { "seq": 3, "store": snapshot } }),
+        ))
+        .unwrap(),
+    );
+    bytes.extend_from_slice(
+        &frame(&json(json!({ "effects": { "seq": 4, "effects": s4 } }))).unwrap(),
+    );
+    bytes.extend_from_slice(
+        &frame(&json(json!({ "effects": { "seq": 5, "effects": s2 } }))).unwrap(),
+    );
     std::fs::write(wal_path(dir.path()), bytes).unwrap();
 
     let mut d = open_store(dir.path(), Rules::default()).unwrap();

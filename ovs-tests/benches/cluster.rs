@@ -86,9 +86,6 @@ const CONFIG: &str = "/restconf/config";
 const NAMESPACE: &str = "bench";
 /// Cluster IPs: 10.96.0.0/12.
 const VIP_BASE: u32 = 0x0a60_0000;
-/// The longest sleep between two reads of the daemon's log; a write to it ends the sleep at
-/// once (inotify, [`LogLines::wait`]).
-const WAIT: Duration = Duration::from_millis(100);
 /// The least pause before each measured write; see the module docs.
 const MIN_GAP_MS: u64 = 60;
 
@@ -192,9 +189,8 @@ impl LogWatch {
                      {groups:?}) within {timeout:?}"
                 ));
             }
-            let left = deadline.saturating_duration_since(Instant::now());
             self.log
-                .wait(left.min(WAIT))
+                .wait_until(deadline)
                 .unwrap_or_else(|e| self.fail(&format!("{what}: watching the daemon log: {e}")));
         }
     }

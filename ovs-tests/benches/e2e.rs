@@ -125,9 +125,6 @@ const ENDPOINT_SPACE: u32 = 1 << 23;
 /// Cluster IPs: 10.96.0.0/12.
 const VIP_BASE: u32 = 0x0a60_0000;
 const VIP_SPACE: u32 = 1 << 20;
-/// The longest sleep between two reads of the daemon's log; a write to it ends the sleep at
-/// once (inotify, [`LogLines::wait`]).
-const WAIT: Duration = Duration::from_millis(100);
 
 // ---------------------------------------------------------------------------------------------
 // The daemon's log, read as it grows.
@@ -217,9 +214,8 @@ impl LogWatch {
                      groups) within {timeout:?}; last syncs seen: {seen:?}"
                 ));
             }
-            let left = deadline.saturating_duration_since(Instant::now());
             self.log
-                .wait(left.min(WAIT))
+                .wait_until(deadline)
                 .unwrap_or_else(|e| self.fail(&format!("{what}: watching the daemon log: {e}")));
         }
     }

@@ -135,10 +135,9 @@ impl Syncs {
                     .collect::<Vec<_>>()
                     .join("\n")
             );
-            // Until the daemon writes to its log (inotify), at most 100 ms.
-            let left = deadline.saturating_duration_since(Instant::now());
+            // Until the daemon writes to its log (inotify), or the deadline.
             self.log
-                .wait(left.min(Duration::from_millis(100)))
+                .wait_until(deadline)
                 .unwrap_or_else(|e| panic!("watching the daemon log: {e}"));
         }
     }

@@ -505,7 +505,7 @@ pub fn time_of_day() -> f64 {
 
 /// A daemon's log read as it grows, for benches that time what the daemon logs: each
 /// [`LogLines::poll`] returns the complete lines appended since the last one, and
-/// [`LogLines::wait`] sleeps until the daemon writes to it. Waiting on inotify rather than
+/// [`LogLines::wait_until`] sleeps until the daemon writes to it. Waiting on inotify rather than
 /// reading the file every half millisecond keeps the bench off the cores it measures: a
 /// reader woken every 500 µs landed on the core that the engine and `ovs-vswitchd` shared,
 /// and each wake-up switched one out for the other (`docs/performance.md`).
@@ -535,9 +535,10 @@ impl LogLines {
         })
     }
 
-    /// Sleeps until the log is written to (since the last call) or `timeout` passes.
-    pub fn wait(&self, timeout: std::time::Duration) -> Result<(), SandboxError> {
+    /// Sleeps until the log is written to (since the last call) or `deadline` passes.
+    pub fn wait_until(&self, deadline: std::time::Instant) -> Result<(), SandboxError> {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let timeout = deadline.saturating_duration_since(std::time::Instant::now());
         let timeout = Timespec {
             tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(timeout.subsec_nanos()),

@@ -33,7 +33,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::store::{Effect, Store};
 use super::types::{
@@ -108,25 +108,6 @@ enum JsonRecord {
     Snapshot { seq: u64, store: Box<Store> },
 }
 
-/// The JSON form as it was written: kept for tests that make logs as older versions did.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum JsonRecordOut<'a> {
-    Effects { seq: u64, effects: &'a [Effect] },
-    Snapshot { seq: u64, store: &'a Store },
-}
-
-/// A change's record, in the JSON form that logs written before 2026-12-07 hold.
-pub fn effects_json(seq: u64, effects: &[Effect]) -> Vec<u8> {
-    // Effects hold strings, numbers and addresses only, which always serialise.
-    serde_json::to_vec(&JsonRecordOut::Effects { seq, effects }).unwrap_or_default()
-}
-
-/// A snapshot's record, in the JSON form that logs written before 2026-12-07 hold.
-pub fn snapshot_json(seq: u64, store: &Store) -> Vec<u8> {
-    serde_json::to_vec(&JsonRecordOut::Snapshot { seq, store }).unwrap_or_default()
-}
-
 /// Appends a change's record to `out`.
 pub fn encode_effects(out: &mut Vec<u8>, seq: u64, effects: &[Effect]) {
     out.push(EFFECTS);
@@ -163,10 +144,12 @@ pub fn encode_snapshot(out: &mut Vec<u8>, seq: u64, store: &Store) {
     let items = store.services.len() + store.endpoints.len() + store.pods.len() + store.nodes.len();
     len(out, items);
     for service in store.services.values() {
-        encode_item(out, &Item::Service(Arc::clone(service)));
+        out.push(kind_byte(Kind::Service));
+        encode_service(out, service);
     }
     for endpoints in store.endpoints.values() {
-        encode_item(out, &Item::Endpoints(Arc::clone(endpoints)));
+        out.push(kind_byte(Kind::Endpoints));
+        encode_endpoints(out, endpoints);
     }
     for pod in store.pods.values() {
         out.push(kind_byte(Kind::Pod));
@@ -968,6 +951,18 @@ mod tests {
             3 => item().prop_map(Effect::Upsert),
             1 => (kind(), text()).prop_map(|(k, uid)| Effect::Remove(k, uid)),
         ]
+    }
+
+    /// A change's record in the JSON form that logs written before 2026-12-07 hold.
+    fn effects_json(seq: u64, effects: &[Effect]) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({ "effects": { "seq": seq, "effects": effects } }))
+            .unwrap()
+    }
+
+    /// A snapshot's record in that JSON form.
+    fn snapshot_json(seq: u64, store: &Store) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({ "snapshot": { "seq": seq, "store": store } }))
+            .unwrap()
     }
 
     fn binary_effects(seq: u64, effects: &[Effect]) -> Vec<u8> {
